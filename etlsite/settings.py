@@ -1,0 +1,195 @@
+"""Settings for the ETL scheduler, read from the environment.
+
+SQLite and django-q2's ORM broker are the embedded default so a fresh clone
+runs; set DATABASE_URL (PostgreSQL) and REDIS_URL (Redis broker) to scale out.
+"""
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from etlsite.env import envbool, envfloat, envint, envlist, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(envstr("ETL_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DEBUG", False)
+
+SECRET_KEY = envstr("SECRET_KEY", "")
+if not SECRET_KEY:
+    # A development key is generated once per checkout and kept in var/ so that
+    # sessions survive restarts; production must set SECRET_KEY.
+    _key_file = VAR_DIR / "secret_key"
+    if not _key_file.exists():
+        _key_file.write_text(secrets.token_urlsafe(50))
+        _key_file.chmod(0o600)
+    SECRET_KEY = _key_file.read_text().strip()
+elif len(SECRET_KEY) < 32:
+    raise ImproperlyConfigured("SECRET_KEY: must be at least 32 characters long")
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    # scheduler first: its `qcluster` command wraps django-q2's to start our loops.
+    "scheduler.apps.SchedulerConfig",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "django_q",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "etlsite.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "etlsite.wsgi.application"
+
+# --- database -------------------------------------------------------------
+_default_db_url = f"sqlite:///{VAR_DIR / 'etl.sqlite3'}"
+try:
+    _db = dj_database_url.parse(envstr("DATABASE_URL", _default_db_url), conn_max_age=600)
+except Exception as exc:  # dj-database-url raises several types for bad URLs
+    raise ImproperlyConfigured(f"DATABASE_URL: cannot parse ({exc})") from None
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _db["OPTIONS"] = {
+        # IMMEDIATE takes the write lock at BEGIN, so two writers queue instead
+        # of failing with "database is locked" halfway through a transaction.
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+    }
+    # Tests that start a real qcluster need the test database on disk.
+    _db["TEST"] = {"NAME": str(VAR_DIR / f"test_{envstr('ETL_TEST_DB_SUFFIX', 'main')}.sqlite3")}
+elif _db["ENGINE"] == "django.db.backends.postgresql":
+    _db["CONN_HEALTH_CHECKS"] = True
+    _db["TEST"] = {"NAME": envstr("ETL_TEST_DB_NAME", "test_etl_scheduler")}
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = envstr("TIME_ZONE", "UTC")
+try:
+    import zoneinfo
+
+    zoneinfo.ZoneInfo(TIME_ZONE)
+except Exception:
+    raise ImproperlyConfigured(f"TIME_ZONE: unknown time zone {TIME_ZONE!r}") from None
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = envstr("STATIC_ROOT", str(BASE_DIR / "staticfiles"))
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "scheduler:overview"
+LOGOUT_REDIRECT_URL = "login"
+
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not DEBUG and envbool("HTTPS", False))
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "etl-scheduler@localhost")
+
+# --- django-q2 ------------------------------------------------------------
+REDIS_URL = envstr("REDIS_URL", "")
+Q_TIMEOUT = envint("Q_TIMEOUT", 3600, minimum=1)
+Q_RETRY = envint("Q_RETRY", Q_TIMEOUT + 300, minimum=2)
+if Q_RETRY <= Q_TIMEOUT:
+    # A task that runs longer than `retry` is delivered a second time.
+    raise ImproperlyConfigured(f"Q_RETRY: must be greater than Q_TIMEOUT ({Q_TIMEOUT}), got {Q_RETRY}")
+Q_CLUSTER = {
+    "name": envstr("Q_CLUSTER_NAME", "etl"),
+    "workers": envint("Q_WORKERS", 2, minimum=1),
+    "recycle": 500,
+    "timeout": Q_TIMEOUT,
+    "retry": Q_RETRY,
+    "save_limit": -1,  # our run ledger is the record; django-q's is not needed
+    "ack_failures": True,
+    "max_attempts": 1,
+    "catch_up": False,
+    "poll": envfloat("Q_POLL", 0.05, minimum=0.01),
+    "queue_limit": envint("Q_QUEUE_LIMIT", 50, minimum=1),
+    "label": "Task queue",
+}
+if REDIS_URL:
+    if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(f"REDIS_URL: expected redis://host:port/db, got {REDIS_URL!r}")
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- the scheduler --------------------------------------------------------
+ETL_DISPATCH_INTERVAL = envfloat("ETL_DISPATCH_INTERVAL", 0.1, minimum=0.01)
+ETL_GOVERNANCE_INTERVAL = envfloat("ETL_GOVERNANCE_INTERVAL", 15.0, minimum=0.1)
+ETL_LEASE_SECONDS = envfloat("ETL_LEASE_SECONDS", 20.0, minimum=1.0)
+ETL_HEARTBEAT_SECONDS = envfloat("ETL_HEARTBEAT_SECONDS", 5.0, minimum=0.1)
+ETL_STUCK_SECONDS = envfloat("ETL_STUCK_SECONDS", 60.0, minimum=1.0)
+ETL_DISPATCH_BATCH = envint("ETL_DISPATCH_BATCH", 200, minimum=1)
+ETL_MAX_BACKFILL_WINDOWS = envint("ETL_MAX_BACKFILL_WINDOWS", 100_000, minimum=1)
+ETL_WEBHOOK_REPLAY_SECONDS = envint("ETL_WEBHOOK_REPLAY_SECONDS", 300, minimum=1)
+ETL_WEBHOOK_MAX_BYTES = envint("ETL_WEBHOOK_MAX_BYTES", 1_048_576, minimum=1)
+ETL_EVENT_TOKENS = envlist("ETL_EVENT_TOKENS", [])
+ETL_METRICS_TOKEN = envstr("ETL_METRICS_TOKEN", "")
+ETL_ALERT_EMAILS = envlist("ETL_ALERT_EMAILS", [])
+ETL_ALERT_WEBHOOK_URL = envstr("ETL_ALERT_WEBHOOK_URL", "")
+ETL_ALERT_WEBHOOK_SECRET = envstr("ETL_ALERT_WEBHOOK_SECRET", "")
+ETL_PIPELINE_MODULES = envlist("ETL_PIPELINE_MODULES", ["scheduler.pipelines.demo"])
+ETL_DEMO_SOURCE_DB = envstr("ETL_DEMO_SOURCE_DB", str(VAR_DIR / "demo_source.sqlite3"))
+ETL_DEMO_WAREHOUSE_DB = envstr("ETL_DEMO_WAREHOUSE_DB", str(VAR_DIR / "demo_warehouse.sqlite3"))
+ETL_DEMO_REPORT_DIR = envstr("ETL_DEMO_REPORT_DIR", str(VAR_DIR / "reports"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "scheduler": {"handlers": ["console"], "level": envstr("ETL_LOG_LEVEL", "INFO")},
+        "django_q": {"handlers": ["console"], "level": envstr("Q_LOG_LEVEL", "WARNING"), "propagate": False},
+    },
+}

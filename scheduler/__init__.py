@@ -1,0 +1,1 @@
+"""The ETL scheduler app. `scheduler.core` is the Django-free engine."""

@@ -1,0 +1,151 @@
+"""Django admin: declarative; every save and action goes through the services."""
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+
+from scheduler.models import AuditEntry, Run, RunStatus, Schedule, WorkloadClass
+from scheduler.services import schedules as schedule_services
+from scheduler.services.errors import ServiceError
+
+SCHEDULE_STATE_FIELDS = (
+    "next_fire_at", "last_fire_at", "breaker_status", "breaker_failures", "breaker_opened_at",
+    "breaker_current_cooldown_seconds", "breaker_trial_run", "created_at", "updated_at",
+)
+
+
+class ScheduleForm(forms.ModelForm):
+    class Meta:
+        model = Schedule
+        exclude = ["webhook_secret", *SCHEDULE_STATE_FIELDS]
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        candidate = self.instance
+        for key, value in cleaned.items():
+            if key != "depends_on":
+                setattr(candidate, key, value)
+        try:
+            schedule_services.validate_schedule(candidate, depends_on=list(cleaned.get("depends_on") or []))
+        except ServiceError as exc:
+            field = (exc.field or "").split(".")[0]
+            if field in self.fields:
+                self.add_error(field, str(exc))
+            else:
+                raise forms.ValidationError(str(exc)) from None
+        return cleaned
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    form = ScheduleForm
+    list_display = ("name", "target_id", "trigger_kind", "enabled", "priority", "workload_class", "breaker_status", "next_fire_at")
+    list_filter = ("enabled", "trigger_kind", "workload_class", "breaker_status")
+    search_fields = ("name", "target_id", "description")
+    readonly_fields = SCHEDULE_STATE_FIELDS
+    filter_horizontal = ("depends_on",)
+    actions = ["enable", "disable", "run_now", "reset_breaker"]
+
+    def save_model(self, request, obj, form, change):
+        """Save through the schedule service so the audit log and next fire time are kept."""
+        data = {k: v for k, v in form.cleaned_data.items() if k in schedule_services.EDITABLE and k != "depends_on"}
+        data["depends_on"] = list(form.cleaned_data.get("depends_on") or [])
+        saved = schedule_services.schedule_save(data=data, actor=request.user, schedule=obj if change else None)
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    def save_related(self, request, form, formsets, change):
+        """depends_on was saved by the service."""
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
+
+    def delete_model(self, request, obj):
+        schedule_services.schedule_delete(schedule=obj, actor=request.user, reason="deleted in admin")
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+    @admin.action(description="Enable selected schedules", permissions=["toggle"])
+    def enable(self, request, queryset):
+        for schedule in queryset:
+            schedule_services.schedule_set_enabled(schedule=schedule, enabled=True, actor=request.user, reason="admin action")
+        self.message_user(request, f"Enabled {queryset.count()} schedule(s).")
+
+    @admin.action(description="Disable selected schedules", permissions=["toggle"])
+    def disable(self, request, queryset):
+        for schedule in queryset:
+            schedule_services.schedule_set_enabled(schedule=schedule, enabled=False, actor=request.user, reason="admin action")
+        self.message_user(request, f"Disabled {queryset.count()} schedule(s).")
+
+    @admin.action(description="Run selected schedules now", permissions=["trigger"])
+    def run_now(self, request, queryset):
+        from scheduler.services.runs import run_trigger_manual
+
+        for schedule in queryset:
+            try:
+                run = run_trigger_manual(schedule=schedule, actor=request.user, reason="admin action")
+                self.message_user(request, f"Queued run {run.pk} of {schedule.name}.")
+            except ServiceError as exc:
+                self.message_user(request, str(exc), level=messages.ERROR)
+
+    @admin.action(description="Reset circuit breaker", permissions=["reset_breaker"])
+    def reset_breaker(self, request, queryset):
+        from scheduler.services.breakers import breaker_reset
+
+        for schedule in queryset:
+            breaker_reset(schedule=schedule, actor=request.user, reason="admin action")
+        self.message_user(request, f"Reset {queryset.count()} breaker(s).")
+
+    def has_toggle_permission(self, request):
+        return request.user.has_perm("scheduler.toggle_schedule")
+
+    def has_trigger_permission(self, request):
+        return request.user.has_perm("scheduler.trigger_schedule")
+
+    def has_reset_breaker_permission(self, request):
+        return request.user.has_perm("scheduler.reset_breaker")
+
+
+@admin.register(WorkloadClass)
+class WorkloadClassAdmin(admin.ModelAdmin):
+    list_display = ("name", "concurrency_limit", "description")
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("id", "schedule", "status", "trigger_kind", "priority", "workload_class", "queued_at", "finished_at", "reason")
+    list_filter = ("status", "trigger_kind", "workload_class")
+    search_fields = ("schedule__name", "trigger_key", "reason")
+    list_select_related = ("schedule", "workload_class")
+    show_full_result_count = False
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ("at", "actor", "action", "target_type", "target_id", "reason")
+    list_filter = ("action", "actor_kind")
+    search_fields = ("actor", "action", "target_id", "target_repr", "reason")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+__all__ = ["RunStatus"]

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class SchedulerConfig(AppConfig):
+    name = "scheduler"
+    verbose_name = "ETL scheduler"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from scheduler.pipelines.registry import autodiscover
+        from scheduler.triggers.registry import load_entry_point_plugins
+
+        autodiscover()
+        load_entry_point_plugins()

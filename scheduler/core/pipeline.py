@@ -1,0 +1,85 @@
+"""Extract -> transform -> load over small protocol objects."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
+
+from .retry import RetryPolicy, with_retry
+
+
+@runtime_checkable
+class Source(Protocol):
+    def extract(self) -> Iterable[Any]: ...
+
+
+@runtime_checkable
+class Transform(Protocol):
+    def apply(self, record: Any) -> Iterable[dict]: ...
+
+
+@runtime_checkable
+class Sink(Protocol):
+    def load(self, rows: list[dict]) -> int: ...
+
+
+class IdentityTransform:
+    """Passes each record through unchanged."""
+
+    def apply(self, record: Any) -> Iterator[Any]:
+        yield record
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    rows: int
+    max_value: Any | None = None
+
+
+class Pipeline:
+    def __init__(
+        self,
+        source: Source,
+        transform: Transform | None,
+        sink: Sink,
+        policy: RetryPolicy | None = None,
+        refresh_after: timedelta | None = None,
+        watermark_column: str | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.source = source
+        self.transform: Transform = transform if transform is not None else IdentityTransform()
+        self.sink = sink
+        self.policy = policy if policy is not None else RetryPolicy()
+        self.refresh_after = refresh_after
+        self.watermark_column = watermark_column
+        self.sleep = sleep
+
+    def run(self, *, sleep: Callable[[float], None] | None = None) -> PipelineResult:
+        """Extract (with retries), transform, load once; `sleep` overrides the pipeline's."""
+        # Materialise inside the retry: a generator source can fail half-way
+        # through iteration, and that failure must be retried as well.
+        raw = with_retry(
+            self.policy, lambda: list(self.source.extract()), sleep=sleep or self.sleep
+        )
+        rows: list[dict] = []
+        for record in raw:
+            rows.extend(self.transform.apply(record))
+        count = self.sink.load(rows)
+        return PipelineResult(rows=count, max_value=self._max_value(rows))
+
+    def run_once(self) -> int:
+        return self.run().rows
+
+    def _max_value(self, rows: list[dict]) -> Any | None:
+        if not self.watermark_column:
+            return None
+        values = [r.get(self.watermark_column) for r in rows]
+        present = [v for v in values if v is not None]
+        return max(present) if present else None
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.source!r} -> {self.transform!r} -> {self.sink!r})"

@@ -1,0 +1,282 @@
+"""Watermark and backfill window math.
+
+A window is half-open, (low, high]: a row with value == low was loaded by
+the previous run and one with value == high belongs to this run. `overlap`
+deliberately re-reads a little before the mark (late-arriving rows); sinks
+are expected to upsert.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import Any, Mapping, TypeVar, Union
+
+from .errors import ConfigError
+
+Mark = Union[datetime, int]
+T = TypeVar("T", datetime, int)
+
+
+class WatermarkType(str, Enum):
+    DATETIME = "datetime"
+    INTEGER = "integer"
+
+
+def _bad(name: str, problem: str) -> ConfigError:
+    return ConfigError(name, f"watermark.{name}: {problem}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class WatermarkConfig:
+    type: WatermarkType = WatermarkType.DATETIME
+    column: str = ""
+    initial: Mark | None = None
+    lag: timedelta = timedelta(0)
+    # None means "zero of the right kind": timedelta(0) or 0, set below.
+    overlap: timedelta | int | None = None
+    max_window: timedelta | int | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            kind = WatermarkType(self.type)
+        except ValueError:
+            raise _bad("type", "must be 'datetime' or 'integer'") from None
+        object.__setattr__(self, "type", kind)
+        if not isinstance(self.column, str):
+            raise _bad("column", "must be a string")
+        if kind is WatermarkType.DATETIME:
+            self._check_datetime()
+        else:
+            self._check_integer()
+
+    def _check_datetime(self) -> None:
+        if self.initial is not None:
+            if not isinstance(self.initial, datetime):
+                raise _bad("initial", "must be a date and time")
+            if self.initial.tzinfo is None or self.initial.utcoffset() is None:
+                raise _bad("initial", "must include a time zone")
+            object.__setattr__(self, "initial", self.initial.astimezone(timezone.utc))
+        if not isinstance(self.lag, timedelta) or self.lag < timedelta(0):
+            raise _bad("lag", "must be zero or a positive number of seconds")
+        overlap = timedelta(0) if self.overlap is None else self.overlap
+        if not isinstance(overlap, timedelta) or overlap < timedelta(0):
+            raise _bad("overlap", "must be zero or a positive number of seconds")
+        object.__setattr__(self, "overlap", overlap)
+        if self.max_window is not None and (
+            not isinstance(self.max_window, timedelta) or self.max_window <= timedelta(0)
+        ):
+            raise _bad("max_window", "must be a positive number of seconds")
+
+    def _check_integer(self) -> None:
+        if self.initial is not None and not _is_int(self.initial):
+            raise _bad("initial", "must be a whole number")
+        overlap = 0 if self.overlap is None else self.overlap
+        if not _is_int(overlap) or overlap < 0:
+            raise _bad("overlap", "must be zero or a positive whole number")
+        object.__setattr__(self, "overlap", overlap)
+        if self.max_window is not None and (not _is_int(self.max_window) or self.max_window <= 0):
+            raise _bad("max_window", "must be a positive whole number")
+
+    @property
+    def is_datetime(self) -> bool:
+        return self.type is WatermarkType.DATETIME
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form: datetimes as ISO 8601, durations as seconds."""
+        if self.is_datetime:
+            assert isinstance(self.overlap, timedelta)
+            return {
+                "type": self.type.value,
+                "column": self.column,
+                "initial": self.initial.isoformat() if isinstance(self.initial, datetime) else None,
+                "lag": self.lag.total_seconds(),
+                "overlap": self.overlap.total_seconds(),
+                "max_window": (
+                    self.max_window.total_seconds() if isinstance(self.max_window, timedelta) else None
+                ),
+            }
+        return {
+            "type": self.type.value,
+            "column": self.column,
+            "initial": self.initial,
+            "overlap": self.overlap,
+            "max_window": self.max_window,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "WatermarkConfig":
+        """Parse user or stored input; every refusal names the field."""
+        if not isinstance(data, Mapping):
+            raise ConfigError("watermark", "watermark: must be an object")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise _bad(unknown[0], "unknown setting")
+        raw_type = data.get("type", WatermarkType.DATETIME.value)
+        try:
+            kind = WatermarkType(raw_type)
+        except ValueError:
+            raise _bad("type", "must be 'datetime' or 'integer'") from None
+        kwargs: dict[str, Any] = {"type": kind, "column": data.get("column", "")}
+        if kind is WatermarkType.DATETIME:
+            kwargs["initial"] = _parse_datetime(data.get("initial"))
+            for name in ("lag", "overlap"):
+                if data.get(name) is not None:
+                    kwargs[name] = _seconds(name, data[name], "zero or a positive number of seconds")
+            if data.get("max_window") is not None:
+                kwargs["max_window"] = _seconds("max_window", data["max_window"], "a positive number of seconds")
+        else:
+            for name in ("initial", "overlap", "max_window"):
+                value = data.get(name)
+                if value is not None and not _is_int(value):
+                    raise _bad(name, "must be a whole number")
+                kwargs[name] = value
+        return cls(**kwargs)
+
+
+def _parse_datetime(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise _bad("initial", f"{value!r} is not an ISO 8601 date and time") from None
+    else:
+        raise _bad("initial", "must be an ISO 8601 date and time")
+    # A bare "2024-01-01" from a form means UTC: stored marks are always UTC.
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed
+
+
+def _seconds(name: str, value: Any, what: str) -> timedelta:
+    if not _is_number(value) or value != value:  # value != value: NaN
+        raise _bad(name, f"must be {what}")
+    try:
+        return timedelta(seconds=value)
+    except OverflowError:
+        raise _bad(name, f"must be {what}") from None
+
+
+@dataclass(frozen=True)
+class WatermarkState:
+    value: Mark | None = None  # None: never loaded, start from the config's initial
+
+
+@dataclass(frozen=True)
+class Window:
+    low: Any
+    high: Any  # None (integer only): up to whatever exists
+
+    def contains(self, value: Any) -> bool:
+        if self.low is not None and value <= self.low:
+            return False
+        return self.high is None or value <= self.high
+
+
+def _mark(config: WatermarkConfig, state: WatermarkState) -> Mark:
+    if state.value is not None:
+        return state.value
+    if config.initial is not None:
+        return config.initial
+    if config.is_datetime:
+        raise _bad("initial", "is required until the first run has loaded something")
+    # Integer keys (ids, offsets) conventionally start above 0.
+    return 0
+
+
+def compute_window(config: WatermarkConfig, state: WatermarkState, now: datetime) -> Window | None:
+    """The next window to read, or None when nothing new can be read yet."""
+    mark = _mark(config, state)
+    if config.is_datetime:
+        assert isinstance(mark, datetime)
+        high = now - config.lag
+        if config.max_window is not None:
+            high = min(high, mark + config.max_window)
+        if high <= mark:
+            return None
+        return Window(mark - config.overlap, high)
+    assert isinstance(mark, int) and isinstance(config.overlap, int)
+    low = mark - config.overlap
+    high = mark + config.max_window if config.max_window is not None else None
+    return Window(low, high)
+
+
+def compute_windows(
+    config: WatermarkConfig, state: WatermarkState, now: datetime, limit: int | None = None
+) -> list[Window]:
+    """Consecutive windows covering the whole gap up to `now - lag`.
+
+    Integer gaps have no known end, so they yield at most one window.
+    """
+    if not config.is_datetime:
+        window = compute_window(config, state, now)
+        return [window] if window is not None and limit != 0 else []
+    out: list[Window] = []
+    while limit is None or len(out) < limit:
+        window = compute_window(config, state, now)
+        if window is None:
+            break
+        out.append(window)
+        state = WatermarkState(window.high)
+    return out
+
+
+def advance(
+    config: WatermarkConfig, state: WatermarkState, window: Window, max_loaded: Any | None
+) -> WatermarkState:
+    """The state after a successful run of `window`; it never moves backwards."""
+    # Compare with the effective mark: an overlap re-read below `initial`
+    # on the first run must not drag the mark under it.
+    current = state.value if state.value is not None else config.initial
+    if current is None and not config.is_datetime:
+        current = 0  # as in _mark
+    if config.is_datetime:
+        new = window.high
+    else:
+        # An integer window's high may be open; only what was loaded counts.
+        new = max_loaded
+    if new is None:
+        return state
+    if current is not None and new <= current:
+        return state
+    return WatermarkState(new)
+
+
+def split_windows(start: T, end: T, size: Any, max_windows: int | None = None) -> list[tuple[T, T]]:
+    """Contiguous half-open windows covering [start, end); the last is clipped."""
+    try:
+        if start >= end:
+            raise ConfigError("from", "from must be before to")
+    except TypeError:
+        raise ConfigError("from", "from and to must be of the same kind") from None
+    try:
+        if size <= size * 0:
+            raise ConfigError("window", "window: must be positive")
+        whole, rest = divmod(end - start, size)
+    except TypeError:
+        raise ConfigError("window", "window: must match from/to (seconds for dates, a number for integers)") from None
+    count = int(whole) + (1 if rest else 0)
+    if max_windows is not None and count > max_windows:
+        raise ConfigError("window", f"window: {count} windows exceed the limit of {max_windows}")
+    out: list[tuple[T, T]] = []
+    low = start
+    append = out.append
+    for i in range(1, count):
+        high = start + size * i
+        append((low, high))
+        low = high
+    append((low, end))
+    return out

@@ -1,0 +1,60 @@
+"""`manage.py qcluster`: django-q2's cluster plus our dispatch and governance loops."""
+import logging
+import os
+import signal
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+log = logging.getLogger("scheduler.cluster")
+
+
+class Command(BaseCommand):
+    help = "Start a django-q2 cluster with the scheduler's dispatch and governance loops."
+
+    def add_arguments(self, parser):
+        parser.add_argument("-n", "--name", dest="cluster_name", default=None, help="Cluster name (Q_CLUSTER_NAME).")
+        parser.add_argument("--no-loops", action="store_true", help="Workers only, no dispatch/governance loops.")
+        parser.add_argument("--run-once", action="store_true", help="Start and stop (smoke test).")
+
+    def handle(self, *args, **options):
+        settings.SECRET_KEY  # noqa: B018  the cluster signs its messages
+        if options["cluster_name"]:
+            os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        from django_q.cluster import Cluster
+
+        from scheduler.loops import start_loops, stop_loops
+        from scheduler.services.dependencies import all_cycles
+
+        for cycle in all_cycles():
+            log.error("dependency cycle between schedules: %s (its runs will wait forever; fix with the admin)",
+                      " -> ".join(cycle))
+
+        cluster = Cluster()
+        loops: list = []
+        stopping = {"flag": False}
+
+        def on_signal(signum, frame):
+            # stop admitting first, then let django-q2 drain its workers
+            if stopping["flag"]:
+                return
+            stopping["flag"] = True
+            stop_loops(loops)
+            cluster.sig_handler(signum, frame)
+
+        cluster.start()
+        if not options["no_loops"]:
+            loops.extend(start_loops(options["cluster_name"]))
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        if options["run_once"]:
+            on_signal(signal.SIGTERM, None)
+        while cluster.sentinel is not None and cluster.sentinel.is_alive():
+            time.sleep(0.2)
+        stop_loops(loops)
+        from scheduler.services.shutdown import release_unstarted
+
+        released = release_unstarted(holder_prefix=[loop.holder for loop in loops])
+        if released:
+            log.info("returned %d admitted but unstarted runs to the queue", released)

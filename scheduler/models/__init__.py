@@ -1,0 +1,30 @@
+"""Models, split by aggregate and re-exported here."""
+from scheduler.models.audit import AuditEntry
+from scheduler.models.backfill import Backfill, BackfillWindow
+from scheduler.models.choices import (
+    ActorKind,
+    AlertKind,
+    AlertStatus,
+    BackfillStatus,
+    BreakerStatus,
+    Condition,
+    RunStatus,
+    TargetKind,
+    TriggerKind,
+    WatermarkChange,
+    WatermarkType,
+    WindowStatus,
+)
+from scheduler.models.event import Event, WebhookDelivery
+from scheduler.models.ops import Alert, GovernanceTick, LoopLease
+from scheduler.models.run import Run
+from scheduler.models.schedule import Schedule
+from scheduler.models.watermark import WatermarkHistory, WatermarkState
+from scheduler.models.workload import WorkloadClass
+
+__all__ = [
+    "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
+    "BackfillWindow", "BreakerStatus", "Condition", "Event", "GovernanceTick", "LoopLease", "Run",
+    "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
+    "WatermarkState", "WatermarkType", "WebhookDelivery", "WindowStatus", "WorkloadClass",
+]

@@ -1,0 +1,44 @@
+from django.db import models
+
+from scheduler.models.choices import BackfillStatus, WindowStatus
+
+
+class Backfill(models.Model):
+    """A request to reprocess a historical range, split into windows up front."""
+
+    schedule = models.ForeignKey("scheduler.Schedule", on_delete=models.CASCADE, related_name="backfills")
+    range_from = models.CharField(max_length=64, help_text="Start of the range (exclusive low of the first window).")
+    range_to = models.CharField(max_length=64, help_text="End of the range (inclusive high of the last window).")
+    window_size = models.CharField(max_length=32, help_text="Seconds (datetime marks) or a count (integer marks).")
+    reason = models.CharField(max_length=500)
+    requested_by = models.CharField(max_length=150)
+    max_parallel = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=BackfillStatus.choices, default=BackfillStatus.ACTIVE)
+    total_windows = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["status"], name="backfill_status_idx")]
+        permissions = [("manage_backfill", "Can submit, pause, resume, cancel and retry backfills")]
+
+    def __str__(self) -> str:
+        return f"backfill {self.pk} of {self.schedule_id}"
+
+
+class BackfillWindow(models.Model):
+    """One window of a backfill; its latest run carries the execution."""
+
+    backfill = models.ForeignKey(Backfill, on_delete=models.CASCADE, related_name="windows")
+    seq = models.PositiveIntegerField(help_text="0-based, oldest first.")
+    low = models.CharField(max_length=64)
+    high = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=WindowStatus.choices, default=WindowStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    run = models.ForeignKey("scheduler.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["backfill", "seq"]
+        constraints = [models.UniqueConstraint(fields=["backfill", "seq"], name="bf_window_unique_seq")]
+        indexes = [models.Index(fields=["backfill", "status", "seq"], name="bf_window_status_idx")]

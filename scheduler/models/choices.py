@@ -1,0 +1,96 @@
+"""Every status and kind in the product is one of these; never a bare string."""
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "QUEUED", "Queued"
+    WAITING = "WAITING", "Waiting"
+    RUNNING = "RUNNING", "Running"
+    SUCCEEDED = "SUCCEEDED", "Succeeded"
+    FAILED = "FAILED", "Failed"
+    BLOCKED = "BLOCKED", "Blocked"
+    SKIPPED = "SKIPPED", "Skipped"
+    CANCELLED = "CANCELLED", "Cancelled"
+
+    @classmethod
+    def final(cls) -> frozenset[str]:
+        return frozenset({cls.SUCCEEDED, cls.FAILED, cls.BLOCKED, cls.SKIPPED, cls.CANCELLED})
+
+    @classmethod
+    def active(cls) -> frozenset[str]:
+        return frozenset({cls.QUEUED, cls.WAITING, cls.RUNNING})
+
+
+class TriggerKind(models.TextChoices):
+    CRON = "cron", "Cron"
+    INTERVAL = "interval", "Interval"
+    EVENT = "event", "Event"
+    WEBHOOK = "webhook", "Webhook"
+    MANUAL = "manual", "Manual"
+    UPSTREAM = "upstream", "Upstream completed"
+    BACKFILL = "backfill", "Backfill window"
+    RETRY = "retry", "Retry"
+
+
+class TargetKind(models.TextChoices):
+    PIPELINE = "pipeline", "Pipeline"
+    WORKFLOW = "workflow", "Workflow"
+
+
+class Condition(models.TextChoices):
+    ALL_SUCCESS = "ALL_SUCCESS", "All upstreams succeeded"
+    ANY_SUCCESS = "ANY_SUCCESS", "Any upstream succeeded"
+    ALL_DONE = "ALL_DONE", "All upstreams finished"
+    NONE_FAILED = "NONE_FAILED", "No upstream failed"
+
+
+class BreakerStatus(models.TextChoices):
+    CLOSED = "closed", "Closed"
+    OPEN = "open", "Open"
+    HALF_OPEN = "half_open", "Half-open"
+
+
+class WatermarkType(models.TextChoices):
+    DATETIME = "datetime", "Datetime"
+    INTEGER = "integer", "Integer"
+
+
+class BackfillStatus(models.TextChoices):
+    ACTIVE = "ACTIVE", "Active"
+    PAUSED = "PAUSED", "Paused"
+    CANCELLED = "CANCELLED", "Cancelled"
+    COMPLETED = "COMPLETED", "Completed"
+
+
+class WindowStatus(models.TextChoices):
+    PENDING = "PENDING", "Pending"
+    QUEUED = "QUEUED", "Queued"
+    RUNNING = "RUNNING", "Running"
+    SUCCEEDED = "SUCCEEDED", "Succeeded"
+    FAILED = "FAILED", "Failed"
+    CANCELLED = "CANCELLED", "Cancelled"
+
+
+class WatermarkChange(models.TextChoices):
+    ADVANCE = "advance", "Advanced by a run"
+    RESET = "reset", "Reset"
+    SET = "set", "Set to value"
+
+
+class ActorKind(models.TextChoices):
+    USER = "user", "User"
+    SYSTEM = "system", "System"
+    API = "api", "API"
+
+
+class AlertKind(models.TextChoices):
+    RUN_FAILED = "run_failed", "Run failed for good"
+    BREAKER_OPENED = "breaker_opened", "Circuit breaker opened"
+    DEPENDENCY_TIMEOUT = "dependency_timeout", "Dependency timeout"
+    GOVERNANCE_LATE = "governance_late", "Governance loop late"
+
+
+class AlertStatus(models.TextChoices):
+    PENDING = "PENDING", "Pending"
+    SENT = "SENT", "Sent"
+    FAILED = "FAILED", "Failed"

@@ -1,0 +1,48 @@
+from django.db import models
+
+from scheduler.models.choices import AlertKind, AlertStatus
+
+
+class LoopLease(models.Model):
+    """A database lease: exactly one holder of each loop across all clusters."""
+
+    name = models.CharField(max_length=64, primary_key=True, help_text="dispatch or governance.")
+    holder = models.CharField(max_length=200, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    renewed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder or 'nobody'}"
+
+
+class GovernanceTick(models.Model):
+    """One pass of the governance loop and what it did."""
+
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    holder = models.CharField(max_length=200, blank=True)
+    actions = models.JSONField(default=dict, blank=True, help_text="Counts and ids of what the tick changed.")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+
+class Alert(models.Model):
+    """An alert sent to operators; one per incident, not one per tick."""
+
+    kind = models.CharField(max_length=32, choices=AlertKind.choices)
+    incident_key = models.CharField(max_length=200, unique=True)
+    schedule = models.ForeignKey("scheduler.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts")
+    run = models.ForeignKey("scheduler.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    message = models.TextField()
+    channels = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=AlertStatus.choices, default=AlertStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]

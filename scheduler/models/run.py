@@ -1,0 +1,68 @@
+from django.db import models
+
+from scheduler.models.choices import RunStatus, TriggerKind
+
+
+class Run(models.Model):
+    """One execution of a schedule: the queue entry and the ledger record."""
+
+    schedule = models.ForeignKey("scheduler.Schedule", on_delete=models.CASCADE, related_name="runs")
+    trigger_key = models.CharField(max_length=200, help_text="Idempotency key: fire time, event id, request id ...")
+    trigger_kind = models.CharField(max_length=16, choices=TriggerKind.choices, help_text="What made this run.")
+    logical_time = models.DateTimeField(null=True, blank=True, help_text="The fire time the run stands for.")
+    params = models.JSONField(default=dict, blank=True, help_text="Params given to the pipeline.")
+    priority = models.PositiveSmallIntegerField(default=5, help_text="Copied from the schedule at trigger time.")
+    workload_class = models.ForeignKey("scheduler.WorkloadClass", on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    attempt = models.PositiveIntegerField(default=1)
+    max_attempts = models.PositiveIntegerField(default=1)
+    retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
+    not_before = models.DateTimeField(null=True, blank=True, help_text="Retry backoff: not admitted before this time.")
+    window_low = models.CharField(max_length=64, blank=True, help_text="Window low end (exclusive), ISO or integer.")
+    window_high = models.CharField(max_length=64, blank=True, help_text="Window high end (inclusive), ISO or integer.")
+    rows_loaded = models.BigIntegerField(null=True, blank=True)
+    watermark_after = models.CharField(max_length=64, blank=True, help_text="Mark reached by this run, if it moved it.")
+    queued_at = models.DateTimeField(help_text="When the run entered the queue.")
+    admitted_at = models.DateTimeField(null=True, blank=True, help_text="When the gate admitted it.")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When a worker began executing it.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker_id = models.CharField(max_length=200, blank=True, help_text="cluster/process that runs it.")
+    dispatch_token = models.CharField(max_length=64, blank=True, help_text="Matches the broker message; stale ones are ignored.")
+    error = models.TextField(blank=True)
+    reason = models.CharField(max_length=500, blank=True, help_text="Why blocked, skipped, waiting or failed.")
+    blocked_by = models.ForeignKey(
+        "scheduler.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The upstream or breaker owner that caused a block.",
+    )
+    triggered_by = models.CharField(max_length=150, blank=True, help_text="Who or what triggered it.")
+    backfill = models.ForeignKey("scheduler.Backfill", null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    event = models.ForeignKey("scheduler.Event", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    report = models.JSONField(null=True, blank=True, help_text="Workflow RunReport (records, skipped, blocked).")
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "trigger_key"], name="run_unique_trigger"),
+            models.CheckConstraint(condition=models.Q(priority__lte=9), name="run_priority_0_9"),
+        ]
+        indexes = [
+            # the dispatcher: queued runs by priority then FIFO
+            models.Index(fields=["status", "-priority", "queued_at", "id"], name="run_queue_idx"),
+            models.Index(fields=["status", "workload_class"], name="run_class_status_idx"),
+            models.Index(fields=["schedule", "status", "finished_at"], name="run_sched_status_idx"),
+            models.Index(fields=["schedule", "-id"], name="run_sched_recent_idx"),
+            models.Index(fields=["schedule", "started_at"], name="run_sched_started_idx"),
+            models.Index(fields=["status", "heartbeat_at"], name="run_heartbeat_idx"),
+            models.Index(fields=["status", "-id"], name="run_status_recent_idx"),
+            models.Index(fields=["trigger_kind", "-id"], name="run_kind_recent_idx"),
+            models.Index(fields=["queued_at"], name="run_queued_at_idx"),
+        ]
+        permissions = [("cancel_run", "Can cancel a run")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.schedule_id} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in RunStatus.final()

@@ -1,0 +1,110 @@
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from scheduler.models.choices import BreakerStatus, Condition, TargetKind
+
+
+class Schedule(models.Model):
+    """What to run, when, over which data window, and under which guards."""
+
+    name = models.SlugField(max_length=100, unique=True, help_text="Unique id of the schedule (letters, digits, - and _).")
+    description = models.CharField(max_length=300, blank=True, help_text="What this schedule is for.")
+    target_kind = models.CharField(
+        max_length=16, choices=TargetKind.choices, default=TargetKind.PIPELINE, help_text="Run a pipeline or a workflow."
+    )
+    target_id = models.CharField(max_length=200, help_text="Registered pipeline or workflow id.")
+    enabled = models.BooleanField(default=True, help_text="Disabled schedules do not fire.")
+    priority = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(0), MaxValueValidator(9)], help_text="0..9, higher runs first."
+    )
+    workload_class = models.ForeignKey(
+        "scheduler.WorkloadClass", on_delete=models.PROTECT, related_name="schedules", help_text="Queue lane."
+    )
+    params = models.JSONField(default=dict, blank=True, help_text="Default params given to every run.")
+
+    # --- trigger -----------------------------------------------------------
+    trigger_kind = models.CharField(
+        max_length=64,
+        default="manual",
+        help_text="Trigger plugin id: cron, interval, event, webhook, manual, upstream or a third-party plugin.",
+    )
+    trigger_config = models.JSONField(default=dict, blank=True, help_text="Plugin config, e.g. {\"cron\": \"0 * * * *\"}.")
+    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone for cron triggers.")
+    catchup = models.BooleanField(default=False, help_text="Run every missed fire after downtime (else one catch-up run).")
+    max_catchup = models.PositiveIntegerField(default=10, help_text="Most missed fires replayed when catchup is on.")
+    next_fire_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="Next due time (time triggers).")
+    last_fire_at = models.DateTimeField(null=True, blank=True, help_text="Last fire time (time triggers).")
+    webhook_secret = models.CharField(max_length=128, blank=True, help_text="HMAC secret for webhook triggers.")
+
+    # --- watermark ---------------------------------------------------------
+    watermark_config = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Empty for none, else {type, column, initial, lag, overlap, max_window} (seconds for durations).",
+    )
+
+    # --- dependencies ------------------------------------------------------
+    depends_on = models.ManyToManyField(
+        "self", symmetrical=False, related_name="downstream", blank=True, help_text="Upstream schedules."
+    )
+    condition = models.CharField(
+        max_length=16, choices=Condition.choices, default=Condition.ALL_SUCCESS, help_text="When upstreams allow a run."
+    )
+    max_wait_seconds = models.PositiveIntegerField(
+        default=3600, help_text="How long a run may wait for its upstreams before it fails (dependency timeout)."
+    )
+
+    # --- circuit breaker ---------------------------------------------------
+    breaker_threshold = models.PositiveIntegerField(
+        default=5, validators=[MinValueValidator(1)], help_text="Consecutive failures that open the breaker."
+    )
+    breaker_cooldown_seconds = models.PositiveIntegerField(
+        default=300, validators=[MinValueValidator(1)], help_text="Initial cooldown before a test run."
+    )
+    breaker_max_cooldown_seconds = models.PositiveIntegerField(
+        default=3600, validators=[MinValueValidator(1)], help_text="Cap for the doubled cooldown."
+    )
+    breaker_status = models.CharField(
+        max_length=16, choices=BreakerStatus.choices, default=BreakerStatus.CLOSED, help_text="Breaker state."
+    )
+    breaker_failures = models.PositiveIntegerField(default=0, help_text="Consecutive failures counted.")
+    breaker_opened_at = models.DateTimeField(null=True, blank=True, help_text="When the breaker last opened.")
+    breaker_current_cooldown_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Cooldown in force (doubles on a failed test run)."
+    )
+    breaker_trial_run = models.ForeignKey(
+        "scheduler.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="Half-open test run."
+    )
+
+    # --- rate limit, freshness, retries -----------------------------------
+    max_runs_per_minute = models.PositiveIntegerField(default=0, help_text="0 = unlimited.")
+    refresh_after_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Skip a run when the last success is younger than this."
+    )
+    retry_max_attempts = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1)], help_text="Attempts per run.")
+    retry_initial_delay = models.FloatField(default=1.0, validators=[MinValueValidator(0)], help_text="Seconds before the first retry.")
+    retry_backoff = models.FloatField(default=2.0, validators=[MinValueValidator(1)], help_text="Delay multiplier.")
+    retry_max_delay = models.FloatField(default=60.0, validators=[MinValueValidator(0)], help_text="Cap on the delay.")
+    retry_jitter = models.FloatField(
+        default=0.0, validators=[MinValueValidator(0), MaxValueValidator(1)], help_text="Random fraction added to delays."
+    )
+
+    # --- alerts ------------------------------------------------------------
+    alert_emails = models.CharField(max_length=500, blank=True, help_text="Comma-separated addresses for this schedule.")
+    alert_webhook_url = models.URLField(blank=True, help_text="Outgoing JSON webhook for this schedule's alerts.")
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [models.Index(fields=["enabled", "next_fire_at"], name="sched_due_idx")]
+        permissions = [
+            ("trigger_schedule", "Can trigger a schedule manually"),
+            ("reset_breaker", "Can reset a circuit breaker"),
+            ("manage_watermark", "Can reset or set a watermark"),
+            ("toggle_schedule", "Can enable or disable a schedule"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,20 @@
+"""What a pipeline factory is told about the run it builds a pipeline for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from scheduler.core import Window
+
+
+@dataclass(frozen=True)
+class RunContext:
+    run_id: int | None
+    schedule: str
+    window: Window | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    logical_time: datetime | None = None
+    attempt: int = 1
+    watermark_column: str | None = None

@@ -1,0 +1,142 @@
+"""Records from a JSON HTTP API (urllib only, no extra dependency)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+from typing import Any, Iterator, Mapping, Sequence
+
+from scheduler.core import ConfigError, EtlError
+
+from .values import iso_utc, window_bounds
+
+# 4xx answers that say "try again later" rather than "your request is wrong".
+_TRANSIENT_4XX = {408, 425, 429}
+
+
+class HttpError(EtlError):
+    """A non-2xx answer; 4xx other than 408/425/429 are permanent (not retried)."""
+
+    def __init__(self, status: int, url: str, detail: str = "") -> None:
+        self.status = status
+        self.url = url
+        self.detail = detail
+        self.permanent = 400 <= status < 500 and status not in _TRANSIENT_4XX
+        text = f"GET {url} returned HTTP {status}"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+    def __reduce__(self):  # type: ignore[override]
+        return (type(self), (self.status, self.url, self.detail))
+
+
+def _check_str_map(value: Any, field: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(field, "must be a dict with string keys")
+    return {k: str(v) for k, v in value.items()}
+
+
+def _param(value: Any) -> str:
+    return iso_utc(value) if isinstance(value, datetime) else str(value)
+
+
+class HttpJsonSource:
+    """GETs `url` and yields the records found at `records_path` of the JSON body.
+
+    `records_path` is a dotted path (`data.items`; digits index lists). The
+    window goes out as query parameters named by `window_params`
+    (`since`, `until` by default); an open upper end sends no `until`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        records_path: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 10,
+        window: Any = None,
+        window_params: Sequence[str] = ("since", "until"),
+    ) -> None:
+        if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            raise ConfigError("url", f"must be an http:// or https:// URL, got {url!r}")
+        if not urllib.parse.urlsplit(url).netloc:
+            raise ConfigError("url", f"has no host: {url!r}")
+        self.url = url
+        if records_path is not None and (not isinstance(records_path, str) or not records_path.strip(".")):
+            raise ConfigError("records_path", "must be a dotted path such as 'data.items'")
+        self.records_path = records_path
+        self.params = _check_str_map(params, "params")
+        self.headers = {"Accept": "application/json", "User-Agent": "etl-scheduler"}
+        self.headers.update(_check_str_map(headers, "headers"))
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ConfigError("timeout", "must be a positive number of seconds")
+        self.timeout = timeout
+        self.low, self.high = window_bounds(window)
+        if (
+            isinstance(window_params, str)
+            or len(window_params) != 2
+            or not all(isinstance(p, str) and p for p in window_params)
+        ):
+            raise ConfigError("window_params", "must be two parameter names, e.g. ('since', 'until')")
+        self.window_params = tuple(window_params)
+
+    def __repr__(self) -> str:
+        return f"HttpJsonSource({self.url!r})"
+
+    def request_url(self) -> str:
+        query = dict(self.params)
+        for name, bound in zip(self.window_params, (self.low, self.high)):
+            if bound is not None:
+                query[name] = _param(bound)
+        if not query:
+            return self.url
+        sep = "&" if urllib.parse.urlsplit(self.url).query else "?"
+        return self.url + sep + urllib.parse.urlencode(query)
+
+    def fetch(self) -> Any:
+        """The decoded JSON body."""
+        url = self.request_url()
+        request = urllib.request.Request(url, headers=self.headers, method="GET")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                status = response.status
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read(500).decode("utf-8", "replace").strip()
+            raise HttpError(exc.code, url, detail) from exc
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise EtlError(f"GET {url} failed: {reason}") from exc
+        if not 200 <= status < 300:
+            raise HttpError(status, url)
+        try:
+            return json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise EtlError(f"GET {url} did not return JSON: {exc}") from exc
+
+    def records(self, body: Any) -> list[Any]:
+        """The list at `records_path` (or the body itself); one object becomes a list of one."""
+        node = body
+        for part in (self.records_path or "").split("."):
+            if not part:
+                continue
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise EtlError(f"{self!r}: the response has nothing at {self.records_path!r}")
+        if isinstance(node, list):
+            return node
+        if isinstance(node, Mapping):
+            return [node]
+        raise EtlError(f"{self!r}: expected a list of records, got {type(node).__name__}")
+
+    def extract(self) -> Iterator[Any]:
+        yield from self.records(self.fetch())

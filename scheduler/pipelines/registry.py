@@ -1,0 +1,281 @@
+"""Where a project registers its pipelines and workflows by id.
+
+A pipeline is registered as a factory, `factory(ctx: RunContext) -> Pipeline`,
+so every run gets fresh Source / Sink objects built for its own window and
+params. Registration happens at import time of the project's pipeline
+modules; `autodiscover()` imports them once per process.
+
+Ids of pipelines and workflows share one namespace: a schedule names its
+target by id, and an id that meant two things would run the wrong one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from scheduler.core import ConfigError, CycleError, EtlError, Pipeline, topological_order
+
+from .context import RunContext
+from .values import check_identifier
+
+Factory = Callable[[RunContext], Pipeline]
+
+PIPELINE = "pipeline"
+WORKFLOW = "workflow"
+KINDS = (PIPELINE, WORKFLOW)
+
+_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
+
+
+class UnknownTarget(EtlError, KeyError):
+    """No pipeline or workflow is registered under that id."""
+
+    def __init__(self, kind: str, target_id: str, known: Iterable[str] = ()) -> None:
+        self.kind = kind
+        self.target_id = target_id
+        self.known = sorted(known)
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        known = ", ".join(self.known) if self.known else "none"
+        return f"unknown {self.kind} {self.target_id!r} (known: {known})"
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ would quote the whole message.
+        return self._message()
+
+    def __reduce__(self):  # type: ignore[override]
+        return (type(self), (self.kind, self.target_id, self.known))
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    id: str
+    factory: Factory
+    description: str = ""
+    watermark_column: str | None = None
+
+    def build(self, ctx: RunContext) -> Pipeline:
+        """Call the factory and check that it returned something runnable."""
+        return _build(self.id, self.factory, ctx)
+
+
+@dataclass(frozen=True)
+class WorkflowSpec:
+    id: str
+    nodes: dict[str, Factory]
+    deps: tuple[tuple[str, str], ...] = ()
+    description: str = ""
+    order: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def upstreams(self) -> dict[str, list[str]]:
+        """node -> the nodes it depends on, for every node."""
+        ups: dict[str, list[str]] = {n: [] for n in self.nodes}
+        for upstream, downstream in self.deps:
+            ups[downstream].append(upstream)
+        return ups
+
+    def build(self, ctx: RunContext) -> dict[str, Pipeline]:
+        """One fresh pipeline per node, in topological order."""
+        return {node: _build(f"{self.id}/{node}", self.nodes[node], ctx) for node in self.order}
+
+
+def _build(name: str, factory: Factory, ctx: RunContext) -> Pipeline:
+    built = factory(ctx)
+    if not callable(getattr(built, "run", None)):
+        raise ConfigError(PIPELINE, f"factory of {name!r} returned {built!r}, not a Pipeline")
+    return built
+
+
+_pipelines: dict[str, PipelineSpec] = {}
+_workflows: dict[str, WorkflowSpec] = {}
+_lock = threading.Lock()
+_discovery_lock = threading.Lock()
+_discovered = False
+
+
+def _check_id(kind: str, target_id: Any, replace: bool) -> str:
+    if not isinstance(target_id, str) or not _ID.match(target_id):
+        raise ConfigError(
+            kind, f"id {target_id!r} must be 1-200 letters, digits, '_', '.', ':' or '-'"
+        )
+    own, other = (_pipelines, _workflows) if kind == PIPELINE else (_workflows, _pipelines)
+    if target_id in other:
+        other_kind = WORKFLOW if kind == PIPELINE else PIPELINE
+        raise ConfigError(kind, f"{target_id!r} is already registered as a {other_kind}")
+    if target_id in own and not replace:
+        raise ConfigError(kind, f"{kind} {target_id!r} is already registered (pass replace=True to override)")
+    return target_id
+
+
+def _check_factory(kind: str, name: str, factory: Any) -> None:
+    if not callable(factory):
+        raise ConfigError(kind, f"factory of {name!r} must be callable, got {factory!r}")
+
+
+def register_pipeline(
+    pipeline_id: str,
+    factory: Factory | None = None,
+    *,
+    description: str = "",
+    watermark_column: str | None = None,
+    replace: bool = False,
+) -> Any:
+    """Register `factory` under `pipeline_id`; without a factory, return a decorator."""
+    if factory is None:
+
+        def decorator(fn: Factory) -> Factory:
+            register_pipeline(
+                pipeline_id, fn, description=description, watermark_column=watermark_column, replace=replace
+            )
+            return fn
+
+        return decorator
+
+    with _lock:
+        _check_id(PIPELINE, pipeline_id, replace)
+        _check_factory(PIPELINE, pipeline_id, factory)
+        if watermark_column is not None:
+            check_identifier(watermark_column, "watermark_column")
+        if not description:
+            description = (getattr(factory, "__doc__", None) or "").strip().split("\n")[0]
+        spec = PipelineSpec(pipeline_id, factory, description, watermark_column)
+        _pipelines[pipeline_id] = spec
+    return spec
+
+
+def pipeline(pipeline_id: str, **options: Any) -> Callable[[Factory], Factory]:
+    """Decorator form: `@pipeline('orders_sync', description='...')`."""
+    return register_pipeline(pipeline_id, None, **options)
+
+
+def register_workflow(
+    workflow_id: str,
+    nodes: dict[str, Factory],
+    deps: Iterable[tuple[str, str]] = (),
+    description: str = "",
+    *,
+    replace: bool = False,
+) -> WorkflowSpec:
+    """Register a DAG of pipeline factories; `deps` are (upstream, downstream) pairs."""
+    with _lock:
+        _check_id(WORKFLOW, workflow_id, replace)
+        if not isinstance(nodes, dict) or not nodes:
+            raise ConfigError("nodes", f"workflow {workflow_id!r} needs at least one node")
+        for name, factory in nodes.items():
+            if not isinstance(name, str) or not _ID.match(name):
+                raise ConfigError("nodes", f"node name {name!r} is not a valid id")
+            _check_factory("nodes", name, factory)
+        pairs: list[tuple[str, str]] = []
+        for dep in deps:
+            if not (isinstance(dep, (tuple, list)) and len(dep) == 2):
+                raise ConfigError("deps", f"{dep!r} is not an (upstream, downstream) pair")
+            upstream, downstream = dep
+            for name in (upstream, downstream):
+                if name not in nodes:
+                    raise ConfigError("deps", f"unknown node {name!r} in dependency {upstream} -> {downstream}")
+            pairs.append((upstream, downstream))
+        try:
+            order = topological_order(nodes, pairs)
+        except CycleError as exc:
+            raise ConfigError("deps", str(exc)) from exc
+        spec = WorkflowSpec(workflow_id, dict(nodes), tuple(pairs), description, tuple(order))
+        _workflows[workflow_id] = spec
+    return spec
+
+
+def get_pipeline(pipeline_id: str) -> PipelineSpec:
+    try:
+        return _pipelines[pipeline_id]
+    except (KeyError, TypeError):
+        raise UnknownTarget(PIPELINE, pipeline_id, _pipelines) from None
+
+
+def get_workflow(workflow_id: str) -> WorkflowSpec:
+    try:
+        return _workflows[workflow_id]
+    except (KeyError, TypeError):
+        raise UnknownTarget(WORKFLOW, workflow_id, _workflows) from None
+
+
+def get_target(kind: str, target_id: str) -> PipelineSpec | WorkflowSpec:
+    """`get_pipeline` or `get_workflow` by kind name."""
+    if kind == PIPELINE:
+        return get_pipeline(target_id)
+    if kind == WORKFLOW:
+        return get_workflow(target_id)
+    raise ConfigError("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+def is_registered(kind: str, target_id: str) -> bool:
+    if kind == PIPELINE:
+        return target_id in _pipelines
+    if kind == WORKFLOW:
+        return target_id in _workflows
+    raise ConfigError("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+def all_pipelines() -> list[PipelineSpec]:
+    """Every registered pipeline, sorted by id."""
+    return [_pipelines[k] for k in sorted(_pipelines)]
+
+
+def all_workflows() -> list[WorkflowSpec]:
+    """Every registered workflow, sorted by id."""
+    return [_workflows[k] for k in sorted(_workflows)]
+
+
+def load_pipeline_modules(modules: Iterable[str]) -> list[str]:
+    """Import each dotted module (registering what it defines); returns their names."""
+    if isinstance(modules, str) or not all(isinstance(m, str) for m in modules):
+        raise ConfigError("modules", "must be a list of dotted module names")
+    loaded = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError("modules", f"cannot import pipeline module {name!r}: {exc}") from exc
+        loaded.append(name)
+    return loaded
+
+
+def autodiscover() -> None:
+    """Import settings.ETL_PIPELINE_MODULES and every app's `etl_pipelines` module, once."""
+    global _discovered
+    if _discovered:
+        return
+    # The lock keeps two threads of one process from importing half of the
+    # modules each and both believing discovery finished.
+    with _discovery_lock:
+        if _discovered:
+            return
+        from django.conf import settings
+        from django.utils.module_loading import autodiscover_modules
+
+        modules = getattr(settings, "ETL_PIPELINE_MODULES", [])
+        if isinstance(modules, str) or not isinstance(modules, (list, tuple)):
+            raise ConfigError("ETL_PIPELINE_MODULES", "must be a list of dotted module names")
+        try:
+            load_pipeline_modules(modules)
+        except ConfigError as exc:
+            raise ConfigError("ETL_PIPELINE_MODULES", exc.problem) from exc
+        autodiscover_modules("etl_pipelines")
+        _discovered = True
+
+
+def _reset_for_tests() -> None:
+    """Forget every registration and the discovery flag.
+
+    Modules already imported are not imported again by `autodiscover`; a
+    test that needs the demo pipelines back calls `demo.register()`.
+    """
+    global _discovered
+    with _lock:
+        _pipelines.clear()
+        _workflows.clear()
+        _discovered = False

@@ -1,0 +1,397 @@
+"""Read from and upsert into SQL tables: SQLite and PostgreSQL.
+
+`db` is either a URL (`sqlite:///relative.db`, `sqlite:////abs/path.db`,
+`postgres://user:pw@host:5432/name`), opened directly with sqlite3 or
+psycopg, or a Django database alias such as `"default"`, resolved through
+`django.db.connections` when the source or sink is used, never at import.
+
+Only validated identifiers (`^[A-Za-z_][A-Za-z0-9_.]*$`, double-quoted in the
+statement) are written into SQL; every value travels as a bind parameter.
+
+Datetime windows: PostgreSQL gets datetime objects (for `timestamptz`
+columns); SQLite gets the canonical ISO text of `values.iso_utc`, which
+compares correctly with data stored in that same form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import sys
+from collections.abc import Mapping
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Iterator, Sequence
+from urllib.parse import quote as url_quote, urlsplit, urlunsplit
+
+from scheduler.core import ConfigError, EtlError
+
+from .values import (
+    check_identifier,
+    check_identifiers,
+    iso_utc,
+    sql_text_value,
+    to_utc,
+    window_bounds,
+)
+
+SQLITE = "sqlite"
+POSTGRESQL = "postgresql"
+_URL_SCHEMES = {"sqlite": SQLITE, "postgres": POSTGRESQL, "postgresql": POSTGRESQL}
+_MIN_SQLITE = (3, 24, 0)  # first release with INSERT ... ON CONFLICT DO UPDATE
+
+
+def quote(name: str) -> str:
+    """Double-quote each dotted part of an already validated identifier."""
+    return ".".join(f'"{part}"' for part in name.split("."))
+
+
+def redact(db: str) -> str:
+    """The URL without its password, fit for messages and reprs."""
+    if "://" not in db:
+        return db
+    parts = urlsplit(db)
+    if parts.password is None:
+        return db
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_db(db: Any) -> str:
+    if not isinstance(db, str) or not db.strip():
+        raise ConfigError("db", "must be a database URL or a Django database alias")
+    if "://" in db:
+        scheme = db.split("://", 1)[0].lower()
+        if scheme not in _URL_SCHEMES:
+            known = ", ".join(sorted(_URL_SCHEMES))
+            raise ConfigError("db", f"unsupported URL scheme {scheme!r} (use one of: {known})")
+    elif not db.replace("_", "").replace("-", "").isalnum():
+        raise ConfigError("db", f"{db!r} is neither a URL nor a database alias")
+    return db
+
+
+class _Db:
+    """One open connection with what statements need to know about it."""
+
+    def __init__(self, dialect: str, conn: Any, *, style: str, owned: bool, alias: str | None = None):
+        self.dialect = dialect
+        self.conn = conn
+        self.style = style  # "qmark" (sqlite3) or "format" (psycopg, Django cursors)
+        self.owned = owned
+        self.alias = alias
+
+    def param(self, name: str | None = None) -> str:
+        if self.style == "qmark":
+            return f":{name}" if name else "?"
+        return f"%({name})s" if name else "%s"
+
+    def value(self, value: Any) -> Any:
+        """A bind value as this database wants it."""
+        if self.dialect == SQLITE:
+            return sql_text_value(value)
+        if isinstance(value, datetime):
+            return to_utc(value)
+        if isinstance(value, (dict, list, tuple)):
+            return sql_text_value(value)
+        return value
+
+    def bound(self, value: Any) -> Any:
+        """A window bound: ISO text for SQLite, datetime for PostgreSQL."""
+        if isinstance(value, datetime):
+            return iso_utc(value) if self.dialect == SQLITE else to_utc(value)
+        return value
+
+    def cursor(self) -> Any:
+        return self.conn.cursor()
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        if self.alias is not None:
+            from django.db import transaction
+
+            with transaction.atomic(using=self.alias):
+                yield
+        elif self.dialect == SQLITE:
+            # IMMEDIATE takes the write lock up front, so two writers wait
+            # for each other (busy timeout) instead of one failing on upgrade.
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        else:
+            with self.conn.transaction():
+                yield
+
+    def close(self) -> None:
+        if self.owned:
+            self.conn.close()
+
+
+def connect(db: str, *, create: bool = False) -> _Db:
+    """Open `db` (URL or Django alias). A SQLite file is created only if `create`."""
+    if "://" not in db:
+        return _connect_alias(db)
+    scheme = db.split("://", 1)[0].lower()
+    dialect = _URL_SCHEMES[scheme]
+    if dialect == SQLITE:
+        import dj_database_url
+
+        path = dj_database_url.parse(db)["NAME"] or ":memory:"
+        if sqlite3.sqlite_version_info < _MIN_SQLITE:
+            raise ConfigError("db", f"SQLite {sqlite3.sqlite_version} is too old; upserts need 3.24+")
+        mode = "rwc" if create else "rw"
+        try:
+            conn = sqlite3.connect(
+                f"file:{url_quote(path)}?mode={mode}", uri=True, timeout=30, isolation_level=None
+            )
+        except sqlite3.OperationalError as exc:
+            raise EtlError(f"cannot open SQLite database {path!r}: {exc}") from exc
+        return _Db(SQLITE, conn, style="qmark", owned=True)
+    import psycopg
+
+    try:
+        conn = psycopg.connect(db, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise EtlError(f"cannot connect to {redact(db)}: {exc}") from exc
+    return _Db(POSTGRESQL, conn, style="format", owned=True)
+
+
+def _connect_alias(alias: str) -> _Db:
+    from django.db import connections
+    from django.utils.connection import ConnectionDoesNotExist
+
+    try:
+        conn = connections[alias]
+    except ConnectionDoesNotExist:
+        raise ConfigError("db", f"no Django database alias {alias!r}") from None
+    if conn.vendor not in (SQLITE, POSTGRESQL):
+        raise ConfigError("db", f"database {alias!r} is {conn.vendor}; only SQLite and PostgreSQL are supported")
+    return _Db(conn.vendor, conn, style="format", owned=False, alias=alias)
+
+
+def _column_names(description: Sequence[Any]) -> list[str]:
+    return [getattr(d, "name", None) or d[0] for d in description]
+
+
+class SqlSource:
+    """Rows of a table (or of a query) as dicts, optionally inside a window."""
+
+    def __init__(
+        self,
+        db: str,
+        *,
+        table: str | None = None,
+        query: str | None = None,
+        watermark_column: str | None = None,
+        window: Any = None,
+        columns: str | Sequence[str] = "*",
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        batch_size: int = 5000,
+    ) -> None:
+        self.db = check_db(db)
+        if (table is None) == (query is None):
+            raise ConfigError("table", "give exactly one of table or query")
+        if table is not None:
+            check_identifier(table, "table")
+        if query is not None and (not isinstance(query, str) or not query.strip()):
+            raise ConfigError("query", "must be a non-empty SQL string")
+        if query is not None and columns != "*":
+            raise ConfigError("columns", "select columns in the query itself")
+        if params is not None and table is not None:
+            raise ConfigError("params", "only a query takes params")
+        if params is not None and (isinstance(params, str) or not isinstance(params, (Sequence, Mapping))):
+            raise ConfigError("params", "must be a list or a dict of values")
+        self.table = table
+        self.query = query
+        self.params = params
+        if watermark_column is not None:
+            check_identifier(watermark_column, "watermark_column")
+        self.watermark_column = watermark_column
+        self.low, self.high = window_bounds(window)
+        self.window = window
+        if window is not None and watermark_column is None:
+            raise ConfigError("watermark_column", "a window needs the column to filter on")
+        if columns == "*":
+            self.columns: list[str] | None = None
+        else:
+            if isinstance(columns, str):
+                columns = [c.strip() for c in columns.split(",")]
+            self.columns = check_identifiers(columns, "columns")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError("batch_size", "must be a positive integer")
+        self.batch_size = batch_size
+
+    def __repr__(self) -> str:
+        what = f"table={self.table!r}" if self.table else "query=..."
+        return f"SqlSource({redact(self.db)!r}, {what}, window=({self.low!r}, {self.high!r}])"
+
+    def statement(self, db: _Db) -> tuple[str, Any]:
+        """The SQL and bind parameters for this source on `db`."""
+        named = isinstance(self.params, Mapping)
+        binds: Any = dict(self.params) if named else list(self.params or ())
+        conditions = []
+        col = quote(self.watermark_column) if self.watermark_column else None
+        for op, bound, name in ((">", self.low, "etl_low"), ("<=", self.high, "etl_high")):
+            if self.window is None or bound is None:
+                continue
+            conditions.append(f"{col} {op} {db.param(name if named else None)}")
+            if named:
+                binds[name] = db.bound(bound)
+            else:
+                binds.append(db.bound(bound))
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        if self.table is not None:
+            cols = ", ".join(quote(c) for c in self.columns) if self.columns else "*"
+            order = f" ORDER BY {col}" if col else ""
+            sql = f"SELECT {cols} FROM {quote(self.table)}{where}{order}"
+        elif where:
+            sql = f"SELECT * FROM ({self.query.rstrip().rstrip(';')}) AS etl_q{where}"
+        else:
+            sql = self.query
+        return sql, (binds or None)
+
+    def extract(self) -> Iterator[dict[str, Any]]:
+        db = connect(self.db)
+        try:
+            sql, binds = self.statement(db)
+            with self._cursor(db) as cur:
+                try:
+                    cur.execute(sql, binds) if binds is not None else cur.execute(sql)
+                    names = _column_names(cur.description)
+                    while True:
+                        batch = cur.fetchmany(self.batch_size)
+                        if not batch:
+                            break
+                        for row in batch:
+                            yield dict(zip(names, row))
+                except _db_errors() as exc:
+                    raise EtlError(f"{self!r} failed: {exc}") from exc
+        finally:
+            db.close()
+
+    @contextlib.contextmanager
+    def _cursor(self, db: _Db) -> Iterator[Any]:
+        if db.owned and db.dialect == POSTGRESQL:
+            # A server-side cursor streams batch by batch instead of pulling
+            # the whole result into memory; it lives inside a transaction.
+            with db.conn.transaction(), db.conn.cursor(name="etl_source") as cur:
+                cur.itersize = self.batch_size
+                yield cur
+        else:
+            cur = db.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+
+
+def _db_errors() -> tuple[type[Exception], ...]:
+    """Error bases of the drivers in use, for except clauses (only evaluated on error)."""
+    errors: list[type[Exception]] = [sqlite3.Error]
+    for module, name in (("psycopg", "Error"), ("django.db", "Error")):
+        if module in sys.modules:
+            errors.append(getattr(sys.modules[module], name))
+    return tuple(errors)
+
+
+def _sql_type(value: Any, dialect: str) -> str:
+    pg = dialect == POSTGRESQL
+    if isinstance(value, (bool, int)):
+        return "BIGINT" if pg else "INTEGER"
+    if isinstance(value, float):
+        return "DOUBLE PRECISION" if pg else "REAL"
+    if isinstance(value, Decimal):
+        return "NUMERIC" if pg else "REAL"
+    if pg and isinstance(value, datetime):
+        return "TIMESTAMPTZ"
+    if pg and isinstance(value, date):
+        return "DATE"
+    return "TEXT"
+
+
+class SqlSink:
+    """Upserts rows on `key` in one transaction per load."""
+
+    def __init__(
+        self,
+        db: str,
+        *,
+        table: str,
+        key: str | Sequence[str],
+        columns: Sequence[str] | None = None,
+        create: bool = False,
+    ) -> None:
+        self.db = check_db(db)
+        self.table = check_identifier(table, "table")
+        self.key = check_identifiers(key, "key")
+        if columns is not None:
+            self.columns: list[str] | None = check_identifiers(columns, "columns")
+            missing = [k for k in self.key if k not in self.columns]
+            if missing:
+                raise ConfigError("key", f"key column {missing[0]!r} is not among the columns")
+        else:
+            self.columns = None
+        self.create = bool(create)
+
+    def __repr__(self) -> str:
+        return f"SqlSink({redact(self.db)!r}, table={self.table!r}, key={self.key!r})"
+
+    def _columns_of(self, rows: list[dict]) -> list[str]:
+        if self.columns is not None:
+            return self.columns
+        seen: dict[str, None] = {}
+        for row in rows:
+            for name in row:
+                seen.setdefault(name, None)
+        columns = check_identifiers(list(seen), "columns")
+        missing = [k for k in self.key if k not in seen]
+        if missing:
+            raise EtlError(f"{self!r}: rows have no key column {missing[0]!r}")
+        return columns
+
+    def create_statement(self, rows: list[dict], columns: list[str], dialect: str) -> str:
+        defs = []
+        for name in columns:
+            sample = next((r[name] for r in rows if r.get(name) is not None), None)
+            defs.append(f"{quote(name)} {_sql_type(sample, dialect)}")
+        keys = ", ".join(quote(k) for k in self.key)
+        return f"CREATE TABLE IF NOT EXISTS {quote(self.table)} ({', '.join(defs)}, PRIMARY KEY ({keys}))"
+
+    def upsert_statement(self, columns: list[str], db: _Db) -> str:
+        names = ", ".join(quote(c) for c in columns)
+        marks = ", ".join(db.param() for _ in columns)
+        keys = ", ".join(quote(k) for k in self.key)
+        updates = [f"{quote(c)} = excluded.{quote(c)}" for c in columns if c not in self.key]
+        action = f"DO UPDATE SET {', '.join(updates)}" if updates else "DO NOTHING"
+        return f"INSERT INTO {quote(self.table)} ({names}) VALUES ({marks}) ON CONFLICT ({keys}) {action}"
+
+    def load(self, rows: list[dict]) -> int:
+        rows = list(rows)
+        if not rows:
+            return 0
+        columns = self._columns_of(rows)
+        for i, row in enumerate(rows):
+            for k in self.key:
+                if row.get(k) is None:
+                    raise EtlError(f"{self!r}: row {i} has no value for key column {k!r}")
+        db = connect(self.db, create=self.create)
+        try:
+            sql = self.upsert_statement(columns, db)
+            values = [[db.value(row.get(c)) for c in columns] for row in rows]
+            try:
+                with db.atomic():
+                    cur = db.cursor()
+                    try:
+                        if self.create:
+                            cur.execute(self.create_statement(rows, columns, db.dialect))
+                        cur.executemany(sql, values)
+                    finally:
+                        cur.close()
+            except _db_errors() as exc:
+                raise EtlError(f"{self!r} failed: {exc}") from exc
+        finally:
+            db.close()
+        return len(rows)

@@ -1,0 +1,1 @@
+"""Every state transition of the product: one function each, atomic, audited."""

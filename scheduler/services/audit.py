@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+from scheduler.models import ActorKind, AuditEntry
+
+
+def actor_name(actor: Any) -> tuple[str, str]:
+    """(name, kind) for a user, "user:NAME", "api:NAME", a system component name, or None."""
+    if actor is None:
+        return "system", ActorKind.SYSTEM
+    if isinstance(actor, str):
+        if actor.startswith("user:"):
+            return actor[5:], ActorKind.USER
+        if actor.startswith("api:"):
+            return actor, ActorKind.API
+        return actor, ActorKind.SYSTEM
+    username = getattr(actor, "get_username", None)
+    if username is not None:
+        return username() or "anonymous", ActorKind.USER
+    return str(actor), ActorKind.SYSTEM
+
+
+def audit_record(
+    *,
+    actor: Any,
+    action: str,
+    target: models.Model | tuple[str, Any] | None,
+    before: Any = None,
+    after: Any = None,
+    reason: str = "",
+    at=None,
+) -> AuditEntry:
+    """Append one audit entry. Call inside the transaction of the change it records."""
+    name, kind = actor_name(actor)
+    if isinstance(target, models.Model):
+        target_type = target._meta.model_name
+        target_id = str(target.pk)
+        target_repr = str(target)[:200]
+    elif target is None:
+        target_type, target_id, target_repr = "", "", ""
+    else:
+        target_type, target_id = target[0], str(target[1])
+        target_repr = target_id
+    return AuditEntry.objects.create(
+        at=at or timezone.now(),
+        actor=name[:150],
+        actor_kind=kind,
+        action=action,
+        target_type=target_type,
+        target_id=target_id[:64],
+        target_repr=target_repr,
+        before=before,
+        after=after,
+        reason=(reason or "")[:500],
+    )

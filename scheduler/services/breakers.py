@@ -1,0 +1,140 @@
+"""Per-schedule circuit breakers: the pure state machine applied to a row."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler import signals
+from scheduler.core import BreakerSettings, BreakerState, BreakerStatus
+from scheduler.core import admit as core_admit
+from scheduler.core import cooldown_over, record_failure, record_success
+from scheduler.models import Run, Schedule
+from scheduler.services.audit import audit_record
+
+
+def breaker_settings(schedule: Schedule) -> BreakerSettings:
+    return BreakerSettings(
+        threshold=schedule.breaker_threshold,
+        cooldown=timedelta(seconds=schedule.breaker_cooldown_seconds),
+        max_cooldown=timedelta(seconds=max(schedule.breaker_max_cooldown_seconds, schedule.breaker_cooldown_seconds)),
+    )
+
+
+def breaker_state(schedule: Schedule) -> BreakerState:
+    cooldown = schedule.breaker_current_cooldown_seconds
+    return BreakerState(
+        status=BreakerStatus(schedule.breaker_status),
+        failures=schedule.breaker_failures,
+        opened_at=schedule.breaker_opened_at,
+        cooldown=timedelta(seconds=cooldown) if cooldown else None,
+        trial_in_flight=schedule.breaker_trial_run_id is not None,
+    )
+
+
+def _locked(schedule_id: int) -> Schedule:
+    # The row lock serialises breaker changes between dispatchers and workers
+    # (PostgreSQL); SQLite's IMMEDIATE transactions already serialise writers.
+    return Schedule.objects.select_for_update().get(pk=schedule_id)
+
+
+def _save(schedule: Schedule, new: BreakerState, *, trial_run_id: int | None, actor: Any, reason: str, now: datetime) -> None:
+    old_status = schedule.breaker_status
+    fields = {
+        "breaker_status": new.status.value,
+        "breaker_failures": new.failures,
+        "breaker_opened_at": new.opened_at,
+        "breaker_current_cooldown_seconds": int(new.cooldown.total_seconds()) if new.cooldown else None,
+        "breaker_trial_run_id": trial_run_id,
+    }
+    Schedule.objects.filter(pk=schedule.pk).update(**fields)
+    for key, value in fields.items():
+        setattr(schedule, key, value)
+    if old_status != new.status.value:
+        audit_record(
+            actor=actor or "breaker",
+            action=f"breaker.{new.status.value}",
+            target=schedule,
+            before={"status": old_status},
+            after={"status": new.status.value, "failures": new.failures,
+                   "cooldown_seconds": fields["breaker_current_cooldown_seconds"]},
+            reason=reason,
+            at=now,
+        )
+        schedule_id, old, new_status = schedule.pk, old_status, new.status.value
+
+        def send() -> None:
+            fresh = Schedule.objects.filter(pk=schedule_id).first()
+            if fresh is not None:
+                signals.circuit_breaker_changed.send(sender=Schedule, schedule=fresh, old=old, new=new_status, reason=reason)
+
+        transaction.on_commit(send)
+
+
+def breaker_admit(*, schedule_id: int, run: Run, now: datetime) -> tuple[bool, str]:
+    """May `run` start under the breaker? Call inside the admission transaction."""
+    schedule = _locked(schedule_id)
+    if schedule.breaker_status == BreakerStatus.CLOSED:
+        return True, ""
+    state = breaker_state(schedule)
+    ok, new, reason = core_admit(state, breaker_settings(schedule), now)
+    if ok and new != state:
+        _save(schedule, new, trial_run_id=run.pk, actor="breaker", reason="cooldown over: one test run admitted", now=now)
+    return ok, reason
+
+
+def breaker_on_result(*, schedule_id: int, run: Run, succeeded: bool, now: datetime) -> None:
+    """Count a final success or failure. Call inside the run's final transaction."""
+    schedule = _locked(schedule_id)
+    state = breaker_state(schedule)
+    if succeeded:
+        if state.status == BreakerStatus.CLOSED and state.failures == 0:
+            return
+        new = record_success(state, breaker_settings(schedule))
+        _save(schedule, new, trial_run_id=None, actor="breaker", reason=f"run {run.pk} succeeded", now=now)
+    else:
+        new = record_failure(state, breaker_settings(schedule), now)
+        trial = None if new.status != BreakerStatus.HALF_OPEN else schedule.breaker_trial_run_id
+        why = f"run {run.pk} failed ({new.failures} consecutive failures)"
+        if state.status == BreakerStatus.HALF_OPEN:
+            why = f"test run {run.pk} failed; cooldown now {int(new.cooldown.total_seconds())} s"
+        _save(schedule, new, trial_run_id=trial, actor="breaker", reason=why, now=now)
+
+
+def breaker_trial_released(*, schedule_id: int, run_id: int, now: datetime) -> None:
+    """The test run ended without a verdict (cancelled, skipped): let another trial in."""
+    Schedule.objects.filter(pk=schedule_id, breaker_trial_run_id=run_id).update(breaker_trial_run_id=None)
+
+
+def breaker_reset(*, schedule: Schedule, actor: Any, reason: str = "", now: datetime | None = None) -> None:
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _locked(schedule.pk)
+        before = {"status": locked.breaker_status, "failures": locked.breaker_failures}
+        _save(locked, BreakerState(), trial_run_id=None, actor=actor, reason=reason or "manual reset", now=now)
+        audit_record(actor=actor, action="breaker.reset", target=locked, before=before,
+                     after={"status": "closed", "failures": 0}, reason=reason, at=now)
+    schedule.refresh_from_db()
+
+
+def breaker_cooldowns(*, now: datetime) -> list[int]:
+    """Governance: open breakers whose cooldown ended go half-open. Returns schedule ids."""
+    moved = []
+    for schedule in Schedule.objects.filter(breaker_status=BreakerStatus.OPEN).only(
+        "id", "breaker_status", "breaker_failures", "breaker_opened_at", "breaker_current_cooldown_seconds",
+        "breaker_trial_run", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "breaker_threshold", "name",
+    ):
+        state = breaker_state(schedule)
+        if not cooldown_over(state, now):
+            continue
+        with transaction.atomic():
+            locked = _locked(schedule.pk)
+            if locked.breaker_status != BreakerStatus.OPEN:
+                continue
+            new = BreakerState(status=BreakerStatus.HALF_OPEN, failures=state.failures, opened_at=state.opened_at,
+                               cooldown=state.cooldown, trial_in_flight=False)
+            _save(locked, new, trial_run_id=None, actor="governance", reason="cooldown over: next run is the test run", now=now)
+            moved.append(schedule.pk)
+    return moved

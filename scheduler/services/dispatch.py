@@ -1,0 +1,164 @@
+"""The dispatch loop's work: fire due triggers, gate queued runs, hand them to workers."""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, Q
+
+from scheduler.core import next_allowed_start
+from scheduler.models import Run, RunStatus, TriggerKind, WorkloadClass
+from scheduler.services import dependencies
+from scheduler.services.breakers import breaker_admit
+from scheduler.services.completion import on_run_final
+from scheduler.services.runs import run_transition
+
+log = logging.getLogger(__name__)
+S = RunStatus
+
+
+# --- gating -----------------------------------------------------------------
+
+def _held_back(run: Run, *, now: datetime, running_watermarked: set[int]) -> str:
+    """A reason to leave the run QUEUED this tick, or ''."""
+    schedule = run.schedule
+    if run.backfill_id is None and schedule.watermark_config and schedule.pk in running_watermarked:
+        return "previous run of this watermarked schedule is still running"
+    if run.backfill_id is not None and run.backfill.status != "ACTIVE":
+        return f"backfill {run.backfill_id} is {run.backfill.status.lower()}"
+    if schedule.max_runs_per_minute:
+        recent = list(
+            Run.objects.filter(schedule_id=schedule.pk, admitted_at__gt=now - timedelta(seconds=60))
+            .values_list("admitted_at", flat=True)
+        )
+        until = next_allowed_start(recent, schedule.max_runs_per_minute, now)
+        if until is not None:
+            return f"rate limited until {until:%H:%M:%S} UTC ({schedule.max_runs_per_minute}/min)"
+    return ""
+
+
+def _fresh_reason(run: Run, *, now: datetime) -> str:
+    schedule = run.schedule
+    if not schedule.refresh_after_seconds or run.backfill_id is not None or run.trigger_kind == TriggerKind.MANUAL:
+        return ""
+    last = (
+        Run.objects.filter(schedule_id=schedule.pk, status=S.SUCCEEDED, backfill__isnull=True)
+        .order_by("-finished_at").values_list("finished_at", flat=True).first()
+    )
+    if last and now - last < timedelta(seconds=schedule.refresh_after_seconds):
+        return f"still fresh: last success {last:%Y-%m-%d %H:%M:%S} UTC, refresh_after {schedule.refresh_after_seconds} s"
+    return ""
+
+
+def _gate_dependencies(run: Run, *, now: datetime) -> bool:
+    """Apply the dependency verdict; True when the run may go on to admission."""
+    if not run.schedule.depends_on.exists() or run.backfill_id is not None:
+        return True
+    verdict = dependencies.evaluate(run.schedule)
+    if verdict.action == "admit":
+        return True
+    if verdict.action == "block":
+        if run_transition(run, new=S.BLOCKED, now=now, reason=verdict.reason[:500], blocked_by=verdict.upstream):
+            on_run_final(run, now=now)
+        return False
+    if run.status == S.QUEUED:
+        run_transition(run, new=S.WAITING, now=now, reason=verdict.reason[:500])
+    return False
+
+
+def release_waiting(*, now: datetime) -> int:
+    """WAITING runs whose condition now holds go back to the queue (or are blocked)."""
+    moved = 0
+    for run in Run.objects.filter(status=S.WAITING).select_related("schedule")[:1000]:
+        with transaction.atomic():
+            if _gate_dependencies(run, now=now):
+                moved += run_transition(run, new=S.QUEUED, now=now, reason="")
+    return moved
+
+
+def admit_runs(*, now: datetime, holder: str) -> list[int]:
+    """Admit queued runs class by class without ever exceeding a class's limit."""
+    admitted: list[int] = []
+    classes = list(WorkloadClass.objects.all())
+    running = dict(
+        Run.objects.filter(status=S.RUNNING).values_list("workload_class_id").annotate(n=Count("id")).order_by()
+    )
+    has_queued = set(
+        Run.objects.filter(status=S.QUEUED).values_list("workload_class_id", flat=True).distinct().order_by()
+    )
+    for wc in classes:
+        if wc.pk not in has_queued or running.get(wc.pk, 0) >= wc.concurrency_limit:
+            continue
+        admitted.extend(_admit_class(wc, now=now, holder=holder))
+    return admitted
+
+
+def _admit_class(wc: WorkloadClass, *, now: datetime, holder: str) -> list[int]:
+    admitted: list[int] = []
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # The class row lock makes count-then-admit atomic across dispatchers.
+            WorkloadClass.objects.select_for_update().get(pk=wc.pk)
+        in_use = Run.objects.filter(status=S.RUNNING, workload_class=wc).count()
+        free = wc.concurrency_limit - in_use
+        if free <= 0:
+            return admitted
+        candidates = (
+            Run.objects.filter(status=S.QUEUED, workload_class=wc)
+            .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
+            .select_related("schedule", "backfill")
+            .order_by("-priority", "queued_at", "id")[: max(free * 4, 50)]
+        )
+        running_watermarked = set(
+            Run.objects.filter(status=S.RUNNING, backfill__isnull=True)
+            .exclude(schedule__watermark_config={})
+            .values_list("schedule_id", flat=True)
+        )
+        for run in candidates:
+            if free <= 0:
+                break
+            if not _gate_dependencies(run, now=now):
+                continue
+            fresh = _fresh_reason(run, now=now)
+            if fresh:
+                run_transition(run, new=S.SKIPPED, now=now, reason=fresh[:500])
+                on_run_final(run, now=now)
+                continue
+            if _held_back(run, now=now, running_watermarked=running_watermarked):
+                continue
+            ok, why = breaker_admit(schedule_id=run.schedule_id, run=run, now=now)
+            if not ok:
+                if run_transition(run, new=S.BLOCKED, now=now, reason=why, blocked_by=run.schedule):
+                    on_run_final(run, now=now)
+                continue
+            token = uuid.uuid4().hex
+            if run_transition(run, new=S.RUNNING, now=now, admitted_at=now, heartbeat_at=now, dispatch_token=token,
+                              worker_id=holder[:200], reason=""):
+                free -= 1
+                admitted.append(run.pk)
+                if run.schedule.watermark_config and run.backfill_id is None:
+                    running_watermarked.add(run.schedule_id)
+                transaction.on_commit(lambda rid=run.pk, tok=token: enqueue_execution(rid, tok))
+    return admitted
+
+
+def enqueue_execution(run_id: int, token: str) -> None:
+    from django_q.tasks import async_task
+
+    async_task("scheduler.tasks.execute_run", run_id, token, task_name=f"run-{run_id}-{token[:8]}",
+               timeout=settings.Q_TIMEOUT)
+
+
+def dispatch_tick(*, now: datetime, holder: str) -> dict:
+    from scheduler.services.firing import fire_due_schedules
+
+    fired = fire_due_schedules(now=now)
+    from scheduler.services.backfills import backfill_pump
+
+    pumped = backfill_pump(now=now)
+    released = release_waiting(now=now)
+    admitted = admit_runs(now=now, holder=holder)
+    return {"fired": fired, "pumped": pumped, "released": released, "admitted": len(admitted)}

@@ -1,0 +1,254 @@
+"""A worker executes one admitted run: heartbeats, the pipeline or workflow, the outcome."""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import traceback
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from scheduler import signals
+from scheduler.core import Executor, Outcome, RetryPolicy, RunRecord, RunReport, Window, compute_window
+from scheduler.core.errors import PermanentError
+from scheduler.models import Run, RunStatus, Schedule, TargetKind
+from scheduler.pipelines.context import RunContext
+from scheduler.pipelines.registry import get_pipeline, get_workflow
+from scheduler.services.breakers import breaker_on_result
+from scheduler.services.completion import on_run_final
+from scheduler.services.runs import run_enqueue, run_transition
+from scheduler.services.watermarks import (
+    decode_value, encode_value, watermark_advance, watermark_config, watermark_state,
+)
+
+log = logging.getLogger(__name__)
+S = RunStatus
+
+
+def worker_name() -> str:
+    return f"{os.environ.get('Q_CLUSTER_NAME', 'etl')}@{socket.gethostname()}:{os.getpid()}"
+
+
+class Heartbeat(threading.Thread):
+    """Touches the run's heartbeat while the pipeline works, from its own connection."""
+
+    def __init__(self, run_id: int, token: str, interval: float) -> None:
+        super().__init__(name=f"heartbeat-{run_id}", daemon=True)
+        self.run_id, self.token, self.interval = run_id, token, interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(self.interval):
+                try:
+                    Run.objects.filter(pk=self.run_id, status=S.RUNNING, dispatch_token=self.token).update(
+                        heartbeat_at=timezone.now()
+                    )
+                except Exception:  # a database blip must not kill the run; governance judges
+                    log.warning("heartbeat for run %s failed", self.run_id, exc_info=True)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
+
+
+def retry_policy(schedule: Schedule) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=schedule.retry_max_attempts, initial_delay=schedule.retry_initial_delay,
+        backoff=schedule.retry_backoff, max_delay=schedule.retry_max_delay, jitter=schedule.retry_jitter,
+    )
+
+
+class DbLedger:
+    """The executor's ledger in the app: node records stored with the schedule's workflow runs."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self.appended: list[RunRecord] = []
+
+    def append(self, record: RunRecord) -> None:
+        self.appended.append(record)
+
+    def last_success(self, task_id: str) -> RunRecord | None:
+        for record in reversed(self.appended):
+            if record.task_id == task_id and record.outcome == Outcome.SUCCESS:
+                return record
+        reports = (
+            Run.objects.filter(schedule=self.schedule, report__isnull=False)
+            .order_by("-id").values_list("report", flat=True)[:50]
+        )
+        for data in reports:
+            for rec in reversed((data or {}).get("records", [])):
+                if rec.get("task_id") == task_id and rec.get("outcome") == Outcome.SUCCESS.value:
+                    return RunRecord.from_dict(rec)
+        return None
+
+
+class NothingToRead(Exception):
+    pass
+
+
+def _window_for(run: Run, now: datetime):
+    """(config, Window or None, capped) for the run: backfill windows are fixed, live ones computed."""
+    config = watermark_config(run.schedule)
+    if config is None:
+        return None, None, False
+    if run.window_low or run.window_high:
+        return config, Window(decode_value(config, run.window_low), decode_value(config, run.window_high)), False
+    state = watermark_state(run.schedule, config)
+    window = compute_window(config, state, now)
+    if window is None:
+        raise NothingToRead("no new data since the watermark")
+    capped = config.is_datetime and window.high < now - config.lag
+    return config, window, capped
+
+
+def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = timezone.now) -> str:
+    """Entry point of a worker. Returns the outcome status, or 'stale' for an old message."""
+    close_old_connections()
+    now = clock()
+    claimed = Run.objects.filter(
+        pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True
+    ).update(started_at=now, heartbeat_at=now, worker_id=worker_name())
+    if not claimed:
+        return "stale"  # cancelled, re-dispatched or already taken by another delivery
+    run = Run.objects.select_related("schedule").get(pk=run_id)
+    transaction.on_commit(lambda: signals.run_started.send(sender=Run, run=run))
+    heartbeat = Heartbeat(run_id, token, settings.ETL_HEARTBEAT_SECONDS)
+    heartbeat.start()
+    try:
+        try:
+            config, window, capped = _window_for(run, now)
+        except NothingToRead as exc:
+            return _finish(run, token, new=S.SKIPPED, reason=str(exc), clock=clock)
+        ctx = RunContext(
+            run_id=run.pk, schedule=run.schedule.name, window=window, params=dict(run.params or {}),
+            logical_time=run.logical_time, attempt=run.attempt,
+            watermark_column=config.column if config else None,
+        )
+        try:
+            rows, max_value, report = _run_target(run, ctx, clock)
+        except Exception as exc:
+            return _finish_failure(run, token, exc, clock=clock)
+        if report is not None and not report.ok:
+            failed = report.failed[0] if report.failed else (report.blocked[0] if report.blocked else "?")
+            reason = next((r.reason for r in report.records if r.task_id == failed and r.reason), "")
+            return _finish(run, token, new=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500],
+                           error=reason, rows=rows, report=report, clock=clock)
+        return _finish(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
+                       max_value=max_value, report=report, clock=clock)
+    finally:
+        heartbeat.stop()
+
+
+def _run_target(run: Run, ctx: RunContext, clock) -> tuple[int, Any, RunReport | None]:
+    schedule = run.schedule
+    policy = retry_policy(schedule)
+    if schedule.target_kind == TargetKind.WORKFLOW:
+        workflow = get_workflow(schedule.target_id)
+        executor = Executor(DbLedger(schedule), clock=clock)
+        for node_id, factory in workflow.nodes.items():
+            pipeline = factory(ctx)
+            pipeline.policy = policy
+            executor.add_pipeline(node_id, pipeline)
+        for upstream, downstream in workflow.deps:
+            executor.add_dep(downstream, upstream)
+        report = executor.run()
+        return report.rows, None, report
+    spec = get_pipeline(schedule.target_id)
+    pipeline = spec.factory(ctx)
+    pipeline.policy = policy
+    if ctx.watermark_column and not pipeline.watermark_column:
+        pipeline.watermark_column = ctx.watermark_column
+    result = pipeline.run()
+    return result.rows, result.max_value, None
+
+
+def _finish_failure(run: Run, token: str, exc: BaseException, *, clock) -> str:
+    permanent = isinstance(exc, PermanentError) or getattr(exc, "permanent", False)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:]
+    reason = f"{type(exc).__name__}: {exc}"[:500]
+    if permanent:
+        reason = f"permanent error, not retried: {reason}"[:500]
+    return _finish(run, token, new=S.FAILED, reason=reason, error=text, clock=clock)
+
+
+def _finish(run: Run, token: str, *, new: str, clock, reason: str = "", error: str = "", rows: int | None = None,
+            config=None, window=None, capped: bool = False, max_value: Any = None,
+            report: RunReport | None = None) -> str:
+    now = clock()
+    fields: dict[str, Any] = {"reason": reason, "heartbeat_at": now}
+    if error:
+        fields["error"] = error
+    if rows is not None:
+        fields["rows_loaded"] = rows
+    if report is not None:
+        fields["report"] = report.to_dict()
+    if window is not None:
+        fields["window_low"], fields["window_high"] = encode_value(window.low), encode_value(window.high)
+    with transaction.atomic():
+        if not run_transition(run, new=new, now=now, extra_filter={"dispatch_token": token}, **fields):
+            log.info("run %s was changed by someone else (cancelled or lost); result discarded", run.pk)
+            return "discarded"
+        if new == S.SUCCEEDED and config is not None and run.backfill_id is None:
+            from scheduler.core import advance
+
+            state = watermark_state(run.schedule, config)
+            moved = advance(config, state, window, max_value)
+            # the mark moves in the same transaction as the run's success
+            if moved.value is not None and moved != state:
+                watermark_advance(schedule=run.schedule, run=run, new_value=moved.value, now=now)
+                Run.objects.filter(pk=run.pk).update(watermark_after=encode_value(moved.value))
+            if capped:
+                # max_window split a long gap: the next slice runs right after this one
+                run_enqueue(schedule=run.schedule, trigger_kind=run.trigger_kind,
+                            trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(window.high)}",
+                            params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
+        if new in (S.SUCCEEDED, S.FAILED):
+            breaker_on_result(schedule_id=run.schedule_id, run=run, succeeded=new == S.SUCCEEDED, now=now)
+        on_run_final(run, now=now)
+    return new
+
+
+def requeue_or_fail_lost(run: Run, *, now: datetime, why: str) -> str:
+    """Governance: a RUNNING run whose worker is gone. Re-queue while attempts remain."""
+    with transaction.atomic():
+        if run.attempt < run.max_attempts:
+            ok = run_transition(
+                run, new=S.QUEUED, now=now, extra_filter={"dispatch_token": run.dispatch_token},
+                attempt=run.attempt + 1, started_at=None, admitted_at=None, heartbeat_at=None, dispatch_token="",
+                worker_id="", reason=f"{why}; re-queued (attempt {run.attempt + 1}/{run.max_attempts})"[:500],
+            )
+            return "requeued" if ok else "changed"
+        ok = run_transition(run, new=S.FAILED, now=now, extra_filter={"dispatch_token": run.dispatch_token},
+                            reason=f"{why} (attempt {run.attempt}/{run.max_attempts})"[:500])
+        if ok:
+            breaker_on_result(schedule_id=run.schedule_id, run=run, succeeded=False, now=now)
+            on_run_final(run, now=now)
+        return "failed" if ok else "changed"
+
+
+def redispatch(run: Run, *, now: datetime) -> bool:
+    """Governance: an admitted run no worker picked up (a lost broker message)."""
+    import uuid
+
+    from scheduler.services.dispatch import enqueue_execution
+
+    token = uuid.uuid4().hex
+    with transaction.atomic():
+        changed = Run.objects.filter(
+            pk=run.pk, status=S.RUNNING, started_at__isnull=True, dispatch_token=run.dispatch_token
+        ).update(dispatch_token=token, heartbeat_at=now)
+        if changed:
+            transaction.on_commit(lambda: enqueue_execution(run.pk, token))
+    return bool(changed)
+
+
+__all__ = ["execute_run", "redispatch", "requeue_or_fail_lost", "timedelta"]

@@ -1,0 +1,246 @@
+"""Creating, changing and deleting schedules, with every check in one place.
+
+The admin, the pages, the commands and the Python API all save through here,
+so a bad cron, time zone, filter, watermark, target or cycle is refused the
+same way everywhere, naming the field.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import datetime
+from typing import Any, Iterable
+
+from django.db import transaction
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
+from scheduler.models import Condition, Schedule, TargetKind, WorkloadClass
+from scheduler.pipelines.registry import is_registered
+from scheduler.services.audit import audit_record
+from scheduler.services.errors import ServiceError
+from scheduler.triggers.registry import get_trigger
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+EDITABLE = {
+    "name", "description", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
+    "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "watermark_config", "condition",
+    "max_wait_seconds", "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
+    "max_runs_per_minute", "refresh_after_seconds", "retry_max_attempts", "retry_initial_delay", "retry_backoff",
+    "retry_max_delay", "retry_jitter", "alert_emails", "alert_webhook_url", "depends_on",
+}
+NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
+POSITIVE_INT = ["breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
+
+
+def _int(value: Any, field: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        else:
+            raise ServiceError(f"must be a whole number, got {value!r}", field=field)
+    if value < minimum:
+        raise ServiceError(f"must be >= {minimum}, got {value}", field=field)
+    return value
+
+
+def _float(value: Any, field: str, *, minimum: float, maximum: float | None = None) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ServiceError(f"must be a number, got {value!r}", field=field) from None
+    if number != number or number < minimum or (maximum is not None and number > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise ServiceError(f"must be {bound}, got {value!r}", field=field)
+    return number
+
+
+def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None = None) -> None:
+    """Check every field of an unsaved or changed schedule; raise ServiceError naming the field."""
+    if not schedule.name or not NAME_RE.match(schedule.name):
+        raise ServiceError("must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", field="name")
+    if schedule.target_kind not in TargetKind.values:
+        raise ServiceError(f"must be one of {', '.join(TargetKind.values)}", field="target_kind")
+    if not schedule.target_id or not is_registered(schedule.target_kind, schedule.target_id):
+        from scheduler.pipelines.registry import all_pipelines, all_workflows
+
+        known = [p.id for p in (all_pipelines() if schedule.target_kind == TargetKind.PIPELINE else all_workflows())]
+        raise ServiceError(
+            f"unknown {schedule.target_kind} '{schedule.target_id}' (known: {', '.join(sorted(known)) or 'none'})",
+            field="target_id",
+        )
+    if isinstance(schedule.priority, bool) or not isinstance(schedule.priority, int) or not 0 <= schedule.priority <= 9:
+        raise ServiceError(f"must be a whole number from 0 to 9, got {schedule.priority!r}", field="priority")
+    if schedule.workload_class_id is None:
+        raise ServiceError("is required", field="workload_class")
+    try:
+        validate_timezone(schedule.timezone)
+    except ConfigError as exc:
+        raise ServiceError(exc.problem, field="timezone") from None
+    try:
+        plugin = get_trigger(schedule.trigger_kind)
+        schedule.trigger_config = plugin.validate(schedule.trigger_config, timezone=schedule.timezone)
+    except ConfigError as exc:
+        raise ServiceError(exc.problem, field=exc.field) from None
+    if schedule.watermark_config:
+        try:
+            schedule.watermark_config = WatermarkConfig.from_dict(schedule.watermark_config).to_dict()
+        except ConfigError as exc:
+            field = exc.field if exc.field.startswith("watermark") else f"watermark_config.{exc.field}"
+            raise ServiceError(exc.problem, field=field) from None
+    else:
+        schedule.watermark_config = {}
+    if schedule.condition not in Condition.values:
+        raise ServiceError(f"must be one of {', '.join(Condition.values)}", field="condition")
+    for field in NON_NEGATIVE_INT:
+        setattr(schedule, field, _int(getattr(schedule, field), field, minimum=0))
+    for field in POSITIVE_INT:
+        setattr(schedule, field, _int(getattr(schedule, field), field, minimum=1))
+    if schedule.refresh_after_seconds is not None:
+        schedule.refresh_after_seconds = _int(schedule.refresh_after_seconds, "refresh_after_seconds", minimum=1)
+    schedule.retry_initial_delay = _float(schedule.retry_initial_delay, "retry_initial_delay", minimum=0)
+    schedule.retry_backoff = _float(schedule.retry_backoff, "retry_backoff", minimum=1)
+    schedule.retry_max_delay = _float(schedule.retry_max_delay, "retry_max_delay", minimum=0)
+    schedule.retry_jitter = _float(schedule.retry_jitter, "retry_jitter", minimum=0, maximum=1)
+    if not isinstance(schedule.params, dict):
+        raise ServiceError("must be a JSON object", field="params")
+    for address in filter(None, (a.strip() for a in (schedule.alert_emails or "").split(","))):
+        if "@" not in address:
+            raise ServiceError(f"{address!r} is not an e-mail address", field="alert_emails")
+    if depends_on is not None:
+        if schedule.trigger_kind == "upstream" and not depends_on:
+            raise ServiceError("an 'upstream' trigger needs at least one upstream schedule", field="depends_on")
+        from scheduler.services.dependencies import cycle_for
+
+        cycle = cycle_for(schedule.name, [u.name for u in depends_on])
+        if cycle:
+            raise ServiceError("would create a cycle: " + " -> ".join(cycle), field="depends_on")
+
+
+def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
+    unknown = sorted(set(data) - EDITABLE)
+    if unknown:
+        raise ServiceError("unknown field", field=unknown[0])
+    data = dict(data)
+    depends = data.pop("depends_on", None)
+    upstreams = None
+    if depends is not None:
+        upstreams = []
+        for item in depends:
+            if isinstance(item, Schedule):
+                upstreams.append(item)
+                continue
+            found = Schedule.objects.filter(name=item).first()
+            if found is None:
+                raise ServiceError(f"unknown schedule '{item}'", field="depends_on")
+            upstreams.append(found)
+    wc = data.get("workload_class")
+    if isinstance(wc, str):
+        found = WorkloadClass.objects.filter(name=wc).first()
+        if found is None:
+            raise ServiceError(f"unknown workload class '{wc}'", field="workload_class")
+        data["workload_class"] = found
+    return data, upstreams
+
+
+def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
+    from scheduler.services.firing import compute_next_fire
+
+    return compute_next_fire(schedule, after=now) if schedule.enabled else None
+
+
+def _snapshot(schedule: Schedule) -> dict:
+    data = model_to_dict(schedule, fields=sorted(EDITABLE - {"depends_on", "workload_class"}))
+    data["workload_class"] = schedule.workload_class.name if schedule.workload_class_id else None
+    if schedule.pk:
+        data["depends_on"] = sorted(schedule.depends_on.values_list("name", flat=True))
+    return data
+
+
+def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, reason: str = "",
+                  now: datetime | None = None) -> Schedule:
+    """Create (schedule=None) or update a schedule from a dict of field values."""
+    now = now or timezone.now()
+    data, upstreams = _resolve(data)
+    creating = schedule is None
+    with transaction.atomic():
+        if creating:
+            if "workload_class" not in data:
+                data["workload_class"], _ = WorkloadClass.objects.get_or_create(name="standard")
+            schedule = Schedule(**data)
+            before = None
+        else:
+            schedule = Schedule.objects.select_for_update().get(pk=schedule.pk)
+            before = _snapshot(schedule)
+            for key, value in data.items():
+                setattr(schedule, key, value)
+        if creating and Schedule.objects.filter(name=schedule.name).exists():
+            raise ServiceError(f"a schedule named '{schedule.name}' already exists", field="name")
+        if upstreams is None and not creating:
+            current = list(schedule.depends_on.all())
+            validate_schedule(schedule, depends_on=current if schedule.trigger_kind == "upstream" else None)
+        else:
+            validate_schedule(schedule, depends_on=upstreams if upstreams is not None else [] if schedule.trigger_kind == "upstream" else None)
+        if schedule.trigger_kind == "webhook" and not schedule.webhook_secret:
+            schedule.webhook_secret = secrets.token_urlsafe(32)
+        timing_changed = creating or any(k in data for k in ("trigger_kind", "trigger_config", "timezone", "enabled"))
+        if timing_changed:
+            schedule.next_fire_at = _next_fire(schedule, now)
+        schedule.save()
+        if upstreams is not None:
+            schedule.depends_on.set(upstreams)
+        after = _snapshot(schedule)
+        changed = {k: v for k, v in after.items() if before is None or before.get(k) != v}
+        if creating or changed:
+            audit_record(
+                actor=actor, action="schedule.create" if creating else "schedule.update", target=schedule,
+                before=None if before is None else {k: before.get(k) for k in changed},
+                after=changed, reason=reason, at=now,
+            )
+    return schedule
+
+
+def schedule_set_enabled(*, schedule: Schedule, enabled: bool, actor: Any, reason: str = "",
+                         now: datetime | None = None) -> Schedule:
+    return schedule_save(data={"enabled": bool(enabled)}, schedule=schedule, actor=actor, reason=reason, now=now)
+
+
+def schedule_delete(*, schedule: Schedule, actor: Any, reason: str = "", now: datetime | None = None) -> None:
+    now = now or timezone.now()
+    with transaction.atomic():
+        downstream = list(schedule.downstream.values_list("name", flat=True))
+        before = _snapshot(schedule)
+        audit_record(actor=actor, action="schedule.delete", target=schedule, before=before,
+                     after={"downstream_unlinked": downstream}, reason=reason, at=now)
+        schedule.delete()
+
+
+def schedule_rotate_secret(*, schedule: Schedule, actor: Any, reason: str = "") -> str:
+    secret = secrets.token_urlsafe(32)
+    with transaction.atomic():
+        Schedule.objects.filter(pk=schedule.pk).update(webhook_secret=secret)
+        # never the secret itself in the audit log
+        audit_record(actor=actor, action="schedule.rotate_secret", target=schedule, reason=reason)
+    schedule.webhook_secret = secret
+    return secret
+
+
+def schedule_get(name_or_id: Any) -> Schedule:
+    from scheduler.services.errors import NotFound
+
+    qs = Schedule.objects.select_related("workload_class")
+    found = None
+    if isinstance(name_or_id, Schedule):
+        return name_or_id
+    if isinstance(name_or_id, int) or (isinstance(name_or_id, str) and name_or_id.isdigit()):
+        found = qs.filter(pk=int(name_or_id)).first()
+    if found is None and isinstance(name_or_id, str):
+        found = qs.filter(name=name_or_id).first()
+    if found is None:
+        raise NotFound(f"unknown schedule '{name_or_id}'", field="schedule")
+    return found
+
+
+def iter_names(items: Iterable[Schedule]) -> list[str]:
+    return [s.name for s in items]

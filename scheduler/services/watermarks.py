@@ -1,0 +1,126 @@
+"""Watermarks: read, advance with a run's success, reset and set (audited)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone as dt_timezone
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.core import ConfigError, WatermarkConfig, WatermarkState, Window
+from scheduler.models import Run, Schedule, WatermarkChange, WatermarkHistory
+from scheduler.models import WatermarkState as WatermarkRow
+from scheduler.services.audit import audit_record
+from scheduler.services.errors import ServiceError
+
+
+def watermark_config(schedule: Schedule) -> WatermarkConfig | None:
+    if not schedule.watermark_config:
+        return None
+    return WatermarkConfig.from_dict(schedule.watermark_config)
+
+
+def encode_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.astimezone(dt_timezone.utc).isoformat()
+    return str(value)
+
+
+def decode_value(config: WatermarkConfig, text: str) -> Any:
+    if text in ("", None):
+        return None
+    if config.is_datetime:
+        value = datetime.fromisoformat(text)
+        return value if value.tzinfo else value.replace(tzinfo=dt_timezone.utc)
+    return int(text)
+
+
+def parse_user_value(config: WatermarkConfig, text: Any, *, field: str = "value") -> Any:
+    """A value typed by a person or a script, checked against the mark's type."""
+    if config.is_datetime:
+        if isinstance(text, datetime):
+            value = text
+        else:
+            try:
+                value = datetime.fromisoformat(str(text).strip())
+            except ValueError:
+                raise ServiceError(f"{text!r} is not an ISO 8601 date and time", field=field) from None
+        return value if value.tzinfo else value.replace(tzinfo=dt_timezone.utc)
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise ServiceError(f"{text!r} is not a whole number", field=field) from None
+
+
+def watermark_state(schedule: Schedule, config: WatermarkConfig | None = None) -> WatermarkState:
+    config = config or watermark_config(schedule)
+    row = WatermarkRow.objects.filter(schedule=schedule).first()
+    if config is None or row is None:
+        return WatermarkState(None)
+    return WatermarkState(decode_value(config, row.value))
+
+
+def window_encode(window: Window | None) -> tuple[str, str]:
+    if window is None:
+        return "", ""
+    return encode_value(window.low), encode_value(window.high)
+
+
+def watermark_advance(*, schedule: Schedule, run: Run, new_value: Any, now: datetime) -> bool:
+    """Move the mark forward; call inside the run's success transaction. Never moves back."""
+    config = watermark_config(schedule)
+    if config is None or new_value is None:
+        return False
+    row, _ = WatermarkRow.objects.select_for_update().get_or_create(schedule=schedule)
+    current = decode_value(config, row.value)
+    if current is not None and new_value <= current:
+        return False
+    encoded = encode_value(new_value)
+    # compare-and-set on the old value: a concurrent writer makes this a no-op
+    changed = WatermarkRow.objects.filter(schedule=schedule, value=row.value).update(
+        value=encoded, updated_at=now, updated_by_run=run
+    )
+    if changed:
+        WatermarkHistory.objects.create(
+            schedule=schedule, kind=WatermarkChange.ADVANCE, old_value=row.value, new_value=encoded, run=run, at=now
+        )
+    return bool(changed)
+
+
+def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, now: datetime | None = None) -> str:
+    """Set the mark to a value (or reset it with value=None). Audited; a reason is required."""
+    config = watermark_config(schedule)
+    if config is None:
+        raise ServiceError(f"schedule '{schedule.name}' has no watermark", field="schedule")
+    if not reason or not str(reason).strip():
+        raise ServiceError("a reason is required", field="reason")
+    parsed = None if value in (None, "") else parse_user_value(config, value)
+    now = now or timezone.now()
+    encoded = encode_value(parsed)
+    kind = WatermarkChange.RESET if parsed is None else WatermarkChange.SET
+    with transaction.atomic():
+        row, _ = WatermarkRow.objects.select_for_update().get_or_create(schedule=schedule)
+        old = row.value
+        WatermarkRow.objects.filter(schedule=schedule).update(value=encoded, updated_at=now, updated_by_run=None)
+        from scheduler.services.audit import actor_name
+
+        WatermarkHistory.objects.create(
+            schedule=schedule, kind=kind, old_value=old, new_value=encoded, actor=actor_name(actor)[0],
+            reason=reason[:500], at=now,
+        )
+        audit_record(actor=actor, action=f"watermark.{kind.value}", target=schedule,
+                     before={"value": old}, after={"value": encoded or None}, reason=reason, at=now)
+    return encoded
+
+
+def watermark_reset(*, schedule: Schedule, actor: Any, reason: str, now: datetime | None = None) -> str:
+    """Forget the mark: the next run starts again from the configured initial value."""
+    return watermark_set(schedule=schedule, value=None, actor=actor, reason=reason, now=now)
+
+
+__all__ = [
+    "ConfigError", "decode_value", "encode_value", "watermark_advance", "watermark_config", "watermark_reset",
+    "watermark_set", "watermark_state", "window_encode",
+]

@@ -1,0 +1,1 @@
+"""Trigger plugins: one module per built-in, plus the registry."""
