@@ -155,6 +155,7 @@ Q_CLUSTER = {
     "poll": envfloat("Q_POLL", 0.05, minimum=0.01),
     "queue_limit": envint("Q_QUEUE_LIMIT", 50, minimum=1),
     "label": "Task queue",
+    "log_level": envstr("Q_LOG_LEVEL", "WARNING"),
 }
 if REDIS_URL:
     if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):

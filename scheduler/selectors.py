@@ -86,3 +86,247 @@ def status_snapshot(now: datetime | None = None) -> dict:
         },
         "runs_by_status": dict(Run.objects.values_list("status").annotate(n=Count("id")).order_by()),
     }
+
+
+# --- runs list: keyset pagination -------------------------------------------
+
+RUN_LIST_FIELDS = (
+    "id", "status", "trigger_kind", "queued_at", "started_at", "finished_at", "rows_loaded", "reason", "attempt",
+    "schedule__id", "schedule__name", "schedule__target_id", "workload_class__id", "workload_class__name",
+)
+
+
+def run_filters_apply(qs, filters: dict):
+    """Narrow a Run queryset by already-cleaned filters (see views.forms.RunFilterForm)."""
+    if filters.get("status"):
+        qs = qs.filter(status=filters["status"])
+    if filters.get("schedule"):
+        qs = qs.filter(schedule=filters["schedule"])
+    if filters.get("workload_class"):
+        qs = qs.filter(workload_class=filters["workload_class"])
+    if filters.get("trigger_kind"):
+        qs = qs.filter(trigger_kind=filters["trigger_kind"])
+    if filters.get("since"):
+        qs = qs.filter(queued_at__gte=filters["since"])
+    if filters.get("until"):
+        qs = qs.filter(queued_at__lt=filters["until"])
+    return qs
+
+
+def runs_keyset_page(filters: dict, *, before: int | None = None, after: int | None = None, size: int = 50) -> dict:
+    """One page of runs, newest first, by id cursor.
+
+    Never COUNT(*): with a million rows a count costs more than the page. Every
+    filter has an index ending in id (status, schedule, trigger_kind) so the
+    database walks the index backwards and stops after size + 1 rows.
+    """
+    qs = run_filters_apply(Run.objects.all(), filters).select_related("schedule", "workload_class").only(*RUN_LIST_FIELDS)
+    if after is not None:
+        rows = list(qs.filter(id__gt=after).order_by("id")[: size + 1])
+        has_newer = len(rows) > size
+        rows = list(reversed(rows[:size]))
+        has_older = bool(rows) and qs.filter(id__lt=rows[-1].id).order_by("-id").exists()
+    else:
+        if before is not None:
+            qs = qs.filter(id__lt=before)
+        rows = list(qs.order_by("-id")[: size + 1])
+        has_older = len(rows) > size
+        rows = rows[:size]
+        has_newer = before is not None
+    return {
+        "runs": rows,
+        "older": rows[-1].id if rows and has_older else None,
+        "newer": rows[0].id if rows and has_newer else None,
+    }
+
+
+# --- overview ----------------------------------------------------------------
+
+def open_breakers():
+    from scheduler.models import BreakerStatus, Schedule
+
+    return Schedule.objects.exclude(breaker_status=BreakerStatus.CLOSED).only(
+        "id", "name", "breaker_status", "breaker_failures", "breaker_opened_at", "breaker_current_cooldown_seconds",
+    ).order_by("name")
+
+
+def recent_failures(limit: int = 10):
+    return (
+        Run.objects.filter(status=RunStatus.FAILED).select_related("schedule")
+        .only("id", "status", "reason", "error", "finished_at", "schedule__id", "schedule__name")
+        .order_by("-id")[:limit]
+    )
+
+
+def overview(now: datetime | None = None) -> dict:
+    now = now or timezone.now()
+    running = []
+    for run in active_runs()[:100]:
+        running.append({
+            "run": run,
+            "elapsed": (now - run.started_at).total_seconds() if run.started_at else None,
+            "heartbeat_age": (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else None,
+            "stale": bool(run.heartbeat_at and (now - run.heartbeat_at).total_seconds() > settings.ETL_STUCK_SECONDS),
+        })
+    return {
+        "now": now,
+        "running": running,
+        "queue": queue_by_class(),
+        "breakers": list(open_breakers()),
+        "recent_failures": list(recent_failures()),
+        "latest": list(
+            Run.objects.select_related("schedule").only(
+                "id", "status", "trigger_kind", "queued_at", "schedule__id", "schedule__name"
+            ).order_by("-id")[:10]
+        ),
+        "health": governance_health(now),
+    }
+
+
+def blocked_or_skipped(status: str, *, before: int | None = None, size: int = 50) -> dict:
+    qs = Run.objects.filter(status=status).select_related("schedule", "blocked_by")
+    if before is not None:
+        qs = qs.filter(id__lt=before)
+    rows = list(qs.order_by("-id")[: size + 1])
+    return {"runs": rows[:size], "older": rows[size - 1].id if len(rows) > size else None}
+
+
+# --- schedules ---------------------------------------------------------------
+
+def _latest_run_subquery(field: str):
+    from django.db.models import OuterRef, Subquery
+
+    # run_sched_recent_idx (schedule, -id) makes this one index probe per schedule
+    return Subquery(Run.objects.filter(schedule=OuterRef("pk")).order_by("-id").values(field)[:1])
+
+
+def schedules_with_last_run():
+    from scheduler.models import Schedule
+
+    return Schedule.objects.select_related("workload_class").annotate(
+        last_run_id=_latest_run_subquery("id"),
+        last_run_status=_latest_run_subquery("status"),
+        last_run_queued_at=_latest_run_subquery("queued_at"),
+    ).order_by("name")
+
+
+def describe_trigger(schedule) -> str:
+    from scheduler.triggers.registry import get_trigger
+
+    try:
+        return get_trigger(schedule.trigger_kind).describe(schedule.trigger_config or {}, timezone=schedule.timezone)
+    except Exception:  # a plugin that was uninstalled or a config it no longer reads
+        return f"{schedule.trigger_kind} (cannot describe this config)"
+
+
+def next_fire_times(schedule, *, now: datetime, count: int = 3) -> list[dict]:
+    """Next fires as local and UTC datetimes; empty for triggers that are not time based."""
+    from zoneinfo import ZoneInfo
+
+    from scheduler.triggers.registry import get_trigger
+
+    if not schedule.enabled:
+        return []
+    try:
+        plugin = get_trigger(schedule.trigger_kind)
+        fires = plugin.next_fires(schedule.trigger_config or {}, timezone=schedule.timezone, after=now, count=count)
+        tz = ZoneInfo(schedule.timezone)
+    except Exception:
+        return []
+    from datetime import timezone as dt_timezone
+
+    return [{"local": f.astimezone(tz), "utc": f.astimezone(dt_timezone.utc)} for f in fires]
+
+
+def schedule_history(schedule, *, limit: int = 60) -> list[Run]:
+    """The last finished runs, oldest first, for the duration / rows chart."""
+    rows = list(
+        Run.objects.filter(schedule=schedule, finished_at__isnull=False)
+        .only("id", "status", "started_at", "finished_at", "rows_loaded", "queued_at")
+        .order_by("-id")[:limit]
+    )
+    rows.reverse()
+    return rows
+
+
+def schedule_detail(schedule, *, now: datetime) -> dict:
+    from scheduler.models import WatermarkHistory, WatermarkState
+
+    return {
+        "schedule": schedule,
+        "trigger_text": describe_trigger(schedule),
+        "fires": next_fire_times(schedule, now=now, count=5),
+        "history": schedule_history(schedule),
+        "watermark": WatermarkState.objects.filter(schedule=schedule).first(),
+        "watermark_history": list(WatermarkHistory.objects.filter(schedule=schedule).order_by("-at", "-id")[:20]),
+        "upstream": list(schedule.depends_on.order_by("name")),
+        "downstream": list(schedule.downstream.order_by("name")),
+        "recent_runs": list(Run.objects.filter(schedule=schedule).order_by("-id")[:10]),
+    }
+
+
+def dependency_graph() -> dict:
+    """Every schedule, every edge and each schedule's latest run status."""
+    from scheduler.models import Schedule
+
+    schedules = list(Schedule.objects.annotate(last_run_status=_latest_run_subquery("status")).only("id", "name", "enabled", "target_id").order_by("name"))
+    edges = list(Schedule.depends_on.through.objects.values_list("from_schedule_id", "to_schedule_id"))
+    return {"schedules": schedules, "edges": edges}
+
+
+# --- backfills ---------------------------------------------------------------
+
+def backfills_with_progress():
+    from django.db.models import Q
+
+    from scheduler.models import Backfill, WindowStatus
+
+    def count(*statuses):
+        return Count("windows", filter=Q(windows__status__in=statuses))
+
+    return Backfill.objects.select_related("schedule").annotate(
+        n_done=count(WindowStatus.SUCCEEDED),
+        n_failed=count(WindowStatus.FAILED),
+        n_running=count(WindowStatus.QUEUED, WindowStatus.RUNNING),
+    ).order_by("-id")
+
+
+def backfill_windows(backfill) -> list:
+    from scheduler.models import BackfillWindow
+
+    return list(BackfillWindow.objects.filter(backfill=backfill).only(
+        "id", "seq", "low", "high", "status", "attempts", "run_id", "backfill_id").order_by("seq"))
+
+
+# --- audit -------------------------------------------------------------------
+
+def audit_filtered(filters: dict):
+    from scheduler.models import AuditEntry
+
+    qs = AuditEntry.objects.all()
+    if filters.get("actor"):
+        qs = qs.filter(actor=filters["actor"])
+    if filters.get("action"):
+        qs = qs.filter(action__startswith=filters["action"])
+    if filters.get("target"):
+        target = filters["target"]
+        if ":" in target:
+            kind, _, ident = target.partition(":")
+            qs = qs.filter(target_type=kind, target_id=ident)
+        else:
+            qs = qs.filter(target_repr__icontains=target) | qs.filter(target_id=target)
+    if filters.get("since"):
+        qs = qs.filter(at__gte=filters["since"])
+    if filters.get("until"):
+        qs = qs.filter(at__lt=filters["until"])
+    return qs
+
+
+def audit_counts(qs) -> dict:
+    from django.db.models.functions import TruncDate
+
+    return {
+        "by_action": list(qs.order_by().values("action").annotate(n=Count("id")).order_by("-n", "action")[:30]),
+        "by_actor": list(qs.order_by().values("actor").annotate(n=Count("id")).order_by("-n", "actor")[:30]),
+        "by_day": list(qs.order_by().annotate(day=TruncDate("at")).values("day").annotate(n=Count("id")).order_by("-day")[:31]),
+    }

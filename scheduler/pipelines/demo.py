@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ def warehouse_url(ctx: RunContext) -> str:
 
 
 def _now(ctx: RunContext) -> datetime:
-    return ctx.logical_time or datetime.now(timezone.utc)
+    return ctx.logical_time or datetime.now(UTC)
 
 
 def _sync(ctx: RunContext, source_table: str, target_table: str) -> Pipeline:
@@ -177,9 +177,7 @@ def _fail_setting(value: Any) -> bool | int:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "false", "0", "no", ""):
         return value.strip().lower() in ("true", "1", "yes")
-    raise ConfigError(
-        "fail", f"must be true/false or a number of failures up to {FLAKY_MAX_FAILURES}, got {value!r}"
-    )
+    raise ConfigError("fail", f"must be true/false or a number of failures up to {FLAKY_MAX_FAILURES}, got {value!r}")
 
 
 def flaky(ctx: RunContext) -> Pipeline:

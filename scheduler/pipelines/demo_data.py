@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +19,78 @@ from scheduler.core import ConfigError
 from .values import iso_utc, to_utc
 
 FIRST_NAMES = (
-    "Ada", "Alan", "Amara", "Ben", "Carla", "Chen", "Dara", "Diego", "Elena", "Emeka",
-    "Fatima", "Felix", "Grace", "Hana", "Ivan", "Jonas", "Kenji", "Lena", "Lucia", "Malik",
-    "Maya", "Nadia", "Noah", "Olga", "Omar", "Priya", "Rafael", "Sara", "Tomas", "Yara",
+    "Ada",
+    "Alan",
+    "Amara",
+    "Ben",
+    "Carla",
+    "Chen",
+    "Dara",
+    "Diego",
+    "Elena",
+    "Emeka",
+    "Fatima",
+    "Felix",
+    "Grace",
+    "Hana",
+    "Ivan",
+    "Jonas",
+    "Kenji",
+    "Lena",
+    "Lucia",
+    "Malik",
+    "Maya",
+    "Nadia",
+    "Noah",
+    "Olga",
+    "Omar",
+    "Priya",
+    "Rafael",
+    "Sara",
+    "Tomas",
+    "Yara",
 )
 LAST_NAMES = (
-    "Adams", "Berg", "Costa", "Dubois", "Eriksen", "Fischer", "Garcia", "Haddad", "Ito",
-    "Jansen", "Kowalski", "Lopez", "Mensah", "Novak", "Okafor", "Patel", "Quinn", "Rossi",
-    "Silva", "Tanaka", "Usman", "Varga", "Weber", "Xu", "Yilmaz", "Zhang",
+    "Adams",
+    "Berg",
+    "Costa",
+    "Dubois",
+    "Eriksen",
+    "Fischer",
+    "Garcia",
+    "Haddad",
+    "Ito",
+    "Jansen",
+    "Kowalski",
+    "Lopez",
+    "Mensah",
+    "Novak",
+    "Okafor",
+    "Patel",
+    "Quinn",
+    "Rossi",
+    "Silva",
+    "Tanaka",
+    "Usman",
+    "Varga",
+    "Weber",
+    "Xu",
+    "Yilmaz",
+    "Zhang",
 )
 DOMAINS = ("example.com", "example.org", "mail.example.net", "shop.example")
 # (country, currency, weight): a skewed mix, as real customer bases are.
 COUNTRIES = (
-    ("US", "USD", 30), ("DE", "EUR", 14), ("GB", "GBP", 12), ("FR", "EUR", 10), ("NL", "EUR", 6),
-    ("ES", "EUR", 6), ("JP", "JPY", 7), ("BR", "BRL", 5), ("IN", "INR", 5), ("CA", "CAD", 5),
+    ("US", "USD", 30),
+    ("DE", "EUR", 14),
+    ("GB", "GBP", 12),
+    ("FR", "EUR", 10),
+    ("NL", "EUR", 6),
+    ("ES", "EUR", 6),
+    ("JP", "JPY", 7),
+    ("BR", "BRL", 5),
+    ("IN", "INR", 5),
+    ("CA", "CAD", 5),
 )
 STATUSES = ("pending", "confirmed", "shipped", "cancelled")
 STATUS_WEIGHTS = (10, 25, 55, 10)
@@ -84,7 +142,7 @@ SPREAD = timedelta(days=30)
 
 def _now(now: datetime | None) -> datetime:
     if now is None:
-        return datetime.now(timezone.utc).replace(microsecond=0)
+        return datetime.now(UTC).replace(microsecond=0)
     if not isinstance(now, datetime):
         raise ConfigError("now", f"must be a datetime, got {now!r}")
     return to_utc(now)
@@ -179,9 +237,7 @@ def generate_source_db(
     return path
 
 
-def append_new_rows(
-    path: str | os.PathLike, *, now: datetime, n: int = 50, seed: int | None = None
-) -> dict[str, int]:
+def append_new_rows(path: str | os.PathLike, *, now: datetime, n: int = 50, seed: int | None = None) -> dict[str, int]:
     """Insert about `n` new orders and touch a few existing rows, all modified just before `now`.
 
     Gives an hourly sync fresh data to find. Returns counts of what changed.

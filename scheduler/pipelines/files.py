@@ -7,8 +7,9 @@ import csv
 import json
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from scheduler.core import ConfigError, EtlError, Window
 
@@ -58,12 +59,14 @@ class FileSource:
     def __repr__(self) -> str:
         return f"FileSource({str(self.path)!r}, format={self.format!r})"
 
-    def _records(self) -> Iterator[tuple[int, dict]]:
+    def _open(self) -> Any:
         try:
-            handle = open(self.path, newline="", encoding="utf-8")
+            return open(self.path, newline="", encoding="utf-8")
         except OSError as exc:
             raise EtlError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-        with handle:
+
+    def _records(self) -> Iterator[tuple[int, dict]]:
+        with self._open() as handle:
             if self.format == "csv":
                 reader = csv.DictReader(handle)
                 for record in reader:
@@ -165,4 +168,3 @@ class CsvSink:
             writer.writeheader()
         for row in rows:
             writer.writerow({k: sql_text_value(v) for k, v in row.items()})
-

@@ -6,8 +6,9 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from scheduler.core import ConfigError, EtlError
 

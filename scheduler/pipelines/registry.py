@@ -14,8 +14,9 @@ from __future__ import annotations
 import importlib
 import re
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from scheduler.core import ConfigError, CycleError, EtlError, Pipeline, topological_order
 
@@ -101,9 +102,7 @@ _discovered = False
 
 def _check_id(kind: str, target_id: Any, replace: bool) -> str:
     if not isinstance(target_id, str) or not _ID.match(target_id):
-        raise ConfigError(
-            kind, f"id {target_id!r} must be 1-200 letters, digits, '_', '.', ':' or '-'"
-        )
+        raise ConfigError(kind, f"id {target_id!r} must be 1-200 letters, digits, '_', '.', ':' or '-'")
     own, other = (_pipelines, _workflows) if kind == PIPELINE else (_workflows, _pipelines)
     if target_id in other:
         other_kind = WORKFLOW if kind == PIPELINE else PIPELINE

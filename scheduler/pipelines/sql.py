@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Iterator, Sequence
-from urllib.parse import quote as url_quote, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import quote as url_quote
+from urllib.parse import urlsplit, urlunsplit
 
 from scheduler.core import ConfigError, EtlError
 
@@ -144,9 +145,7 @@ def connect(db: str, *, create: bool = False) -> _Db:
             raise ConfigError("db", f"SQLite {sqlite3.sqlite_version} is too old; upserts need 3.24+")
         mode = "rwc" if create else "rw"
         try:
-            conn = sqlite3.connect(
-                f"file:{url_quote(path)}?mode={mode}", uri=True, timeout=30, isolation_level=None
-            )
+            conn = sqlite3.connect(f"file:{url_quote(path)}?mode={mode}", uri=True, timeout=30, isolation_level=None)
         except sqlite3.OperationalError as exc:
             raise EtlError(f"cannot open SQLite database {path!r}: {exc}") from exc
         return _Db(SQLITE, conn, style="qmark", owned=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -22,8 +22,8 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 def to_utc(value: datetime) -> datetime:
     """Aware UTC; a naive datetime is taken to be UTC already."""
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def iso_utc(value: datetime) -> str:
@@ -39,8 +39,8 @@ def parse_datetime(text: str) -> datetime:
 def coerce_like(value: Any, like: Any) -> Any:
     """Convert `value` (often text from a file) to the type of `like`.
 
-    Raises ValueError when it cannot be converted, so callers can report the
-    offending record.
+    Raises ValueError (bad text) or TypeError (wrong kind of value) when it
+    cannot be converted, so callers can report the offending record.
     """
     if isinstance(like, bool) or like is None:
         return value
@@ -49,17 +49,17 @@ def coerce_like(value: Any, like: Any) -> Any:
             return to_utc(value)
         if isinstance(value, str):
             return parse_datetime(value)
-        raise ValueError(f"expected an ISO-8601 datetime, got {value!r}")
+        raise TypeError(f"expected an ISO-8601 datetime, got {value!r}")
     if isinstance(like, int):
         if isinstance(value, bool):
-            raise ValueError(f"expected an integer, got {value!r}")
+            raise TypeError(f"expected an integer, got {value!r}")
         if isinstance(value, int):
             return value
         if isinstance(value, str):
             return int(value.strip())
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise ValueError(f"expected an integer, got {value!r}")
+        raise TypeError(f"expected an integer, got {value!r}")
     return value
 
 

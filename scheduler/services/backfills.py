@@ -1,13 +1,24 @@
-"""Backfills: windows created up front, pumped into the queue oldest first."""
+"""Backfills: windows created up front, pumped into the queue oldest first.
+
+A backfill run carries its own fixed window (run.window_low/high) and never
+moves the live watermark (execution.py checks run.backfill_id).
+"""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
+from django.utils import timezone
 
-from scheduler.models import Backfill, BackfillStatus, BackfillWindow, RunStatus, TriggerKind, WindowStatus
-from scheduler.services.runs import run_enqueue
+from scheduler.core import ConfigError, split_windows
+from scheduler.models import Backfill, BackfillStatus, BackfillWindow, RunStatus, Schedule, TriggerKind, WindowStatus
+from scheduler.services.audit import audit_record
+from scheduler.services.errors import ServiceError
+from scheduler.services.runs import run_enqueue, run_transition
+from scheduler.services.watermarks import encode_value, parse_user_value, watermark_config
 
 S = RunStatus
 RUN_TO_WINDOW = {
@@ -17,7 +28,92 @@ RUN_TO_WINDOW = {
     S.BLOCKED: WindowStatus.FAILED,
     S.CANCELLED: WindowStatus.CANCELLED,
 }
+OPEN_WINDOWS = (WindowStatus.PENDING, WindowStatus.QUEUED, WindowStatus.RUNNING)
 
+
+# --- submit -------------------------------------------------------------------
+
+def _window_size(config, window: Any) -> timedelta | int:
+    if isinstance(window, bool):
+        raise ServiceError(f"must be a positive number, got {window!r}", field="window")
+    if config.is_datetime:
+        if isinstance(window, timedelta):
+            seconds = window.total_seconds()
+        else:
+            try:
+                seconds = float(str(window).strip())
+            except ValueError:
+                raise ServiceError(f"must be a number of seconds, got {window!r}", field="window") from None
+        if not seconds > 0 or seconds != seconds:
+            raise ServiceError(f"must be a positive number of seconds, got {window!r}", field="window")
+        return timedelta(seconds=seconds)
+    try:
+        size = int(str(window).strip())
+    except ValueError:
+        raise ServiceError(f"must be a whole number (integer watermark), got {window!r}", field="window") from None
+    if size <= 0:
+        raise ServiceError(f"must be a positive whole number, got {window!r}", field="window")
+    return size
+
+
+def _positive_int(value: Any, field: str) -> int:
+    if isinstance(value, bool):
+        raise ServiceError(f"must be a whole number >= 1, got {value!r}", field=field)
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ServiceError(f"must be a whole number >= 1, got {value!r}", field=field) from None
+    if number < 1:
+        raise ServiceError(f"must be a whole number >= 1, got {value!r}", field=field)
+    return number
+
+
+def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, window: Any, reason: str,
+                    requested_by: Any, max_parallel: Any = 1, now: datetime | None = None) -> Backfill:
+    """Split [start, end) into windows, store them all, and let the dispatcher pump them."""
+    from scheduler.services.audit import actor_name
+    from scheduler.services.schedules import schedule_get
+
+    schedule = schedule_get(schedule)
+    config = watermark_config(schedule)
+    if config is None:
+        raise ServiceError(f"schedule '{schedule.name}' has no watermark config; a backfill replays watermark windows",
+                           field="schedule")
+    if not reason or not str(reason).strip():
+        raise ServiceError("a reason is required", field="reason")
+    parallel = _positive_int(max_parallel, "max_parallel")
+    low = parse_user_value(config, start, field="from")
+    high = parse_user_value(config, end, field="to")
+    if low >= high:
+        raise ServiceError(f"must be before to ({encode_value(low)} >= {encode_value(high)})", field="from")
+    size = _window_size(config, window)
+    try:
+        pairs = split_windows(low, high, size, max_windows=settings.ETL_MAX_BACKFILL_WINDOWS)
+    except ConfigError as exc:
+        raise ServiceError(str(exc), field=exc.field) from None
+    now = now or timezone.now()
+    who = actor_name(requested_by)[0]
+    seconds = size.total_seconds() if isinstance(size, timedelta) else None
+    window_text = str(size) if seconds is None else str(int(seconds)) if seconds.is_integer() else str(seconds)
+    with transaction.atomic():
+        backfill = Backfill.objects.create(
+            schedule=schedule, range_from=encode_value(low), range_to=encode_value(high), window_size=window_text,
+            reason=str(reason).strip()[:500], requested_by=who[:150], max_parallel=parallel,
+            total_windows=len(pairs), created_at=now,
+        )
+        BackfillWindow.objects.bulk_create(
+            [BackfillWindow(backfill=backfill, seq=i, low=encode_value(a), high=encode_value(b))
+             for i, (a, b) in enumerate(pairs)],
+            batch_size=1000,
+        )
+        audit_record(actor=requested_by, action="backfill.submit", target=backfill,
+                     after={"schedule": schedule.name, "from": backfill.range_from, "to": backfill.range_to,
+                            "window": window_text, "windows": len(pairs), "max_parallel": parallel},
+                     reason=backfill.reason, at=now)
+    return backfill
+
+
+# --- the dispatcher's side ----------------------------------------------------
 
 def backfill_pump(*, now: datetime) -> int:
     """Queue the next pending windows of each active backfill, up to its max_parallel."""
@@ -31,7 +127,8 @@ def backfill_pump(*, now: datetime) -> int:
             continue
         pending = list(BackfillWindow.objects.filter(backfill=backfill, status=WindowStatus.PENDING).order_by("seq")[:free])
         if not pending:
-            _maybe_complete(backfill, now=now)
+            with transaction.atomic():
+                _maybe_complete(backfill, now=now)
             continue
         for window in pending:
             with transaction.atomic():
@@ -47,6 +144,9 @@ def backfill_pump(*, now: datetime) -> int:
                     status=WindowStatus.QUEUED, run=run, attempts=attempt
                 ):
                     created += 1
+                else:
+                    # cancelled between our read and this write: take the run back
+                    run_transition(run, new=S.CANCELLED, now=now, reason="backfill window no longer pending")
     return created
 
 
@@ -61,6 +161,9 @@ def backfill_on_run_final(run, *, now: datetime) -> None:
 
 
 def backfill_on_run_started(run) -> None:
+    """The worker began a window's run (hook in execution.py)."""
+    if run.backfill_id is None:
+        return
     BackfillWindow.objects.filter(backfill_id=run.backfill_id, run_id=run.pk, status=WindowStatus.QUEUED).update(
         status=WindowStatus.RUNNING
     )
@@ -69,16 +172,20 @@ def backfill_on_run_started(run) -> None:
 def _maybe_complete(backfill: Backfill, *, now: datetime) -> None:
     if backfill.status != BackfillStatus.ACTIVE:
         return
-    open_windows = BackfillWindow.objects.filter(
-        backfill=backfill, status__in=[WindowStatus.PENDING, WindowStatus.QUEUED, WindowStatus.RUNNING]
-    ).exists()
-    if not open_windows:
-        Backfill.objects.filter(pk=backfill.pk, status=BackfillStatus.ACTIVE).update(
-            status=BackfillStatus.COMPLETED, finished_at=now
-        )
+    if BackfillWindow.objects.filter(backfill=backfill, status__in=OPEN_WINDOWS).exists():
+        return
+    if Backfill.objects.filter(pk=backfill.pk, status=BackfillStatus.ACTIVE).update(
+        status=BackfillStatus.COMPLETED, finished_at=now
+    ):
+        progress = backfill_progress(backfill)
+        audit_record(actor="dispatcher", action="backfill.complete", target=backfill,
+                     before={"status": BackfillStatus.ACTIVE}, after={"status": BackfillStatus.COMPLETED, **progress},
+                     at=now)
+        backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
 
 
 def backfill_progress(backfill: Backfill) -> dict[str, int]:
+    """done / failed / running / queued / pending / cancelled / total window counts."""
     counts = dict(
         BackfillWindow.objects.filter(backfill=backfill).values_list("status").annotate(n=Count("id")).order_by()
     )
@@ -86,7 +193,87 @@ def backfill_progress(backfill: Backfill) -> dict[str, int]:
         "total": backfill.total_windows,
         "done": counts.get(WindowStatus.SUCCEEDED, 0),
         "failed": counts.get(WindowStatus.FAILED, 0),
-        "running": counts.get(WindowStatus.RUNNING, 0) + counts.get(WindowStatus.QUEUED, 0),
+        "running": counts.get(WindowStatus.RUNNING, 0),
+        "queued": counts.get(WindowStatus.QUEUED, 0),
         "pending": counts.get(WindowStatus.PENDING, 0),
         "cancelled": counts.get(WindowStatus.CANCELLED, 0),
     }
+
+
+# --- operator actions -----------------------------------------------------------
+
+def _locked(backfill: Backfill | int) -> Backfill:
+    pk = backfill.pk if isinstance(backfill, Backfill) else backfill
+    found = Backfill.objects.select_for_update().filter(pk=pk).first()
+    if found is None:
+        from scheduler.services.errors import NotFound
+
+        raise NotFound(f"unknown backfill {pk}", field="backfill")
+    return found
+
+
+def _change_status(backfill: Backfill | int, *, allowed: tuple[str, ...], new: str, action: str, actor: Any,
+                   reason: str, now: datetime | None, fields: dict | None = None) -> Backfill:
+    now = now or timezone.now()
+    locked = _locked(backfill)
+    if locked.status not in allowed:
+        raise ServiceError(f"backfill {locked.pk} is {locked.status}; cannot {action.split('.')[-1]} it",
+                           field="backfill")
+    Backfill.objects.filter(pk=locked.pk, status=locked.status).update(status=new, **(fields or {}))
+    audit_record(actor=actor, action=action, target=locked, before={"status": locked.status},
+                 after={"status": new}, reason=reason, at=now)
+    locked.status = new
+    for key, value in (fields or {}).items():
+        setattr(locked, key, value)
+    return locked
+
+
+def backfill_pause(*, backfill: Backfill | int, actor: Any, reason: str = "", now: datetime | None = None) -> Backfill:
+    """No new windows start; queued ones wait ("backfill N paused"), running ones finish."""
+    with transaction.atomic():
+        return _change_status(backfill, allowed=(BackfillStatus.ACTIVE,), new=BackfillStatus.PAUSED,
+                              action="backfill.pause", actor=actor, reason=reason, now=now)
+
+
+def backfill_resume(*, backfill: Backfill | int, actor: Any, reason: str = "", now: datetime | None = None) -> Backfill:
+    with transaction.atomic():
+        return _change_status(backfill, allowed=(BackfillStatus.PAUSED,), new=BackfillStatus.ACTIVE,
+                              action="backfill.resume", actor=actor, reason=reason, now=now)
+
+
+def backfill_retry_failed(*, backfill: Backfill | int, actor: Any, reason: str = "",
+                          now: datetime | None = None) -> int:
+    """Failed windows go back to PENDING (a new run each); a completed backfill becomes active again."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _locked(backfill)
+        if locked.status == BackfillStatus.CANCELLED:
+            raise ServiceError(f"backfill {locked.pk} is CANCELLED; submit a new one", field="backfill")
+        count = BackfillWindow.objects.filter(backfill=locked, status=WindowStatus.FAILED).update(
+            status=WindowStatus.PENDING
+        )
+        if count and locked.status == BackfillStatus.COMPLETED:
+            Backfill.objects.filter(pk=locked.pk, status=BackfillStatus.COMPLETED).update(
+                status=BackfillStatus.ACTIVE, finished_at=None
+            )
+        audit_record(actor=actor, action="backfill.retry_failed", target=locked, after={"windows": count},
+                     reason=reason, at=now)
+    return count
+
+
+def backfill_cancel(*, backfill: Backfill | int, actor: Any, reason: str = "", now: datetime | None = None) -> Backfill:
+    """Stop for good, leaving nothing stranded: queued and running runs and pending windows are cancelled."""
+    from scheduler.models import Run
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _change_status(backfill, allowed=(BackfillStatus.ACTIVE, BackfillStatus.PAUSED),
+                                new=BackfillStatus.CANCELLED, action="backfill.cancel", actor=actor, reason=reason,
+                                now=now, fields={"finished_at": now})
+        why = f"backfill {locked.pk} cancelled" + (f": {reason}" if reason else "")
+        for run in Run.objects.filter(backfill=locked, status__in=RunStatus.active()):
+            # CAS: a worker finishing at this instant wins or loses cleanly;
+            # a RUNNING run's worker sees its final CAS fail and discards the result
+            run_transition(run, new=S.CANCELLED, now=now, reason=why[:500])
+        BackfillWindow.objects.filter(backfill=locked, status__in=OPEN_WINDOWS).update(status=WindowStatus.CANCELLED)
+    return locked

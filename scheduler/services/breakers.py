@@ -40,8 +40,11 @@ def _locked(schedule_id: int) -> Schedule:
     return Schedule.objects.select_for_update().get(pk=schedule_id)
 
 
-def _save(schedule: Schedule, new: BreakerState, *, trial_run_id: int | None, actor: Any, reason: str, now: datetime) -> None:
+def _save(schedule: Schedule, new: BreakerState, *, trial_run_id: int | None, actor: Any, reason: str, now: datetime,
+          action: str | None = None, before: dict | None = None) -> None:
+    """Store `new`; a status change (or an explicit `action`) is audited and signalled after commit."""
     old_status = schedule.breaker_status
+    before = before or {"status": old_status, "failures": schedule.breaker_failures}
     fields = {
         "breaker_status": new.status.value,
         "breaker_failures": new.failures,
@@ -52,12 +55,12 @@ def _save(schedule: Schedule, new: BreakerState, *, trial_run_id: int | None, ac
     Schedule.objects.filter(pk=schedule.pk).update(**fields)
     for key, value in fields.items():
         setattr(schedule, key, value)
-    if old_status != new.status.value:
+    if old_status != new.status.value or action:
         audit_record(
             actor=actor or "breaker",
-            action=f"breaker.{new.status.value}",
+            action=action or f"breaker.{new.status.value}",
             target=schedule,
-            before={"status": old_status},
+            before=before,
             after={"status": new.status.value, "failures": new.failures,
                    "cooldown_seconds": fields["breaker_current_cooldown_seconds"]},
             reason=reason,
@@ -94,6 +97,12 @@ def breaker_on_result(*, schedule_id: int, run: Run, succeeded: bool, now: datet
             return
         new = record_success(state, breaker_settings(schedule))
         _save(schedule, new, trial_run_id=None, actor="breaker", reason=f"run {run.pk} succeeded", now=now)
+    elif state.status == BreakerStatus.HALF_OPEN and schedule.breaker_trial_run_id not in (None, run.pk):
+        # a run admitted before the breaker opened failed late: count it, the trial decides
+        new = BreakerState(status=state.status, failures=state.failures + 1, opened_at=state.opened_at,
+                           cooldown=state.cooldown, trial_in_flight=True)
+        _save(schedule, new, trial_run_id=schedule.breaker_trial_run_id, actor="breaker",
+              reason=f"run {run.pk} failed while the test run is in flight", now=now)
     else:
         new = record_failure(state, breaker_settings(schedule), now)
         trial = None if new.status != BreakerStatus.HALF_OPEN else schedule.breaker_trial_run_id
@@ -109,13 +118,12 @@ def breaker_trial_released(*, schedule_id: int, run_id: int, now: datetime) -> N
 
 
 def breaker_reset(*, schedule: Schedule, actor: Any, reason: str = "", now: datetime | None = None) -> None:
+    """A person closes the breaker and zeroes the count: one audit entry, one signal."""
     now = now or timezone.now()
     with transaction.atomic():
         locked = _locked(schedule.pk)
-        before = {"status": locked.breaker_status, "failures": locked.breaker_failures}
-        _save(locked, BreakerState(), trial_run_id=None, actor=actor, reason=reason or "manual reset", now=now)
-        audit_record(actor=actor, action="breaker.reset", target=locked, before=before,
-                     after={"status": "closed", "failures": 0}, reason=reason, at=now)
+        _save(locked, BreakerState(), trial_run_id=None, actor=actor, reason=(reason or "manual reset").strip(),
+              now=now, action="breaker.reset")
     schedule.refresh_from_db()
 
 

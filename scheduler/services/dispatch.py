@@ -10,9 +10,9 @@ from django.db import connection, transaction
 from django.db.models import Count, Q
 
 from scheduler.core import next_allowed_start
-from scheduler.models import Run, RunStatus, TriggerKind, WorkloadClass
+from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, TriggerKind, WorkloadClass
 from scheduler.services import dependencies
-from scheduler.services.breakers import breaker_admit
+from scheduler.services.breakers import breaker_admit, breaker_trial_released
 from scheduler.services.completion import on_run_final
 from scheduler.services.runs import run_transition
 
@@ -27,8 +27,8 @@ def _held_back(run: Run, *, now: datetime, running_watermarked: set[int]) -> str
     schedule = run.schedule
     if run.backfill_id is None and schedule.watermark_config and schedule.pk in running_watermarked:
         return "previous run of this watermarked schedule is still running"
-    if run.backfill_id is not None and run.backfill.status != "ACTIVE":
-        return f"backfill {run.backfill_id} is {run.backfill.status.lower()}"
+    if run.backfill_id is not None and run.backfill.status != BackfillStatus.ACTIVE:
+        return f"backfill {run.backfill_id} {run.backfill.status.lower()}"
     if schedule.max_runs_per_minute:
         recent = list(
             Run.objects.filter(schedule_id=schedule.pk, admitted_at__gt=now - timedelta(seconds=60))
@@ -135,8 +135,11 @@ def _admit_class(wc: WorkloadClass, *, now: datetime, holder: str) -> list[int]:
                     on_run_final(run, now=now)
                 continue
             token = uuid.uuid4().hex
-            if run_transition(run, new=S.RUNNING, now=now, admitted_at=now, heartbeat_at=now, dispatch_token=token,
-                              worker_id=holder[:200], reason=""):
+            if not run_transition(run, new=S.RUNNING, now=now, admitted_at=now, heartbeat_at=now,
+                                  dispatch_token=token, worker_id=holder[:200], reason=""):
+                # cancelled under our feet: a trial slot taken for it must not stay taken
+                breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
+            else:
                 free -= 1
                 admitted.append(run.pk)
                 if run.schedule.watermark_config and run.backfill_id is None:
@@ -162,3 +165,45 @@ def dispatch_tick(*, now: datetime, holder: str) -> dict:
     released = release_waiting(now=now)
     admitted = admit_runs(now=now, holder=holder)
     return {"fired": fired, "pumped": pumped, "released": released, "admitted": len(admitted)}
+
+
+# --- why a run waits (read side, used by pages, commands and the host) ------
+
+def explain_wait(run: Run, now: datetime) -> str:
+    """One line saying why a QUEUED or WAITING run has not started yet."""
+    if run.status == S.WAITING:
+        verdict = dependencies.evaluate(run.schedule)
+        return verdict.reason or run.reason or "waiting for upstreams"
+    if run.status != S.QUEUED:
+        return f"not waiting: the run is {run.status}"
+    schedule = run.schedule
+    if run.backfill_id is not None and run.backfill.status != BackfillStatus.ACTIVE:
+        return f"backfill {run.backfill_id} {run.backfill.status.lower()}"
+    if run.not_before is not None and run.not_before > now:
+        return f"retry not before {run.not_before:%Y-%m-%d %H:%M:%S} UTC"
+    if run.backfill_id is None and schedule.depends_on.exists():
+        verdict = dependencies.evaluate(schedule)
+        if verdict.action != "admit":
+            return verdict.reason
+    running_watermarked = set()
+    if run.backfill_id is None and schedule.watermark_config and Run.objects.filter(
+        schedule_id=schedule.pk, status=S.RUNNING, backfill__isnull=True
+    ).exists():
+        running_watermarked.add(schedule.pk)
+    held = _held_back(run, now=now, running_watermarked=running_watermarked)
+    if held:
+        return held
+    if schedule.breaker_status == BreakerStatus.OPEN and schedule.breaker_opened_at is not None:
+        until = schedule.breaker_opened_at + timedelta(seconds=schedule.breaker_current_cooldown_seconds or 0)
+        if until > now:
+            return f"circuit open until {until:%Y-%m-%d %H:%M:%S} UTC"
+    wc = run.workload_class
+    in_use = Run.objects.filter(status=S.RUNNING, workload_class_id=wc.pk).count()
+    if in_use >= wc.concurrency_limit:
+        return f"class '{wc.name}' full ({in_use}/{wc.concurrency_limit})"
+    ahead = Run.objects.filter(status=S.QUEUED, workload_class_id=wc.pk).filter(
+        Q(priority__gt=run.priority)
+        | Q(priority=run.priority, queued_at__lt=run.queued_at)
+        | Q(priority=run.priority, queued_at=run.queued_at, id__lt=run.pk)
+    ).count()
+    return f"position {ahead + 1} in queue"

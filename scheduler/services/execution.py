@@ -19,6 +19,7 @@ from scheduler.core.errors import PermanentError
 from scheduler.models import Run, RunStatus, Schedule, TargetKind
 from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
+from scheduler.services.backfills import backfill_on_run_started
 from scheduler.services.breakers import breaker_on_result
 from scheduler.services.completion import on_run_final
 from scheduler.services.runs import run_enqueue, run_transition
@@ -120,6 +121,7 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
     if not claimed:
         return "stale"  # cancelled, re-dispatched or already taken by another delivery
     run = Run.objects.select_related("schedule").get(pk=run_id)
+    backfill_on_run_started(run)
     transaction.on_commit(lambda: signals.run_started.send(sender=Run, run=run))
     heartbeat = Heartbeat(run_id, token, settings.ETL_HEARTBEAT_SECONDS)
     heartbeat.start()

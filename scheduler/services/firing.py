@@ -1,13 +1,24 @@
-"""Firing time-based triggers: due schedules become runs, exactly once per fire."""
+"""Firing time-based triggers: due schedules become runs, exactly once per fire.
+
+The due query reads the indexed `next_fire_at` (index sched_due_idx on
+enabled, next_fire_at), so a tick costs the number of due schedules, not
+the number of schedules. Moving `next_fire_at` is a compare-and-set, and the
+unique (schedule, trigger_key) constraint backs it up: two dispatchers that
+read the same due row produce one run.
+"""
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from django.db import transaction
 
+from scheduler.core import ConfigError
 from scheduler.models import Schedule
 from scheduler.services.runs import run_enqueue
 from scheduler.triggers.registry import get_trigger
+
+log = logging.getLogger(__name__)
 
 
 def compute_next_fire(schedule: Schedule, *, after: datetime) -> datetime | None:
@@ -18,8 +29,30 @@ def compute_next_fire(schedule: Schedule, *, after: datetime) -> datetime | None
     return fires[0] if fires else None
 
 
+def fire_key(kind: str, fire: datetime) -> str:
+    return f"{kind}:{fire.isoformat()}"
+
+
+def fires_to_run(schedule: Schedule, *, now: datetime) -> list[datetime]:
+    """The fire times a due schedule turns into runs this tick.
+
+    `next_fire_at` is the first missed fire; the others are computed from it,
+    never from `now`, so a slow tick skips nothing. Coalesce (the default):
+    only the latest missed fire runs. Catch-up: the latest `max_catchup`
+    missed fires run, oldest first; older ones are dropped on purpose so a
+    long outage cannot flood the queue.
+    """
+    plugin = get_trigger(schedule.trigger_kind)
+    first = schedule.next_fire_at
+    if first is None or first > now or not plugin.time_based:
+        return []
+    keep = max(1, schedule.max_catchup) if schedule.catchup else 1
+    later = plugin.latest_fires(schedule.trigger_config, timezone=schedule.timezone, after=first, now=now, count=keep)
+    return ([first] + later)[-keep:]
+
+
 def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
-    """Turn due time-based schedules into runs. Uses the indexed next_fire_at; no scan."""
+    """Turn due time-based schedules into runs; returns how many runs were created."""
     created = 0
     due = list(
         Schedule.objects.filter(enabled=True, next_fire_at__lte=now)
@@ -28,33 +61,26 @@ def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
               "last_fire_at", "params", "priority", "workload_class_id", "retry_max_attempts")[:limit]
     )
     for schedule in due:
-        plugin = get_trigger(schedule.trigger_kind)
         first = schedule.next_fire_at
-        # Fire times are computed from the last fire, not from now, so a slow
-        # tick never skips one; the first due fire is next_fire_at itself.
-        fires = [first] + plugin.due_fires(
-            schedule.trigger_config, timezone=schedule.timezone, after=first, now=now,
-            catchup=schedule.catchup, max_catchup=schedule.max_catchup,
-        ) if plugin.time_based else []
-        if schedule.catchup:
-            fires = fires[-max(1, schedule.max_catchup):]
-        else:
-            fires = fires[-1:]  # coalesce: one catch-up run for the latest missed fire
-        nxt = compute_next_fire(schedule, after=max(now, fires[-1] if fires else now))
+        try:
+            fires = fires_to_run(schedule, now=now)
+            nxt = compute_next_fire(schedule, after=now)
+        except ConfigError:
+            # A plugin that went away (uninstalled) or a config it now refuses:
+            # park the schedule instead of failing every tick for everyone.
+            log.exception("schedule %s cannot compute its fires; it will not fire until it is saved again", schedule.name)
+            Schedule.objects.filter(pk=schedule.pk, next_fire_at=first).update(next_fire_at=None)
+            continue
         with transaction.atomic():
-            # compare-and-set on next_fire_at: a second dispatcher that read the
-            # same row changes nothing, and the unique trigger key backs it up
             moved = Schedule.objects.filter(pk=schedule.pk, next_fire_at=first).update(
                 next_fire_at=nxt, last_fire_at=fires[-1] if fires else schedule.last_fire_at
             )
             if not moved:
-                continue
+                continue  # another dispatcher fired it
             for fire in fires:
                 run = run_enqueue(
-                    schedule=schedule, trigger_kind=schedule.trigger_kind, trigger_key=f"{schedule.trigger_kind}:{fire.isoformat()}",
+                    schedule=schedule, trigger_kind=schedule.trigger_kind, trigger_key=fire_key(schedule.trigger_kind, fire),
                     logical_time=fire, triggered_by=schedule.trigger_kind, now=now,
                 )
                 created += run is not None
     return created
-
-

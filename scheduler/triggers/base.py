@@ -7,10 +7,13 @@ entry point group `etl_scheduler.triggers`.
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.core import ConfigError
+
+# Probing back from `now` starts with this span and doubles; see latest_fires.
+_FIRST_SPAN = timedelta(minutes=1)
 
 
 class TriggerPlugin:
@@ -31,32 +34,37 @@ class TriggerPlugin:
         return self.label or self.id
 
     def next_fires(self, config: dict, *, timezone: str, after: datetime, count: int) -> list[datetime]:
+        """The next `count` fire instants strictly after `after` (aware UTC); [] when not time based."""
         return []
 
-    def due_fires(
-        self, config: dict, *, timezone: str, after: datetime, now: datetime, catchup: bool, max_catchup: int
-    ) -> list[datetime]:
-        """Fires in (after, now] to turn into runs: all of them (bounded) or the latest one."""
-        fires: list[datetime] = []
-        cursor = after
-        limit = max(1, max_catchup) if catchup else 10_000
-        while True:
-            batch = self.next_fires(config, timezone=timezone, after=cursor, count=min(limit, 500))
-            batch = [f for f in batch if f <= now]
-            fires.extend(batch)
-            if len(batch) < min(limit, 500) or not batch:
-                break
-            cursor = batch[-1]
-            if catchup and len(fires) >= limit:
-                break
-            if not catchup and len(fires) > limit:
-                fires = fires[-1:]
-        if not fires:
+    def latest_fires(self, config: dict, *, timezone: str, after: datetime, now: datetime, count: int) -> list[datetime]:
+        """At most the `count` most recent fires in (after, now], oldest first.
+
+        After a long downtime the fires between `after` and `now` can be
+        millions (a per-second cron down for a month), so this never walks them
+        from `after`: it probes back from `now` with a doubling span until the
+        span holds `count` fires or reaches `after`.
+        """
+        if count <= 0 or now <= after:
             return []
-        if catchup:
-            # the most recent `max_catchup` fires: old ones beyond the bound are dropped on purpose
-            return fires[-limit:] if len(fires) > limit else fires
-        return fires[-1:]
+        span = _FIRST_SPAN
+        while True:
+            low = max(after, now - span)
+            fires = self._fires_between(config, timezone=timezone, after=low, until=now, keep=count)
+            if len(fires) >= count or low == after:
+                return fires
+            span *= 2
+
+    def _fires_between(self, config: dict, *, timezone: str, after: datetime, until: datetime, keep: int) -> list[datetime]:
+        kept: list[datetime] = []
+        cursor = after
+        while True:
+            batch = self.next_fires(config, timezone=timezone, after=cursor, count=256)
+            inside = [f for f in batch if f <= until]
+            kept = (kept + inside)[-keep:]
+            if len(inside) < len(batch) or not batch:
+                return kept
+            cursor = batch[-1]
 
 
 def require_keys(config: dict, allowed: set[str], required: set[str] = frozenset()) -> None:

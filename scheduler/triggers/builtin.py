@@ -1,6 +1,7 @@
 """The built-in trigger plugins: cron, interval, event, webhook, manual, upstream."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone as dt_timezone
 
 from scheduler.core import ConfigError, describe_cron, next_fires, next_interval_fires, validate_cron, validate_timezone
@@ -25,10 +26,16 @@ class CronTrigger(TriggerPlugin):
         return config
 
     def describe(self, config, *, timezone):
-        return f"{describe_cron(config['cron'], timezone)} ({config['cron']}, {timezone})"
+        # describe_cron already ends with the zone: "At 0 minutes past the hour, Europe/Berlin"
+        return f"{describe_cron(config['cron'], timezone)} (cron {config['cron']})"
 
     def next_fires(self, config, *, timezone, after, count):
         return next_fires(config["cron"], timezone, after, count)
+
+
+# One second is the dispatcher's resolution; ten years is a typo guard.
+MIN_SECONDS = 1
+MAX_SECONDS = 10 * 366 * 24 * 3600
 
 
 class IntervalTrigger(TriggerPlugin):
@@ -40,16 +47,23 @@ class IntervalTrigger(TriggerPlugin):
         config = super().validate(config, timezone=timezone)
         require_keys(config, {"seconds", "anchor"}, {"seconds"})
         seconds = config["seconds"]
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-            raise ConfigError("trigger_config.seconds", "must be a positive number of seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not MIN_SECONDS <= seconds <= MAX_SECONDS:
+            raise ConfigError(
+                "trigger_config.seconds", f"must be a number of seconds from {MIN_SECONDS} to {MAX_SECONDS}, got {seconds!r}"
+            )
+        if isinstance(seconds, float) and seconds.is_integer():
+            config["seconds"] = int(seconds)
         anchor = config.get("anchor")
         if anchor is not None:
             try:
-                parsed = datetime.fromisoformat(str(anchor))
+                parsed = datetime.fromisoformat(anchor) if isinstance(anchor, str) else None
             except ValueError:
+                parsed = None
+            if parsed is None:
                 raise ConfigError("trigger_config.anchor", "must be an ISO-8601 date-time") from None
             if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=dt_timezone.utc)
+                # a wall-clock anchor is read in the schedule's own zone, like cron
+                parsed = parsed.replace(tzinfo=validate_timezone(timezone))
             config["anchor"] = parsed.astimezone(dt_timezone.utc).isoformat()
         return config
 
@@ -66,6 +80,8 @@ class IntervalTrigger(TriggerPlugin):
             text = f"every {int(seconds // 60)} min"
         else:
             text = f"every {seconds:g} s"
+        if config.get("anchor"):
+            text += f" from {config['anchor']}"
         return text
 
     def next_fires(self, config, *, timezone, after, count):
@@ -98,6 +114,17 @@ class UpstreamTrigger(TriggerPlugin):
         return "when its upstreams complete"
 
 
+TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+
+
+def validate_topic(topic, *, field: str = "topic") -> str:
+    """A topic is part of the URL /api/events/<topic>: letters, digits, '.', '_', ':' and '-'."""
+    if not isinstance(topic, str) or not TOPIC_RE.match(topic.strip()):
+        raise ConfigError(field, "must be 1-200 letters, digits, '.', '_', ':' or '-', starting with a letter or digit, "
+                                 f"got {topic!r}"[:300])
+    return topic.strip()
+
+
 class EventTrigger(TriggerPlugin):
     id = "event"
     label = "Event"
@@ -107,15 +134,13 @@ class EventTrigger(TriggerPlugin):
 
         config = super().validate(config, timezone=timezone)
         require_keys(config, {"topic", "filter"}, {"topic"})
-        topic = config["topic"]
-        if not isinstance(topic, str) or not topic.strip() or len(topic) > 200:
-            raise ConfigError("trigger_config.topic", "must be a non-empty string of at most 200 characters")
+        topic = validate_topic(config["topic"], field="trigger_config.topic")
         flt = config.get("filter") or ""
         if not isinstance(flt, str):
             raise ConfigError("trigger_config.filter", "must be a string expression such as status == 'confirmed'")
         if flt.strip():
             compile_filter(flt)
-        config["topic"] = topic.strip()
+        config["topic"] = topic
         config["filter"] = flt.strip()
         return config
 

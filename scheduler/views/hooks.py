@@ -1,16 +1,129 @@
-"""Webhook and event endpoints (filled in by the triggers work)."""
-from django.http import JsonResponse
+"""Webhook and event endpoints: JSON in, JSON out, a clear {"error": ...} on every refusal.
+
+Both are CSRF-exempt because machines call them. The event endpoint also
+accepts a logged-in session; requiring `Content-Type: application/json`
+keeps that safe, since a cross-site form cannot send that type without a
+CORS preflight this site never grants.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from scheduler.services.errors import ServiceError
+from scheduler.services.events import event_emit
+from scheduler.services.webhooks import (
+    WebhookRefused, delivery_from_headers, webhook_audit_refusal, webhook_receive,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _error(message: str, status: int, field: str | None = None) -> JsonResponse:
+    body = {"error": message}
+    if field:
+        body["field"] = field
+    return JsonResponse(body, status=status)
+
+
+def _remote(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR", "")[:45]
+
+
+def _read_body(request: HttpRequest) -> bytes | JsonResponse:
+    limit = settings.ETL_WEBHOOK_MAX_BYTES
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return _error("Content-Length is not a number", 400, "Content-Length")
+    if declared > limit:
+        # refuse before reading: an oversized body never reaches memory
+        return _error(f"body is larger than {limit} bytes", 413, "body")
+    try:
+        return request.body
+    except RequestDataTooBig:
+        return _error(f"body is larger than {limit} bytes", 413, "body")
+
 
 @csrf_exempt
 @require_POST
-def webhook(request, name: str):
-    return JsonResponse({"error": "not implemented"}, status=501)
+def webhook(request: HttpRequest, name: str):
+    body = _read_body(request)
+    if isinstance(body, JsonResponse):
+        # audited like every other refusal; an empty body stands in for the unread one
+        delivery = delivery_from_headers(name=name, body=b"", headers=request.headers, remote=_remote(request))
+        problem = json.loads(body.content)
+        webhook_audit_refusal(delivery, WebhookRefused(problem["error"], status=body.status_code,
+                                                       field=problem.get("field")), now=timezone.now())
+        return body
+    delivery = delivery_from_headers(name=name, body=body, headers=request.headers, remote=_remote(request))
+    try:
+        run = webhook_receive(delivery)
+    except WebhookRefused as exc:
+        return _error(str(exc), exc.status, exc.field)
+    return JsonResponse({"run": run.pk, "status": run.status}, status=202)
+
+
+def _event_actor(request: HttpRequest):
+    """(actor, None) when the caller may emit events, else (None, error response)."""
+    auth = request.headers.get("Authorization", "")
+    if auth:
+        scheme, _, token = auth.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None, _error("Authorization must be 'Bearer <token>'", 401, "Authorization")
+        # compare with every configured token, in constant time
+        hits = [hmac.compare_digest(token.encode(), known.encode()) for known in settings.ETL_EVENT_TOKENS if known]
+        if not any(hits):
+            return None, _error("unknown token", 401, "Authorization")
+        return "api:token", None
+    user = request.user
+    if not user.is_authenticated:
+        return None, _error("authentication required: send 'Authorization: Bearer <token>' or log in", 401,
+                            "Authorization")
+    if not user.has_perm("scheduler.trigger_schedule"):
+        return None, _error("your account may not trigger schedules (permission scheduler.trigger_schedule)", 403)
+    return user, None
 
 
 @csrf_exempt
 @require_POST
-def event(request, topic: str):
-    return JsonResponse({"error": "not implemented"}, status=501)
+def event(request: HttpRequest, topic: str):
+    actor, refused = _event_actor(request)
+    if refused is not None:
+        return refused
+    content_type = (request.content_type or "").lower()
+    if content_type != "application/json":
+        return _error(f"Content-Type must be application/json, got {content_type or 'none'!r}", 415, "Content-Type")
+    body = _read_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return _error(f"body is not valid JSON ({exc})"[:300], 400, "body")
+    if not isinstance(data, dict):
+        return _error(f"body must be a JSON object, got {type(data).__name__}", 400, "body")
+    event_id = None
+    payload = data
+    # The envelope {"id": ..., "payload": {...}}; any other object is the payload itself.
+    if "payload" in data and set(data) <= {"id", "payload"}:
+        event_id, payload = data.get("id"), data["payload"]
+    who = actor if isinstance(actor, str) else f"user:{actor.get_username()}"
+    try:
+        stored, runs = event_emit(topic=topic, payload=payload, event_id=event_id, source=f"http {who}"[:150],
+                                  actor=actor)
+    except ServiceError as exc:
+        return _error(str(exc), 400, exc.field)
+    duplicate = getattr(stored, "duplicate", False)
+    body = {"event": stored.pk, "event_id": stored.event_id, "runs": [r.pk for r in runs], "duplicate": duplicate}
+    # 200 for a repeat: the sender's retry succeeded, nothing new was started
+    return JsonResponse(body, status=200 if duplicate else 202)

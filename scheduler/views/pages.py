@@ -1,39 +1,108 @@
-from django.contrib.auth.decorators import login_required, permission_required
-from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, render
+"""Overview, runs, run detail, blocked and skipped lists."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 
 from scheduler import selectors
 from scheduler.models import Run, RunStatus
+from scheduler.services.errors import ServiceError
+from scheduler.views import charts
+from scheduler.views.common import action, can, int_or_none, partial
+from scheduler.views.forms import ReasonForm, RunFilterForm
+
+PAGE_SIZE = 50
 
 
-@login_required
-@permission_required("scheduler.view_run", raise_exception=True)
+@can("scheduler.view_run")
 def overview(request):
-    context = {
-        "running": selectors.active_runs()[:100],
-        "queue": selectors.queue_by_class(),
-        "health": selectors.governance_health(),
-        "recent_failures": Run.objects.filter(status=RunStatus.FAILED).select_related("schedule")[:10],
-    }
-    template = "scheduler/overview.html#live" if request.htmx else "scheduler/overview.html"
-    return render(request, template, context)
+    context = selectors.overview(timezone.now())
+    return render(request, partial(request, "scheduler/overview.html", "live"), context)
 
 
-@login_required
-@permission_required("scheduler.view_run", raise_exception=True)
+@can("scheduler.view_run")
 def run_list(request):
-    runs = Run.objects.select_related("schedule", "workload_class").order_by("-id")
-    status = request.GET.get("status", "")
-    if status in RunStatus.values:
-        runs = runs.filter(status=status)
-    page = Paginator(runs, 50, count=None).get_page(request.GET.get("page"))
-    context = {"page": page, "status": status, "statuses": RunStatus.choices}
-    template = "scheduler/runs.html#table" if request.htmx else "scheduler/runs.html"
-    return render(request, template, context)
+    form = RunFilterForm(request.GET or None)
+    filters = form.filters() if form.is_bound and form.is_valid() else {}
+    page = selectors.runs_keyset_page(
+        filters, before=int_or_none(request.GET.get("before")), after=int_or_none(request.GET.get("after")), size=PAGE_SIZE,
+    )
+    query = request.GET.copy()
+    for key in ("before", "after"):
+        query.pop(key, None)
+    context = {"form": form, "page": page, "query": query.urlencode(), "live": not request.GET.get("before")}
+    return render(request, partial(request, "scheduler/runs.html", "table"), context)
 
 
-@login_required
-@permission_required("scheduler.view_run", raise_exception=True)
+def _explain(run: Run, now) -> str:
+    """Why a queued or waiting run has not started; the dispatch service knows best when it can say."""
+    if run.status not in (RunStatus.QUEUED, RunStatus.WAITING):
+        return ""
+    from scheduler.services import dispatch
+
+    explain = getattr(dispatch, "explain_wait", None)
+    if explain is not None:
+        try:
+            answer = explain(run, now)
+        except Exception:  # an explanation must never break the page
+            answer = None
+        if isinstance(answer, dict):
+            return "; ".join(f"{k}: {v}" for k, v in answer.items() if v not in (None, "", [], {}))
+        if answer:
+            return str(answer)
+    return run.reason or ("waiting for its upstreams" if run.status == RunStatus.WAITING else "waiting for the dispatcher")
+
+
+def _workflow_deps(run: Run) -> list[tuple[str, str]]:
+    from scheduler.pipelines.registry import get_workflow
+
+    try:
+        return list(get_workflow(run.schedule.target_id).deps)
+    except Exception:  # the workflow may have been renamed since the run
+        return []
+
+
+@can("scheduler.view_run")
 def run_detail(request, run_id: int):
-    run = get_object_or_404(Run.objects.select_related("schedule", "workload_class"), pk=run_id)
-    return render(request, "scheduler/run_detail.html", {"run": run})
+    run = get_object_or_404(Run.objects.select_related("schedule", "workload_class", "blocked_by", "backfill"), pk=run_id)
+    now = timezone.now()
+    context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final}
+    if run.started_at:
+        context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
+    if run.started_at:
+        context["latency"] = (run.started_at - run.queued_at).total_seconds()
+    if run.report:
+        context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, _workflow_deps(run))
+    return render(request, partial(request, "scheduler/run_detail.html", "live"), context)
+
+
+@action("scheduler.cancel_run")
+def run_cancel(request, run_id: int):
+    from scheduler.services.runs import run_cancel as cancel
+
+    run = get_object_or_404(Run, pk=run_id)
+    form = ReasonForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    try:
+        done = cancel(run=run, actor=request.user, reason=reason or f"cancelled by {request.user.get_username()}")
+        messages.success(request, f"Run {run.pk} cancelled." if done else f"Run {run.pk} changed meanwhile; not cancelled.")
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+    return redirect("scheduler:run_detail", run_id=run.pk)
+
+
+def _reason_list(request, status: str, title: str):
+    page = selectors.blocked_or_skipped(status, before=int_or_none(request.GET.get("before")), size=PAGE_SIZE)
+    return render(request, partial(request, "scheduler/reason_list.html", "table"),
+                  {"page": page, "title": title, "status": status})
+
+
+@can("scheduler.view_run")
+def blocked_list(request):
+    return _reason_list(request, RunStatus.BLOCKED, "Blocked runs")
+
+
+@can("scheduler.view_run")
+def skipped_list(request):
+    return _reason_list(request, RunStatus.SKIPPED, "Skipped runs")

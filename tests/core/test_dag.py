@@ -1,4 +1,3 @@
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -107,7 +106,8 @@ def test_descendants_and_invert():
     assert descendants(down, "D") == set()
 
 
-def test_topological_order_and_gating_of_100000_nodes_take_under_a_second():
+def test_topological_order_and_gating_handle_100000_nodes_without_recursion_limits():
+    # speed is measured in bench/ (scenario 5), not asserted here
     n = 100_000
     nodes = [f"n{i}" for i in range(n)]
     edges = [(nodes[i // 2], nodes[i]) for i in range(1, n)]  # a binary tree
@@ -115,15 +115,11 @@ def test_topological_order_and_gating_of_100000_nodes_take_under_a_second():
     upstreams: dict[str, list[str]] = {}
     for a, b in edges:
         upstreams.setdefault(b, []).append(a)
-    timings = []
-    for _ in range(3):  # best of three: a busy machine should not fail the build
-        started = time.perf_counter()
-        order = topological_order(nodes, edges)
-        blocked = gate(order, upstreams, {nodes[3]})
-        timings.append(time.perf_counter() - started)
-    elapsed = min(timings)
-    assert len(order) == n and nodes[7] in blocked
-    assert elapsed < 1.0, elapsed
+    order = topological_order(nodes, edges)
+    blocked = gate(order, upstreams, {nodes[3]})
+    position = {node: i for i, node in enumerate(order)}
+    assert len(order) == n and all(position[a] < position[b] for a, b in edges)
+    assert nodes[7] in blocked and nodes[3] not in blocked and nodes[2] not in blocked
 
 
 @st.composite

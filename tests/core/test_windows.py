@@ -1,5 +1,4 @@
 import json
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -261,13 +260,10 @@ def test_split_windows_refuses_bad_ranges(args, field, message):
     assert message in str(info.value)
 
 
-def test_a_decade_of_hourly_windows_is_fast():
+def test_a_decade_of_hourly_windows_is_contiguous():
+    # speed is measured in bench/ (scenario 6), not asserted here
     start = datetime(2015, 1, 1, tzinfo=UTC)
-    timings = []
-    for _ in range(3):  # best of three: a busy machine should not fail the build
-        began = time.perf_counter()
-        windows = split_windows(start, start + timedelta(hours=87_600), H)
-        timings.append(time.perf_counter() - began)
-    elapsed = min(timings)
+    windows = split_windows(start, start + timedelta(hours=87_600), H)
     assert len(windows) == 87_600
-    assert elapsed < 0.2, elapsed
+    assert windows[0][0] == start and windows[-1][1] == start + timedelta(hours=87_600)
+    assert all(a[1] == b[0] for a, b in zip(windows, windows[1:]))

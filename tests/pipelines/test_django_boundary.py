@@ -21,7 +21,13 @@ def run_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+        text=True,
+        env=env,
+        timeout=60,
     )
 
 
@@ -115,7 +121,7 @@ def test_sql_source_and_sink_work_through_a_django_alias(tmp_path):
         from django.conf import settings
         settings.configure(
             INSTALLED_APPS=[],
-            DATABASES={{'default': {{'ENGINE': 'django.db.backends.sqlite3', 'NAME': {str(tmp_path / 'dj.sqlite3')!r}}}}},
+            DATABASES={{'default': {{'ENGINE': 'django.db.backends.sqlite3', 'NAME': {str(tmp_path / "dj.sqlite3")!r}}}}},
         )
         django.setup()
         from scheduler.core import ConfigError, Window
@@ -131,6 +137,57 @@ def test_sql_source_and_sink_work_through_a_django_alias(tmp_path):
             list(SqlSource('nope', table='events').extract())
         except ConfigError as exc:
             assert exc.field == 'db'
+            print('ok')
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_demo_pipelines_read_their_paths_from_django_settings(tmp_path):
+    from scheduler.pipelines.demo_data import generate_source_db
+
+    generate_source_db(tmp_path / "src.db", customers=10, orders=20)
+    result = run_python(
+        f"""
+        import django
+        from pathlib import Path
+        from django.conf import settings
+        settings.configure(
+            INSTALLED_APPS=[],
+            ETL_DEMO_SOURCE_DB={str(tmp_path / "src.db")!r},
+            ETL_DEMO_WAREHOUSE_DB=Path({str(tmp_path / "wh.db")!r}),
+            ETL_DEMO_REPORT_DIR={str(tmp_path / "reports")!r},
+        )
+        django.setup()
+        from scheduler.pipelines import RunContext, get_pipeline, load_pipeline_modules
+        load_pipeline_modules(['scheduler.pipelines.demo'])
+        ctx = RunContext(1, 's', None, {{}}, None)
+        assert get_pipeline('demo.orders_sync').build(ctx).run().rows == 20
+        get_pipeline('demo.daily_report').build(ctx).run()
+        print('ok')
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "wh.db").exists() and (tmp_path / "reports").is_dir()
+
+
+def test_demo_pipelines_name_the_missing_setting(tmp_path):
+    result = run_python(
+        """
+        import django
+        from django.conf import settings
+        settings.configure(INSTALLED_APPS=[])
+        django.setup()
+        from scheduler.core import ConfigError
+        from scheduler.pipelines import RunContext, get_pipeline, load_pipeline_modules
+        load_pipeline_modules(['scheduler.pipelines.demo'])
+        try:
+            get_pipeline('demo.customers_sync').build(RunContext(1, 's', None, {}, None))
+        except ConfigError as exc:
+            assert exc.field == 'ETL_DEMO_SOURCE_DB', exc.field
             print('ok')
         """,
         tmp_path,

@@ -1,13 +1,12 @@
 import csv
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from scheduler.core import ConfigError, EtlError, Window
 from scheduler.pipelines.files import CsvSink, FileSource
 
-UTC = timezone.utc
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
@@ -108,7 +107,7 @@ def test_csv_sink_without_append_replaces_the_file(tmp_path):
 
 def test_csv_sink_round_trips_through_file_source(tmp_path):
     path = tmp_path / "data.csv"
-    CsvSink(path).load([{"id": 1, "name": "x,y \"quoted\""}])
+    CsvSink(path).load([{"id": 1, "name": 'x,y "quoted"'}])
     assert list(FileSource(path).extract()) == [{"id": "1", "name": 'x,y "quoted"'}]
 
 

@@ -1,7 +1,8 @@
 import json
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -11,10 +12,11 @@ from scheduler.pipelines.http import HttpError, HttpJsonSource
 
 
 class Handler(BaseHTTPRequestHandler):
-    routes: dict = {}
-    seen: list = []
+    # Set per test by the `server` fixture.
+    routes: ClassVar[dict] = {}
+    seen: ClassVar[list] = []
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         parts = urlsplit(self.path)
         self.seen.append((parts.path, parse_qs(parts.query), dict(self.headers)))
         status, body = self.routes.get(parts.path, (404, {"error": "not found"}))
@@ -34,7 +36,7 @@ def server():
     Handler.routes = {}
     Handler.seen = []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", Handler
@@ -55,8 +57,8 @@ def test_http_source_yields_records_at_the_dotted_path(server):
 def test_http_source_sends_the_window_as_query_params(server):
     base, handler = server
     handler.routes["/orders"] = (200, [])
-    low = datetime(2024, 5, 1, tzinfo=timezone.utc)
-    high = datetime(2024, 5, 1, 1, tzinfo=timezone.utc)
+    low = datetime(2024, 5, 1, tzinfo=UTC)
+    high = datetime(2024, 5, 1, 1, tzinfo=UTC)
     list(HttpJsonSource(base + "/orders", params={"page_size": 100}, window=Window(low, high)).extract())
     assert handler.seen[0][1] == {
         "page_size": ["100"],
@@ -84,7 +86,7 @@ def test_http_source_raises_with_status_and_url_on_an_error_answer(server):
 
 
 def test_http_client_errors_are_permanent_so_retries_stop(server):
-    base, handler = server
+    base, _ = server
     calls = []
     source = HttpJsonSource(base + "/missing")
 

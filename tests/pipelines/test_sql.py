@@ -1,5 +1,5 @@
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -9,7 +9,6 @@ from scheduler.core import ConfigError, EtlError, Window
 from scheduler.pipelines.sql import SqlSink, SqlSource, redact
 from scheduler.pipelines.values import iso_utc
 
-UTC = timezone.utc
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
@@ -155,7 +154,9 @@ def test_sql_sink_upserts_on_key_so_a_rerun_does_not_duplicate(sqlite_db):
 def test_sql_sink_upserts_on_a_composite_key(sqlite_db):
     url, path = sqlite_db
     sink = SqlSink(url, table="rev", key=["country", "day"], create=True)
-    sink.load([{"country": "DE", "day": "2024-05-01", "amount": 1.0}, {"country": "FR", "day": "2024-05-01", "amount": 2.0}])
+    sink.load(
+        [{"country": "DE", "day": "2024-05-01", "amount": 1.0}, {"country": "FR", "day": "2024-05-01", "amount": 2.0}]
+    )
     sink.load([{"country": "DE", "day": "2024-05-01", "amount": 3.0}])
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT country, amount FROM rev ORDER BY country").fetchall() == [("DE", 3.0), ("FR", 2.0)]
@@ -241,7 +242,9 @@ def test_sql_source_window_on_sqlite_text_matches_the_instants(tmp_path_factory,
     fill(path, [(i, 0, iso_utc(s), "") for i, s in enumerate(aware)])
     zone = timezone(timedelta(hours=offset))
     window = Window(low.replace(tzinfo=UTC).astimezone(zone), (low.replace(tzinfo=UTC) + span).astimezone(zone))
-    got = sorted(r["id"] for r in SqlSource(f"sqlite:///{path}", table="events", watermark_column="at", window=window).extract())
+    got = sorted(
+        r["id"] for r in SqlSource(f"sqlite:///{path}", table="events", watermark_column="at", window=window).extract()
+    )
     assert got == sorted(i for i, s in enumerate(aware) if window.low < s <= window.high)
 
 
@@ -295,7 +298,9 @@ def test_postgres_source_query_with_params_and_window(pg_table):
     conn.execute(f'CREATE TABLE "{table}" (id INTEGER PRIMARY KEY, kind TEXT)')
     with conn.cursor() as cur:
         cur.executemany(f'INSERT INTO "{table}" VALUES (%s, %s)', [(i, "a" if i % 2 else "b") for i in range(1, 11)])
-    source = SqlSource(url, query=f'SELECT id FROM "{table}" WHERE kind = %s', params=["a"], watermark_column="id", window=Window(2, 7))
+    source = SqlSource(
+        url, query=f'SELECT id FROM "{table}" WHERE kind = %s', params=["a"], watermark_column="id", window=Window(2, 7)
+    )
     assert sorted(r["id"] for r in source.extract()) == [3, 5, 7]
 
 

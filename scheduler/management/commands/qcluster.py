@@ -31,6 +31,11 @@ class Command(BaseCommand):
             log.error("dependency cycle between schedules: %s (its runs will wait forever; fix with the admin)",
                       " -> ".join(cycle))
 
+        from django.db import connections
+
+        # a connection opened before the fork would be shared with the Sentinel
+        # and closed under our feet when a child exits
+        connections.close_all()
         cluster = Cluster()
         loops: list = []
         stopping = {"flag": False}
@@ -53,6 +58,7 @@ class Command(BaseCommand):
         while cluster.sentinel is not None and cluster.sentinel.is_alive():
             time.sleep(0.2)
         stop_loops(loops)
+        connections.close_all()
         from scheduler.services.shutdown import release_unstarted
 
         released = release_unstarted(holder_prefix=[loop.holder for loop in loops])

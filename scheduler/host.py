@@ -1,0 +1,237 @@
+"""`SchedulerHost`: the one object a script needs.
+
+    from scheduler.host import SchedulerHost
+    host = SchedulerHost()
+    run_id = host.trigger_manual("orders_hourly", {"full": True})
+    host.get_active_runs()   # [(run_id, pipeline_id, status), ...]
+
+Every method calls the same services as the admin, the pages and the
+commands, so the same checks and audit entries apply.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule, WatermarkHistory
+from scheduler.services.errors import NotFound, ServiceError
+
+
+class RunStorage:
+    """The run ledger: every run, its status, rows and times."""
+
+    def get(self, run_id: int) -> Run:
+        run = Run.objects.select_related("schedule", "workload_class").filter(pk=run_id).first()
+        if run is None:
+            raise NotFound(f"unknown run {run_id}", field="run_id")
+        return run
+
+    def list(self, *, schedule: str | None = None, status: str | None = None, limit: int = 100) -> list[Run]:
+        qs = Run.objects.select_related("schedule").order_by("-id")
+        if schedule is not None:
+            qs = qs.filter(schedule__name=schedule)
+        if status is not None:
+            if status not in RunStatus.values:
+                raise ServiceError(f"must be one of {', '.join(RunStatus.values)}", field="status")
+            qs = qs.filter(status=status)
+        return list(qs[:limit])
+
+    def last_success(self, schedule: str) -> Run | None:
+        return (Run.objects.filter(schedule__name=schedule, status=RunStatus.SUCCEEDED)
+                .order_by("-finished_at").first())
+
+
+class Watermarks:
+    """Read, set and reset schedules' watermarks (set and reset are audited)."""
+
+    def get(self, schedule: str | int) -> str | None:
+        from scheduler.services.schedules import schedule_get
+        from scheduler.services.watermarks import encode_value, watermark_state
+
+        return encode_value(watermark_state(schedule_get(schedule)).value) or None
+
+    def history(self, schedule: str | int, limit: int = 50) -> list[WatermarkHistory]:
+        from scheduler.services.schedules import schedule_get
+
+        return list(WatermarkHistory.objects.filter(schedule=schedule_get(schedule)).order_by("-at", "-id")[:limit])
+
+    def set(self, schedule: str | int, value: Any, *, reason: str, actor: Any = "api") -> str:
+        from scheduler.services.schedules import schedule_get
+        from scheduler.services.watermarks import watermark_set
+
+        return watermark_set(schedule=schedule_get(schedule), value=value, actor=actor, reason=reason)
+
+    def reset(self, schedule: str | int, *, reason: str, actor: Any = "api") -> str:
+        from scheduler.services.schedules import schedule_get
+        from scheduler.services.watermarks import watermark_reset
+
+        return watermark_reset(schedule=schedule_get(schedule), actor=actor, reason=reason)
+
+
+class Backfills:
+    """Backfill requests and their progress."""
+
+    def get(self, backfill_id: int) -> Backfill:
+        found = Backfill.objects.select_related("schedule").filter(pk=backfill_id).first()
+        if found is None:
+            raise NotFound(f"unknown backfill {backfill_id}", field="backfill_id")
+        return found
+
+    def list(self, *, status: str | None = None, limit: int = 100) -> list[Backfill]:
+        qs = Backfill.objects.select_related("schedule").order_by("-id")
+        if status is not None:
+            qs = qs.filter(status=status)
+        return list(qs[:limit])
+
+    def progress(self, backfill_id: int) -> dict[str, int]:
+        from scheduler.services.backfills import backfill_progress
+
+        return backfill_progress(self.get(backfill_id))
+
+    def pause(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
+        from scheduler.services.backfills import backfill_pause
+
+        backfill_pause(backfill=self.get(backfill_id), actor=actor, reason=reason)
+
+    def resume(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
+        from scheduler.services.backfills import backfill_resume
+
+        backfill_resume(backfill=self.get(backfill_id), actor=actor, reason=reason)
+
+    def cancel(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
+        from scheduler.services.backfills import backfill_cancel
+
+        backfill_cancel(backfill=self.get(backfill_id), actor=actor, reason=reason)
+
+    def retry_failed(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> int:
+        from scheduler.services.backfills import backfill_retry_failed
+
+        return backfill_retry_failed(backfill=self.get(backfill_id), actor=actor, reason=reason)
+
+
+class AuditLog:
+    """The append-only audit log, newest first."""
+
+    def get(self, entry_id: int) -> AuditEntry:
+        found = AuditEntry.objects.filter(pk=entry_id).first()
+        if found is None:
+            raise NotFound(f"unknown audit entry {entry_id}", field="entry_id")
+        return found
+
+    def list(self, *, action: str | None = None, actor: str | None = None, target_type: str | None = None,
+             target_id: Any = None, limit: int = 100) -> list[AuditEntry]:
+        qs = AuditEntry.objects.all()
+        if action is not None:
+            qs = qs.filter(action=action)
+        if actor is not None:
+            qs = qs.filter(actor=actor)
+        if target_type is not None:
+            qs = qs.filter(target_type=target_type)
+        if target_id is not None:
+            qs = qs.filter(target_id=str(target_id))
+        return list(qs.order_by("-at", "-id")[:limit])
+
+
+class SchedulerHost:
+    """Facade over the scheduler for scripts and notebooks."""
+
+    def __init__(self, *, cluster: str | None = None) -> None:
+        self.cluster = cluster
+        self._loops: list = []
+        self.storage = RunStorage()
+        self.watermarks = Watermarks()
+        self.backfills = Backfills()
+        self.audit_log = AuditLog()
+
+    # --- lifecycle ----------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return any(loop.is_alive() for loop in self._loops)
+
+    def start(self) -> None:
+        """Start the leased dispatch and governance loops in this process (workers run in qcluster)."""
+        if self.running:
+            return
+        from scheduler.loops import start_loops
+
+        self._loops = start_loops(self.cluster)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        from scheduler.loops import stop_loops
+
+        stop_loops(self._loops, timeout)
+        self._loops = []
+
+    def reload(self, *, now: datetime | None = None) -> dict[str, int]:
+        """Pick up newly added pipeline modules and recompute every enabled time trigger's next fire."""
+        from scheduler.pipelines import registry
+        from scheduler.services.firing import compute_next_fire
+        from scheduler.triggers.registry import get_trigger
+
+        registry._discovered = False  # autodiscover imports modules it has not seen yet
+        registry.autodiscover()
+        now = now or timezone.now()
+        updated = 0
+        for schedule in Schedule.objects.filter(enabled=True):
+            try:
+                if not get_trigger(schedule.trigger_kind).time_based:
+                    continue
+                nxt = compute_next_fire(schedule, after=now)
+            except Exception:  # a schedule whose plugin vanished: validate_schedules reports it
+                continue
+            with transaction.atomic():
+                updated += Schedule.objects.filter(pk=schedule.pk, enabled=True).update(next_fire_at=nxt)
+        return {"pipelines": len(registry.all_pipelines()), "workflows": len(registry.all_workflows()),
+                "schedules": updated}
+
+    # --- actions --------------------------------------------------------------
+
+    def _schedule_for(self, schedule_or_pipeline_id: Any) -> Schedule:
+        from scheduler.services.schedules import schedule_get
+
+        try:
+            return schedule_get(schedule_or_pipeline_id)
+        except NotFound:
+            pass
+        targets = list(Schedule.objects.filter(target_id=str(schedule_or_pipeline_id)).order_by("name"))
+        if len(targets) == 1:
+            return targets[0]
+        if targets:
+            names = ", ".join(s.name for s in targets)
+            raise ServiceError(f"'{schedule_or_pipeline_id}' is the target of several schedules ({names}); "
+                               "name the schedule", field="schedule_or_pipeline_id")
+        raise NotFound(f"no schedule or pipeline named '{schedule_or_pipeline_id}'", field="schedule_or_pipeline_id")
+
+    def trigger_manual(self, schedule_or_pipeline_id: Any, override_params: dict | None = None,
+                       actor: Any = "api", reason: str = "") -> int:
+        """Queue a run now; a pipeline id is accepted when exactly one schedule targets it."""
+        from scheduler.services.runs import run_trigger_manual
+
+        schedule = self._schedule_for(schedule_or_pipeline_id)
+        return run_trigger_manual(schedule=schedule, actor=actor, params=override_params, reason=reason).pk
+
+    def submit_backfill(self, schedule: Any, start: Any, end: Any, window: Any, *, reason: str,
+                        requested_by: Any = "api", max_parallel: int = 1) -> int:
+        from scheduler.services.backfills import backfill_submit
+
+        return backfill_submit(schedule=schedule, start=start, end=end, window=window, reason=reason,
+                               requested_by=requested_by, max_parallel=max_parallel).pk
+
+    def reset_circuit_breaker(self, schedule_id: Any, reset_by: Any, reason: str = "") -> None:
+        from scheduler.services.breakers import breaker_reset
+        from scheduler.services.schedules import schedule_get
+
+        breaker_reset(schedule=schedule_get(schedule_id), actor=reset_by,
+                      reason=reason or "reset through SchedulerHost")
+
+    def get_active_runs(self) -> list[tuple[int, str, str]]:
+        """(run id, pipeline or workflow id, status) of every QUEUED, WAITING or RUNNING run, oldest first."""
+        return [
+            (pk, target, status)
+            for pk, target, status in Run.objects.filter(status__in=RunStatus.active())
+            .order_by("id").values_list("id", "schedule__target_id", "status")
+        ]

@@ -1,0 +1,81 @@
+"""Small helpers shared by the management commands: params, JSON output, errors."""
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date, datetime
+from typing import Any
+
+from django.core.management.base import CommandError
+
+USAGE_ERROR = 2
+
+
+def fail(message: str) -> CommandError:
+    """Bad input: a clear message and exit code 2."""
+    return CommandError(message, returncode=USAGE_ERROR)
+
+
+def parse_params(items: list[str] | None, *, field: str = "--param") -> dict[str, Any]:
+    """k=v pairs; a value that parses as JSON (3, true, {"a":1}) keeps its type."""
+    params: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise fail(f"{field} {item!r}: expected KEY=VALUE")
+        try:
+            params[key] = json.loads(raw)
+        except ValueError:
+            params[key] = raw
+    return params
+
+
+def parse_json_object(text: str | None, *, field: str) -> dict[str, Any]:
+    if text in (None, ""):
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise fail(f"{field}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise fail(f"{field}: must be a JSON object")
+    return value
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return str(value)
+
+
+def dump_json(stdout, data: Any) -> None:
+    stdout.write(json.dumps(data, indent=2, default=_default, sort_keys=True))
+
+
+class ProgressLine:
+    """A one-line progress bar for commands that wait (on a TTY it redraws in place)."""
+
+    def __init__(self, stream=None, width: int = 30) -> None:
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+        self.last = ""
+
+    def show(self, done: int, total: int, label: str = "") -> None:
+        total = max(total, 1)
+        filled = int(self.width * min(done, total) / total)
+        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {label}".rstrip()
+        if line == self.last:
+            return
+        self.last = line
+        if self.tty:
+            self.stream.write("\r" + line + " " * 10)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,98 @@
+"""Prometheus metrics read from the database at scrape time.
+
+A custom collector (not counters kept in process memory) because the web
+process that answers the scrape is not the one running the work: the truth is
+in the database, shared by every cluster.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count
+from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, WorkloadClass
+
+DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, float("inf"))
+LATENCY_BUCKETS = (0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, float("inf"))
+RECENT = timedelta(hours=1)
+
+
+def _histogram(name: str, doc: str, values: list[float], buckets) -> HistogramMetricFamily:
+    counts, total = [], 0.0
+    for bound in buckets:
+        counts.append((_le(bound), sum(1 for v in values if v <= bound)))
+    total = sum(values)
+    return HistogramMetricFamily(name, doc, buckets=counts, sum_value=total)
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else f"{bound:g}"
+
+
+class SchedulerCollector(Collector):
+    def __init__(self, clock=timezone.now) -> None:
+        self.clock = clock
+
+    def collect(self):
+        now: datetime = self.clock()
+        classes = list(WorkloadClass.objects.order_by("name"))
+        per_class = {
+            (wc_id, status): n
+            for wc_id, status, n in Run.objects.filter(status__in=RunStatus.active())
+            .values_list("workload_class_id", "status").annotate(n=Count("id")).order_by()
+        }
+        depth = GaugeMetricFamily("etl_queue_depth", "Runs per workload class and active status.",
+                                  labels=["workload_class", "status"])
+        limit = GaugeMetricFamily("etl_workload_class_limit", "Concurrency limit of each workload class.",
+                                  labels=["workload_class"])
+        for wc in classes:
+            limit.add_metric([wc.name], wc.concurrency_limit)
+            for status in (RunStatus.QUEUED, RunStatus.WAITING, RunStatus.RUNNING):
+                depth.add_metric([wc.name, status.value], per_class.get((wc.pk, status), 0))
+        yield depth
+        yield limit
+
+        # status has an index leading the run_status_recent_idx, so this is an index-only group on PostgreSQL
+        by_status = dict(Run.objects.values_list("status").annotate(n=Count("id")).order_by())
+        runs = GaugeMetricFamily("etl_runs", "Runs in the ledger by status.", labels=["status"])
+        for status in RunStatus:
+            runs.add_metric([status.value], by_status.get(status.value, 0))
+        yield runs
+
+        recent = list(
+            Run.objects.filter(finished_at__gte=now - RECENT, started_at__isnull=False)
+            .values_list("queued_at", "started_at", "finished_at")
+        )
+        durations = [max((f - s).total_seconds(), 0.0) for _q, s, f in recent if f]
+        latencies = [max((s - q).total_seconds(), 0.0) for q, s, _f in recent]
+        yield _histogram("etl_run_duration_seconds", "Duration of runs finished in the last hour.", durations,
+                         DURATION_BUCKETS)
+        yield _histogram("etl_run_start_latency_seconds", "Queued-to-started latency of runs finished in the last hour.",
+                         latencies, LATENCY_BUCKETS)
+
+        breakers = GaugeMetricFamily("etl_breakers", "Circuit breakers by state.", labels=["state"])
+        states = dict(Schedule.objects.values_list("breaker_status").annotate(n=Count("id")).order_by())
+        for state in BreakerStatus:
+            breakers.add_metric([state.value], states.get(state.value, 0))
+        yield breakers
+
+        tick = GovernanceTick.objects.order_by("-started_at").values_list("started_at", flat=True).first()
+        age = GaugeMetricFamily("etl_governance_tick_age_seconds",
+                                "Seconds since the governance loop last ticked (-1: never).")
+        age.add_metric([], (now - tick).total_seconds() if tick else -1)
+        yield age
+        interval = GaugeMetricFamily("etl_governance_interval_seconds", "Configured governance interval.")
+        interval.add_metric([], settings.ETL_GOVERNANCE_INTERVAL)
+        yield interval
+
+
+def render_metrics(clock=timezone.now) -> bytes:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SchedulerCollector(clock))
+    return generate_latest(registry)

@@ -1,0 +1,103 @@
+"""Events: stored once per (topic, event id); each matching event schedule gets one run.
+
+The HTTP endpoint, the `emit_event` command and Python callers all come
+through `event_emit`, so validation, dedup and matching are the same
+everywhere.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from scheduler.core import ConfigError
+from scheduler.models import Event, Run, Schedule, TriggerKind
+from scheduler.services.audit import actor_name, audit_record
+from scheduler.services.errors import ServiceError
+from scheduler.services.runs import run_enqueue, validate_params
+from scheduler.triggers.builtin import validate_topic
+from scheduler.triggers.filters import matches
+
+log = logging.getLogger(__name__)
+
+
+def _clean_event_id(event_id: Any) -> str:
+    if event_id is None:
+        return uuid.uuid4().hex
+    if isinstance(event_id, bool) or not isinstance(event_id, (str, int)):
+        raise ServiceError(f"must be a string or a whole number, got {type(event_id).__name__}", field="id")
+    text = str(event_id).strip()
+    if not text or len(text) > 200 or any(ord(c) < 32 for c in text):
+        raise ServiceError("must be 1-200 printable characters", field="id")
+    return text
+
+
+def _clean_payload(payload: Any) -> dict:
+    payload = validate_params(payload, field="payload")
+    if len(json.dumps(payload)) > settings.ETL_WEBHOOK_MAX_BYTES:
+        raise ServiceError(f"is larger than {settings.ETL_WEBHOOK_MAX_BYTES} bytes", field="payload")
+    return payload
+
+
+def subscribers(topic: str) -> list[Schedule]:
+    """Enabled event schedules subscribed to the topic."""
+    return list(
+        Schedule.objects.filter(enabled=True, trigger_kind=TriggerKind.EVENT, trigger_config__topic=topic).order_by("id")
+    )
+
+
+def event_emit(
+    *, topic: str, payload: Any, event_id: Any = None, source: str, actor: Any, now: datetime | None = None
+) -> tuple[Event, list[Run]]:
+    """Store an event and start one run per matching schedule.
+
+    A repeated (topic, event id) is the same event delivered twice: the stored
+    event comes back (with `duplicate = True`) and no run is created.
+    """
+    try:
+        topic = validate_topic(topic)
+    except ConfigError as exc:
+        raise ServiceError(exc.problem, field="topic") from None
+    event_id = _clean_event_id(event_id)
+    payload = _clean_payload(payload)
+    now = now or timezone.now()
+    who, _ = actor_name(actor)
+    source = (source or who)[:150]
+    try:
+        with transaction.atomic():
+            event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source, received_at=now)
+            runs: list[Run] = []
+            for schedule in subscribers(topic):
+                flt = (schedule.trigger_config or {}).get("filter") or ""
+                try:
+                    if not matches(flt, payload):
+                        continue
+                except ConfigError:
+                    # saved before the filter rules tightened: never fire on a filter we cannot read
+                    log.warning("schedule %s has an unreadable filter %r; event %s ignored for it", schedule.name, flt, event.pk)
+                    continue
+                run = run_enqueue(
+                    schedule=schedule, trigger_kind=TriggerKind.EVENT, trigger_key=f"event:{event.pk}", params=payload,
+                    logical_time=now, triggered_by=f"event {topic}#{event_id}"[:150], event=event, now=now,
+                )
+                if run is not None:
+                    runs.append(run)
+            Event.objects.filter(pk=event.pk).update(matched=len(runs))
+            event.matched = len(runs)
+            audit_record(actor=actor, action="event.receive", target=event,
+                         after={"topic": topic, "event_id": event_id, "source": source, "runs": [r.pk for r in runs]},
+                         at=now)
+    except IntegrityError:
+        existing = Event.objects.filter(topic=topic, event_id=event_id).first()
+        if existing is None:  # the integrity error was something else
+            raise
+        existing.duplicate = True
+        return existing, []
+    event.duplicate = False
+    return event, runs

@@ -1,0 +1,188 @@
+"""Incoming webhooks: a signed POST to /hooks/<schedule> starts one run.
+
+Signature: `X-Etl-Signature: sha256=<hex>` where hex is HMAC-SHA256 with the
+schedule's secret over f"{timestamp}.".encode() + body, and `X-Etl-Timestamp`
+is the sender's unix time in seconds. Signing the timestamp with the body
+makes a captured request useless outside the replay window; inside it, the
+stored signature (WebhookDelivery, unique per schedule) refuses a replay.
+Outgoing alert webhooks are signed the same way (`sign_webhook`).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from scheduler.models import Run, Schedule, TriggerKind, WebhookDelivery
+from scheduler.services.audit import audit_record
+from scheduler.services.errors import ServiceError
+from scheduler.services.runs import run_enqueue, validate_params
+
+TIMESTAMP_HEADER = "X-Etl-Timestamp"
+SIGNATURE_HEADER = "X-Etl-Signature"
+_SIGNATURE_RE = re.compile(r"^sha256=([0-9a-fA-F]{64})$")
+_TIMESTAMP_RE = re.compile(r"^[0-9]{1,12}$")
+
+
+class WebhookRefused(ServiceError):
+    """A refused delivery; `status` is the HTTP status the endpoint answers with."""
+
+    def __init__(self, message: str, *, status: int, field: str | None = None) -> None:
+        self.status = status
+        super().__init__(message, field=field)
+
+
+def compute_signature(secret: str, body: bytes, timestamp: int | str) -> str:
+    return hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+
+
+def sign_webhook(secret: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+    """The headers a sender adds: use it in clients, tests and docs."""
+    timestamp = int(timezone.now().timestamp()) if timestamp is None else int(timestamp)
+    return {
+        TIMESTAMP_HEADER: str(timestamp),
+        SIGNATURE_HEADER: f"sha256={compute_signature(secret, body, timestamp)}",
+    }
+
+
+@dataclass
+class Delivery:
+    """One incoming request as the service sees it, independent of Django's HttpRequest."""
+
+    name: str
+    body: bytes
+    content_type: str
+    timestamp: str | None
+    signature: str | None
+    remote: str = ""
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def delivery_from_headers(*, name: str, body: bytes, headers: Mapping[str, str], remote: str = "") -> Delivery:
+    content_type = (_header(headers, "Content-Type") or "").split(";")[0].strip().lower()
+    return Delivery(name=name, body=body, content_type=content_type, timestamp=_header(headers, TIMESTAMP_HEADER),
+                    signature=_header(headers, SIGNATURE_HEADER), remote=remote)
+
+
+def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
+    """The schedule, the signature hex and the params; WebhookRefused on the first problem."""
+    limit = settings.ETL_WEBHOOK_MAX_BYTES
+    if len(delivery.body) > limit:
+        raise WebhookRefused(f"body is larger than {limit} bytes", status=413, field="body")
+    if delivery.content_type != "application/json":
+        raise WebhookRefused(f"Content-Type must be application/json, got {delivery.content_type or 'none'!r}",
+                             status=415, field="Content-Type")
+    schedule = Schedule.objects.filter(name=delivery.name).first()
+    if schedule is None:
+        raise WebhookRefused(f"unknown schedule '{delivery.name}'", status=404, field="schedule")
+    if schedule.trigger_kind != TriggerKind.WEBHOOK:
+        raise WebhookRefused(f"schedule '{schedule.name}' is not a webhook schedule", status=404, field="schedule")
+    if not schedule.enabled:
+        raise WebhookRefused(f"schedule '{schedule.name}' is disabled", status=409, field="schedule")
+    if not schedule.webhook_secret:
+        raise WebhookRefused(f"schedule '{schedule.name}' has no webhook secret; rotate one first", status=409,
+                             field="schedule")
+    if not delivery.timestamp:
+        raise WebhookRefused(f"missing {TIMESTAMP_HEADER} header (unix seconds)", status=401, field=TIMESTAMP_HEADER)
+    if not _TIMESTAMP_RE.match(delivery.timestamp.strip()):
+        raise WebhookRefused(f"{TIMESTAMP_HEADER} must be unix seconds (digits only)", status=401, field=TIMESTAMP_HEADER)
+    timestamp = int(delivery.timestamp.strip())
+    window = settings.ETL_WEBHOOK_REPLAY_SECONDS
+    skew = now.timestamp() - timestamp
+    if abs(skew) > window:
+        when = "old" if skew > 0 else "far in the future"
+        raise WebhookRefused(f"timestamp is too {when}: more than {window} s from the server's clock", status=401,
+                             field=TIMESTAMP_HEADER)
+    if not delivery.signature:
+        raise WebhookRefused(f"missing {SIGNATURE_HEADER} header", status=401, field=SIGNATURE_HEADER)
+    found = _SIGNATURE_RE.match(delivery.signature.strip())
+    if not found:
+        raise WebhookRefused(f"{SIGNATURE_HEADER} must be 'sha256=' followed by 64 hex digits", status=401,
+                             field=SIGNATURE_HEADER)
+    given = found.group(1).lower()
+    expected = compute_signature(schedule.webhook_secret, delivery.body, delivery.timestamp.strip())
+    if not hmac.compare_digest(given, expected):
+        raise WebhookRefused("signature does not match (check the secret, and sign timestamp + '.' + body)",
+                             status=401, field=SIGNATURE_HEADER)
+    try:
+        data = json.loads(delivery.body.decode("utf-8")) if delivery.body.strip() else {}
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise WebhookRefused(f"body is not valid JSON ({exc})"[:300], status=400, field="body") from None
+    try:
+        params = validate_params(data, field="body")
+    except ServiceError as exc:
+        raise WebhookRefused(str(exc), status=400, field="body") from None
+    return schedule, given, params
+
+
+def webhook_audit_refusal(delivery: Delivery, exc: WebhookRefused, *, now: datetime) -> None:
+    schedule = Schedule.objects.filter(name=delivery.name).only("id", "name").first()
+    target: Any = schedule if schedule is not None else ("schedule", delivery.name[:64])
+    # What is recorded is the problem and the caller, never the secret or the body.
+    audit_record(actor=f"api:webhook {delivery.remote}".strip(), action="webhook.refused", target=target,
+                 after={"status": exc.status, "field": exc.field, "bytes": len(delivery.body)},
+                 reason=str(exc), at=now)
+
+
+def webhook_receive(delivery: Delivery, *, now: datetime | None = None) -> Run:
+    """Check a delivery and start its run; WebhookRefused (audited, no run) otherwise."""
+    now = now or timezone.now()
+    try:
+        with transaction.atomic():
+            schedule, signature, params = _check(delivery, now=now)
+            try:
+                with transaction.atomic():
+                    WebhookDelivery.objects.create(schedule=schedule, signature=signature, received_at=now)
+            except IntegrityError:
+                raise WebhookRefused("this request was already received (replayed signature)", status=409,
+                                     field=SIGNATURE_HEADER) from None
+            run = run_enqueue(schedule=schedule, trigger_kind=TriggerKind.WEBHOOK, trigger_key=f"webhook:{signature}",
+                              params=params, logical_time=now, triggered_by=f"webhook {delivery.remote}".strip(), now=now)
+            if run is None:
+                raise WebhookRefused("this request was already received (replayed signature)", status=409,
+                                     field=SIGNATURE_HEADER)
+            audit_record(actor=f"api:webhook {delivery.remote}".strip(), action="run.trigger", target=schedule,
+                         after={"run": run.pk, "via": "webhook"}, at=now)
+    except WebhookRefused as exc:
+        webhook_audit_refusal(delivery, exc, now=now)
+        raise
+    return run
+
+
+def webhook_rotate_secret(*, schedule: Schedule, actor: Any, reason: str = "", now: datetime | None = None) -> str:
+    """A new secret for a webhook schedule; the old one stops working at once. Returns the secret."""
+    if schedule.trigger_kind != TriggerKind.WEBHOOK:
+        raise ServiceError(f"'{schedule.name}' is a {schedule.trigger_kind} schedule, not a webhook schedule",
+                           field="schedule")
+    now = now or timezone.now()
+    secret = secrets.token_urlsafe(32)
+    with transaction.atomic():
+        Schedule.objects.filter(pk=schedule.pk).update(webhook_secret=secret)
+        # never the secret itself in the audit log
+        audit_record(actor=actor, action="schedule.rotate_secret", target=schedule, reason=reason, at=now)
+    schedule.webhook_secret = secret
+    return secret
+
+
+def webhook_prune(*, now: datetime) -> int:
+    """Forget signatures that can no longer be replayed; governance calls it."""
+    # A timestamp may be up to one window in the future, so a signature stays
+    # replayable until two windows after it arrived.
+    cutoff = now - timedelta(seconds=2 * settings.ETL_WEBHOOK_REPLAY_SECONDS + 60)
+    deleted, _ = WebhookDelivery.objects.filter(received_at__lt=cutoff).delete()
+    return deleted

@@ -1,0 +1,128 @@
+"""Schedules: list, detail, toggle, run now, watermark, breaker, dependency graph."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+
+from scheduler import selectors
+from scheduler.models import Schedule
+from scheduler.services.errors import ServiceError
+from scheduler.views import charts
+from scheduler.views.common import action, can
+from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
+
+
+@can("scheduler.view_schedule")
+def schedule_list(request):
+    now = timezone.now()
+    rows = [
+        {"schedule": s, "trigger_text": selectors.describe_trigger(s), "fires": selectors.next_fire_times(s, now=now, count=2)}
+        for s in selectors.schedules_with_last_run()
+    ]
+    return render(request, "scheduler/schedules.html", {"rows": rows, "run_now_form": RunNowForm()})
+
+
+def _detail_context(request, schedule: Schedule, **extra) -> dict:
+    context = selectors.schedule_detail(schedule, now=timezone.now())
+    context["chart"] = charts.history_chart(
+        context["history"], href=lambda run: reverse("scheduler:run_detail", args=[run.pk])
+    )
+    context.setdefault("run_now_form", RunNowForm())
+    context.setdefault("watermark_form", WatermarkForm())
+    context.update(extra)
+    return context
+
+
+@can("scheduler.view_schedule")
+def schedule_detail(request, schedule_id: int):
+    schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
+    return render(request, "scheduler/schedule_detail.html", _detail_context(request, schedule))
+
+
+@action("scheduler.toggle_schedule")
+def schedule_toggle(request, schedule_id: int):
+    from scheduler.services.schedules import schedule_set_enabled
+
+    schedule = get_object_or_404(Schedule, pk=schedule_id)
+    enabled = request.POST.get("enabled") == "1"
+    try:
+        schedule_set_enabled(schedule=schedule, enabled=enabled, actor=request.user, reason="dashboard")
+        messages.success(request, f"{schedule.name} {'enabled' if enabled else 'disabled'}.")
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+    return redirect(request.POST.get("next") if _safe_next(request) else "scheduler:schedules")
+
+
+def _safe_next(request) -> bool:
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    target = request.POST.get("next", "")
+    return bool(target) and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()})
+
+
+@action("scheduler.trigger_schedule")
+def schedule_run_now(request, schedule_id: int):
+    from scheduler.services.runs import run_trigger_manual
+
+    schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
+    form = RunNowForm(request.POST)
+    if form.is_valid():
+        try:
+            run = run_trigger_manual(schedule=schedule, actor=request.user, params=form.cleaned_data["params"],
+                                     reason=form.cleaned_data["reason"])
+        except ServiceError as exc:
+            form.add_error("params" if exc.field == "params" else None, str(exc))
+        else:
+            messages.success(request, f"Queued run {run.pk} of {schedule.name}.")
+            return redirect("scheduler:run_detail", run_id=run.pk)
+    return render(request, "scheduler/schedule_detail.html", _detail_context(request, schedule, run_now_form=form),
+                  status=400)
+
+
+@action("scheduler.manage_watermark")
+def schedule_watermark(request, schedule_id: int):
+    from scheduler.services.watermarks import watermark_reset, watermark_set
+
+    schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
+    form = WatermarkForm(request.POST)
+    if form.is_valid():
+        value, reason = form.cleaned_data["value"].strip(), form.cleaned_data["reason"]
+        try:
+            if request.POST.get("op") == "reset" or not value:
+                watermark_reset(schedule=schedule, actor=request.user, reason=reason)
+                messages.success(request, f"Watermark of {schedule.name} reset.")
+            else:
+                stored = watermark_set(schedule=schedule, value=value, actor=request.user, reason=reason)
+                messages.success(request, f"Watermark of {schedule.name} set to {stored}.")
+            return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
+        except ServiceError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+    return render(request, "scheduler/schedule_detail.html",
+                  _detail_context(request, schedule, watermark_form=form), status=400)
+
+
+@action("scheduler.reset_breaker")
+def schedule_breaker_reset(request, schedule_id: int):
+    from scheduler.services.breakers import breaker_reset
+
+    schedule = get_object_or_404(Schedule, pk=schedule_id)
+    form = ReasonForm(request.POST)
+    reason = (form.cleaned_data["reason"] if form.is_valid() else "") or "reset from the dashboard"
+    breaker_reset(schedule=schedule, actor=request.user, reason=reason)
+    messages.success(request, f"Breaker of {schedule.name} reset to closed.")
+    return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
+
+
+@can("scheduler.view_schedule")
+def dependency_graph(request):
+    data = selectors.dependency_graph()
+    nodes = [
+        charts.Node(key=s.pk, label=s.name, status=(s.last_run_status or "none").lower(),
+                    href=reverse("scheduler:schedule_detail", args=[s.pk]))
+        for s in data["schedules"]
+    ]
+    # the through table holds (downstream=from, upstream=to)
+    layout = charts.layered_layout(nodes, [(up, down) for down, up in data["edges"]])
+    return render(request, "scheduler/graph.html", {"layout": layout})
