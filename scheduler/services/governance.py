@@ -1,12 +1,19 @@
-"""The governance loop's work: timeouts, lost workers, breaker cooldowns, orphans."""
+"""The governance loop's work: timeouts, lost workers, breaker cooldowns, orphans.
+
+One loop across all clusters holds the `governance` lease (scheduler/loops.py)
+and calls `governance_tick` every ETL_GOVERNANCE_INTERVAL. Each job is its own
+function taking `now`, so tests drive it with injected time; each tick is
+stored with what it did, so a dead loop shows on the pages and in an alert.
+"""
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Callable
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.utils import timezone
 
 from scheduler.models import GovernanceTick, Run, RunStatus
 from scheduler.services.audit import audit_record
@@ -17,69 +24,105 @@ from scheduler.services.runs import run_transition
 
 log = logging.getLogger(__name__)
 S = RunStatus
+TICKS_KEPT = timedelta(days=7)
 
 
 def dependency_timeouts(*, now: datetime) -> list[int]:
+    """WAITING runs that waited longer than their schedule's max_wait_seconds fail."""
     failed = []
-    waiting = Run.objects.filter(status=S.WAITING).select_related("schedule")
-    for run in waiting:
-        if now - run.queued_at <= timedelta(seconds=run.schedule.max_wait_seconds):
+    for run in Run.objects.filter(status=S.WAITING).select_related("schedule").order_by("id")[:1000]:
+        waited = now - run.queued_at
+        if waited <= timedelta(seconds=run.schedule.max_wait_seconds):
             continue
         with transaction.atomic():
-            if run_transition(run, new=S.FAILED, now=now,
-                              reason=f"dependency timeout: waited more than {run.schedule.max_wait_seconds} s ({run.reason})"[:500]):
-                audit_record(actor="governance", action="run.dependency_timeout", target=run, after={"status": S.FAILED},
-                             reason=run.reason, at=now)
+            waiting_for = run.reason
+            reason = f"dependency timeout: waited more than {run.schedule.max_wait_seconds} s ({waiting_for})"[:500]
+            if run_transition(run, new=S.FAILED, now=now, reason=reason):
+                audit_record(actor="governance", action="run.dependency_timeout", target=run,
+                             before={"status": S.WAITING}, after={"status": S.FAILED}, reason=reason, at=now)
                 on_run_final(run, now=now)
                 failed.append(run.pk)
     return failed
 
 
 def stuck_runs(*, now: datetime, stuck_seconds: float | None = None) -> dict[str, list[int]]:
-    """RUNNING runs without a heartbeat: lost workers are re-queued or failed; lost messages re-sent."""
+    """RUNNING runs without a heartbeat: lost workers are re-queued or failed; lost messages re-sent.
+
+    A run admitted by the gate but never claimed by a worker (started_at is
+    empty) lost its broker message: it is sent again with a new token, so the
+    old message, should it still arrive, is ignored as stale.
+    """
     threshold = now - timedelta(seconds=stuck_seconds or settings.ETL_STUCK_SECONDS)
     out: dict[str, list[int]] = {"requeued": [], "failed": [], "redispatched": []}
-    for run in Run.objects.filter(status=S.RUNNING, heartbeat_at__lt=threshold).select_related("schedule"):
+    lost = Run.objects.filter(status=S.RUNNING, heartbeat_at__lt=threshold).select_related("schedule").order_by("id")
+    for run in lost[:1000]:
         if run.started_at is None:
-            # admitted but no worker ever claimed it: the broker lost the message
-            if redispatch(run, now=now):
-                out["redispatched"].append(run.pk)
-                audit_record(actor="governance", action="run.redispatch", target=run, reason="no worker picked it up", at=now)
+            with transaction.atomic():
+                if redispatch(run, now=now):
+                    out["redispatched"].append(run.pk)
+                    audit_record(actor="governance", action="run.redispatch", target=run,
+                                 reason="admitted but no worker picked it up: message sent again", at=now)
             continue
-        outcome = requeue_or_fail_lost(run, now=now, why="worker lost: no heartbeat since "
-                                       f"{run.heartbeat_at:%H:%M:%S} UTC")
-        if outcome in ("requeued", "failed"):
-            out[outcome].append(run.pk)
-            audit_record(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
-                         reason=f"worker {run.worker_id} lost", at=now)
+        why = f"worker lost: no heartbeat from {run.worker_id or 'its worker'} since {run.heartbeat_at:%H:%M:%S} UTC"
+        with transaction.atomic():
+            outcome = requeue_or_fail_lost(run, now=now, why=why)
+            if outcome in ("requeued", "failed"):
+                out[outcome].append(run.pk)
+                audit_record(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
+                             before={"status": S.RUNNING, "worker": run.worker_id}, after={"status": run.status},
+                             reason=why[:500], at=now)
     return out
 
 
+def prune(*, now: datetime) -> dict[str, int]:
+    """Old webhook signatures (past any replay window) and old tick records."""
+    from scheduler.services.webhooks import webhook_prune
+
+    ticks, _ = GovernanceTick.objects.filter(started_at__lt=now - TICKS_KEPT).delete()
+    return {"webhook_deliveries": webhook_prune(now=now), "ticks": ticks}
+
+
+def _jobs() -> list[tuple[str, Callable[..., object]]]:
+    from scheduler.services import alerts
+
+    return [
+        ("dependency_timeouts", dependency_timeouts),
+        ("stuck", stuck_runs),
+        ("half_open", breaker_cooldowns),
+        ("alerts_resent", alerts.governance_alerts),
+        ("pruned", prune),
+    ]
+
+
 def governance_tick(*, now: datetime, holder: str) -> GovernanceTick:
-    """One pass; every pass is stored with what it did, so a dead loop is visible."""
+    """One pass; every pass is stored with what it did, so a dead loop is visible.
+
+    Each job runs on its own: one that fails (recorded in `error`) does not
+    stop the others, and the loop goes on next tick.
+    """
     tick = GovernanceTick.objects.create(started_at=now, holder=holder[:200])
     actions: dict = {}
-    error = ""
-    try:
-        actions["dependency_timeouts"] = dependency_timeouts(now=now)
-        actions.update(stuck_runs(now=now))
-        actions["half_open"] = breaker_cooldowns(now=now)
-        from scheduler.services import alerts
-
-        actions["alerts"] = alerts.governance_alerts(now=now)
-        actions["queue"] = {
-            "queued": Run.objects.filter(status=S.QUEUED).count(),
-            "waiting": Run.objects.filter(status=S.WAITING).count(),
-            "running": Run.objects.filter(status=S.RUNNING).count(),
-        }
-    except Exception as exc:  # recorded, and the loop goes on next tick
-        log.exception("governance tick failed")
-        error = f"{type(exc).__name__}: {exc}"
-    from django.utils import timezone
-
+    errors: list[str] = []
+    for name, job in _jobs():
+        try:
+            result = job(now=now)
+        except Exception as exc:
+            log.exception("governance job %s failed", name)
+            errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        if name == "stuck":
+            actions.update(result)
+        else:
+            actions[name] = result
+    actions["queue"] = {
+        "queued": Run.objects.filter(status=S.QUEUED).count(),
+        "waiting": Run.objects.filter(status=S.WAITING).count(),
+        "running": Run.objects.filter(status=S.RUNNING).count(),
+    }
+    error = "\n".join(errors)
     GovernanceTick.objects.filter(pk=tick.pk).update(finished_at=timezone.now(), actions=actions, error=error)
     tick.actions, tick.error = actions, error
     return tick
 
 
-__all__ = ["F", "dependency_timeouts", "governance_tick", "stuck_runs"]
+__all__ = ["dependency_timeouts", "governance_tick", "prune", "stuck_runs"]

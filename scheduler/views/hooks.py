@@ -7,6 +7,7 @@ CORS preflight this site never grants.
 """
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import logging
@@ -16,7 +17,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.utils import timezone
-from django.views.decorators.http import require_POST
 
 from scheduler.services.errors import ServiceError
 from scheduler.services.events import event_emit
@@ -32,6 +32,18 @@ def _error(message: str, status: int, field: str | None = None) -> JsonResponse:
     if field:
         body["field"] = field
     return JsonResponse(body, status=status)
+
+
+def post_only(view):
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if request.method != "POST":
+            response = _error(f"method {request.method} is not allowed; use POST", 405)
+            response["Allow"] = "POST"
+            return response
+        return view(request, *args, **kwargs)
+
+    return wrapped
 
 
 def _remote(request: HttpRequest) -> str:
@@ -54,7 +66,7 @@ def _read_body(request: HttpRequest) -> bytes | JsonResponse:
 
 
 @csrf_exempt
-@require_POST
+@post_only
 def webhook(request: HttpRequest, name: str):
     body = _read_body(request)
     if isinstance(body, JsonResponse):
@@ -95,7 +107,7 @@ def _event_actor(request: HttpRequest):
 
 
 @csrf_exempt
-@require_POST
+@post_only
 def event(request: HttpRequest, topic: str):
     actor, refused = _event_actor(request)
     if refused is not None:

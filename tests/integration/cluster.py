@@ -14,7 +14,7 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_database_url() -> str:
+def child_database_url() -> str:
     """The URL of the database pytest-django created, for child processes."""
     s = connection.settings_dict
     if connection.vendor == "sqlite":
@@ -34,7 +34,7 @@ def test_database_url() -> str:
 def start_cluster(name: str, *, log_path: Path, extra_env: dict | None = None) -> subprocess.Popen:
     env = {
         **os.environ,
-        "DATABASE_URL": test_database_url(),
+        "DATABASE_URL": child_database_url(),
         "Q_CLUSTER_NAME": name,
         "ETL_DISPATCH_INTERVAL": "0.05",
         "ETL_GOVERNANCE_INTERVAL": "1",

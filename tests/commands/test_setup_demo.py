@@ -1,0 +1,39 @@
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from scheduler.models import Run, Schedule
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo_paths(settings, tmp_path):
+    settings.ETL_DEMO_SOURCE_DB = str(tmp_path / "source.sqlite3")
+    settings.ETL_DEMO_WAREHOUSE_DB = str(tmp_path / "warehouse.sqlite3")
+    settings.ETL_DEMO_REPORT_DIR = str(tmp_path / "reports")
+    return tmp_path
+
+
+def test_it_creates_the_demo_schedules_a_login_shown_once_and_kicks_off_the_syncs(demo_paths):
+    out = StringIO()
+    call_command("setup_demo", stdout=out)
+    text = out.getvalue()
+    names = set(Schedule.objects.values_list("name", flat=True))
+    assert {"customer_sync", "order_sync", "revenue_transform", "daily_report", "order_confirmed",
+            "webhook_ingest", "nightly"} <= names
+    transform = Schedule.objects.get(name="revenue_transform")
+    assert set(transform.depends_on.values_list("name", flat=True)) == {"customer_sync", "order_sync"}
+    password = re.search(r"login: operator / (\S+)", text).group(1)
+    user = User.objects.get(username="operator")
+    assert user.check_password(password) and user.groups.filter(name="operator").exists()
+    assert Run.objects.filter(schedule__name__in=["customer_sync", "order_sync"]).count() == 2
+    assert (demo_paths / "source.sqlite3").exists()
+
+    again = StringIO()
+    call_command("setup_demo", stdout=again)
+    assert password not in again.getvalue() and "0 created" in again.getvalue()
+    assert Run.objects.count() == 2

@@ -1,0 +1,51 @@
+"""`manage.py serve` brings up web + cluster together; SIGINT (Ctrl-C) stops both cleanly."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from tests.integration.cluster import ROOT, child_database_url, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": child_database_url(), "ETL_GOVERNANCE_INTERVAL": "1"}
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--addr", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
+                   log_path=tmp_path / "serve.log")
+        from scheduler.models import LoopLease
+
+        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 2, timeout=60, what="both loop leases",
+                   log_path=tmp_path / "serve.log")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    children = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert children == [], "a child of serve outlived it"
+    assert not _answers(f"http://127.0.0.1:{port}/accounts/login/")
+    assert LoopLease.objects.exclude(holder="").count() == 0, "the loops released their leases"

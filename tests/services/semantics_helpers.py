@@ -1,0 +1,51 @@
+"""Helpers for the semantics tests: run the dispatch path inline, register counting pipelines."""
+from __future__ import annotations
+
+from unittest import mock
+
+from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
+from scheduler.pipelines.noop import NoopSink
+from scheduler.services.dispatch import dispatch_tick
+from scheduler.services.execution import execute_run
+
+
+def tick(now, holder="test"):
+    """One dispatch tick; returns [(run_id, token)] handed to workers (not executed)."""
+    sent = []
+    with mock.patch("scheduler.services.dispatch.enqueue_execution",
+                    side_effect=lambda rid, tok: sent.append((rid, tok))):
+        dispatch_tick(now=now, holder=holder)
+    return sent
+
+
+def tick_and_execute(now, holder="test"):
+    """Admit every admissible run and execute it inline; returns the executed run ids."""
+    sent = tick(now, holder)
+    for run_id, token in sent:
+        execute_run(run_id, token, clock=lambda: now)
+    return [rid for rid, _ in sent]
+
+
+class CountingSource:
+    """Counts extracts; fails when `fail` is set; yields `rows`."""
+
+    def __init__(self, counter: dict, rows=None, fail: bool = False):
+        self.counter, self.rows, self.fail = counter, rows or [], fail
+
+    def extract(self):
+        self.counter["extracts"] = self.counter.get("extracts", 0) + 1
+        if self.fail:
+            raise RuntimeError("source down")
+        return list(self.rows)
+
+
+def counting_factory(counter: dict, *, rows_from_window=None, fail=False):
+    """A pipeline factory whose source counts calls; params fail=true fails it."""
+
+    def factory(ctx):
+        rows = rows_from_window(ctx) if rows_from_window else [{"id": 1}]
+        counter.setdefault("windows", []).append(ctx.window)
+        return Pipeline(CountingSource(counter, rows, fail or bool(ctx.params.get("fail"))), IdentityTransform(),
+                        NoopSink(), policy=RetryPolicy(max_attempts=1, initial_delay=0))
+
+    return factory

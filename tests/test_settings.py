@@ -1,0 +1,52 @@
+"""Bad settings fail at start-up with a message naming the variable."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _check(env: dict) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    full.update(env)
+    return subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=full, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"DEBUG": "maybe"}, "DEBUG: expected one of"),
+        ({"Q_TIMEOUT": "100", "Q_RETRY": "50"}, "Q_RETRY: must be greater than Q_TIMEOUT"),
+        ({"Q_WORKERS": "zero"}, "Q_WORKERS: expected an integer"),
+        ({"TIME_ZONE": "Mars/Base"}, "TIME_ZONE: unknown time zone"),
+        ({"REDIS_URL": "http://localhost:6379"}, "REDIS_URL: expected redis://"),
+        ({"SECRET_KEY": "short"}, "SECRET_KEY: must be at least 32 characters"),
+        ({"ETL_DISPATCH_INTERVAL": "-1"}, "ETL_DISPATCH_INTERVAL: must be >="),
+        ({"DATABASE_URL": "nosuchdb://x/y"}, "DATABASE_URL"),
+    ],
+)
+def test_a_bad_environment_variable_stops_start_up_naming_it(env, message):
+    result = _check(env)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_the_default_environment_passes_the_system_checks():
+    result = _check({})
+    assert result.returncode == 0, result.stderr
+
+
+def test_settings_keep_the_throughput_and_safety_defaults():
+    from django.conf import settings
+
+    assert settings.Q_CLUSTER["save_limit"] == -1
+    assert settings.Q_CLUSTER["timeout"] < settings.Q_CLUSTER["retry"]
+    assert settings.DATABASES["default"]["CONN_MAX_AGE"] > 0
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        options = settings.DATABASES["default"]["OPTIONS"]
+        assert options["transaction_mode"] == "IMMEDIATE"
+        assert "journal_mode=WAL" in options["init_command"]
