@@ -50,3 +50,13 @@ def test_settings_keep_the_throughput_and_safety_defaults():
         options = settings.DATABASES["default"]["OPTIONS"]
         assert options["transaction_mode"] == "IMMEDIATE"
         assert "journal_mode=WAL" in options["init_command"]
+
+
+def test_production_settings_pass_the_deploy_checks():
+    env = {"SECRET_KEY": "x" * 20 + "-production-secret-0123456789abcdef", "HTTPS": "true", "SECURE_SSL_REDIRECT": "true",
+           "SECURE_HSTS_SECONDS": "31536000", "DEBUG": "false", "ALLOWED_HOSTS": "etl.example.com"}
+    full = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    full.update(env)
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT,
+                            env=full, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr + result.stdout

@@ -12,6 +12,7 @@ from django.db.models import Count, Q
 from scheduler.core import next_allowed_start
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, TriggerKind, WorkloadClass
 from scheduler.services import dependencies
+from scheduler.services.alerts import governance_watchdog
 from scheduler.services.breakers import breaker_admit, breaker_trial_released
 from scheduler.services.completion import on_run_final
 from scheduler.services.runs import run_transition
@@ -164,6 +165,7 @@ def dispatch_tick(*, now: datetime, holder: str) -> dict:
     pumped = backfill_pump(now=now)
     released = release_waiting(now=now)
     admitted = admit_runs(now=now, holder=holder)
+    governance_watchdog(now=now)  # the governance loop cannot report its own death
     return {"fired": fired, "pumped": pumped, "released": released, "admitted": len(admitted)}
 
 
