@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: run test test-sqlite test-postgres install install-test bench soak clean
+.PHONY: run test test-sqlite test-postgres install install-test install-bench bench bench-peers soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,16 @@ test-sqlite:
 test-postgres:
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest -q -p no:cacheprovider
 
-bench: install-test
-	$(PY) bench/run.py
+install-bench: $(PY)
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+
+bench: install-bench
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+# the peers live in their own venvs under /tmp/etl-peers (installs take minutes)
+bench-peers: install-bench
+	bash bench/peers/install.sh || true
+	$(PY) bench/peers/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf var/test_*.sqlite3* .pytest_cache

@@ -81,37 +81,35 @@ def release_waiting(*, now: datetime) -> int:
 
 
 def admit_runs(*, now: datetime, holder: str) -> list[int]:
-    """Admit queued runs class by class without ever exceeding a class's limit."""
-    admitted: list[int] = []
-    classes = list(WorkloadClass.objects.all())
-    running = dict(
-        Run.objects.filter(status=S.RUNNING).values_list("workload_class_id").annotate(n=Count("id")).order_by()
-    )
+    """Admit queued runs in global priority / FIFO order without ever exceeding a class's limit."""
     has_queued = set(
         Run.objects.filter(status=S.QUEUED).values_list("workload_class_id", flat=True).distinct().order_by()
     )
-    for wc in classes:
-        if wc.pk not in has_queued or running.get(wc.pk, 0) >= wc.concurrency_limit:
-            continue
-        admitted.extend(_admit_class(wc, now=now, holder=holder))
-    return admitted
-
-
-def _admit_class(wc: WorkloadClass, *, now: datetime, holder: str) -> list[int]:
+    if not has_queued:
+        return []
     admitted: list[int] = []
     with transaction.atomic():
+        classes = WorkloadClass.objects.filter(pk__in=has_queued).order_by("pk")
         if connection.vendor == "postgresql":
-            # The class row lock makes count-then-admit atomic across dispatchers.
-            WorkloadClass.objects.select_for_update().get(pk=wc.pk)
-        in_use = Run.objects.filter(status=S.RUNNING, workload_class=wc).count()
-        free = wc.concurrency_limit - in_use
-        if free <= 0:
+            # Locking the class rows (in pk order, so two dispatchers cannot
+            # deadlock) makes count-then-admit atomic across dispatchers;
+            # SQLite's IMMEDIATE transactions already serialise writers.
+            classes = classes.select_for_update()
+        limits = {wc.pk: wc.concurrency_limit for wc in classes}
+        running = dict(
+            Run.objects.filter(status=S.RUNNING, workload_class_id__in=list(limits))
+            .values_list("workload_class_id").annotate(n=Count("id")).order_by()
+        )
+        free = {pk: limit - running.get(pk, 0) for pk, limit in limits.items()}
+        open_classes = [pk for pk, n in free.items() if n > 0]
+        if not open_classes:
             return admitted
+        batch = max(sum(free[pk] for pk in open_classes) * 4, settings.ETL_DISPATCH_BATCH)
         candidates = (
-            Run.objects.filter(status=S.QUEUED, workload_class=wc)
+            Run.objects.filter(status=S.QUEUED, workload_class_id__in=open_classes)
             .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
             .select_related("schedule", "backfill")
-            .order_by("-priority", "queued_at", "id")[: max(free * 4, 50)]
+            .order_by("-priority", "queued_at", "id")[:batch]
         )
         running_watermarked = set(
             Run.objects.filter(status=S.RUNNING, backfill__isnull=True)
@@ -119,34 +117,40 @@ def _admit_class(wc: WorkloadClass, *, now: datetime, holder: str) -> list[int]:
             .values_list("schedule_id", flat=True)
         )
         for run in candidates:
-            if free <= 0:
-                break
-            if not _gate_dependencies(run, now=now):
+            if free[run.workload_class_id] <= 0:
                 continue
-            fresh = _fresh_reason(run, now=now)
-            if fresh:
-                run_transition(run, new=S.SKIPPED, now=now, reason=fresh[:500])
-                on_run_final(run, now=now)
-                continue
-            if _held_back(run, now=now, running_watermarked=running_watermarked):
-                continue
-            ok, why = breaker_admit(schedule_id=run.schedule_id, run=run, now=now)
-            if not ok:
-                if run_transition(run, new=S.BLOCKED, now=now, reason=why, blocked_by=run.schedule):
-                    on_run_final(run, now=now)
-                continue
-            token = uuid.uuid4().hex
-            if not run_transition(run, new=S.RUNNING, now=now, admitted_at=now, heartbeat_at=now,
-                                  dispatch_token=token, worker_id=holder[:200], reason=""):
-                # cancelled under our feet: a trial slot taken for it must not stay taken
-                breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
-            else:
-                free -= 1
+            if _try_admit(run, now=now, holder=holder, running_watermarked=running_watermarked):
+                free[run.workload_class_id] -= 1
                 admitted.append(run.pk)
-                if run.schedule.watermark_config and run.backfill_id is None:
-                    running_watermarked.add(run.schedule_id)
-                transaction.on_commit(lambda rid=run.pk, tok=token: enqueue_execution(rid, tok))
     return admitted
+
+
+def _try_admit(run: Run, *, now: datetime, holder: str, running_watermarked: set[int]) -> bool:
+    """Gate one queued run (dependencies, freshness, hold-backs, breaker) and start it if it passes."""
+    if not _gate_dependencies(run, now=now):
+        return False
+    fresh = _fresh_reason(run, now=now)
+    if fresh:
+        if run_transition(run, new=S.SKIPPED, now=now, reason=fresh[:500]):
+            on_run_final(run, now=now)
+        return False
+    if _held_back(run, now=now, running_watermarked=running_watermarked):
+        return False
+    ok, why = breaker_admit(schedule_id=run.schedule_id, run=run, now=now)
+    if not ok:
+        if run_transition(run, new=S.BLOCKED, now=now, reason=why, blocked_by=run.schedule):
+            on_run_final(run, now=now)
+        return False
+    token = uuid.uuid4().hex
+    if not run_transition(run, new=S.RUNNING, now=now, admitted_at=now, heartbeat_at=now,
+                          dispatch_token=token, worker_id=holder[:200], reason=""):
+        # cancelled under our feet: a trial slot taken for it must not stay taken
+        breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
+        return False
+    if run.schedule.watermark_config and run.backfill_id is None:
+        running_watermarked.add(run.schedule_id)
+    transaction.on_commit(lambda rid=run.pk, tok=token: enqueue_execution(rid, tok))
+    return True
 
 
 def enqueue_execution(run_id: int, token: str) -> None:

@@ -1,0 +1,55 @@
+"""Pipelines for the fault tests, imported by real cluster processes via ETL_PIPELINE_MODULES."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from scheduler.core import Pipeline
+from scheduler.pipelines.registry import register_pipeline
+from scheduler.pipelines.sql import SqlSink, SqlSource
+
+
+class StallOnFirstAttempt:
+    """Writes the worker's pid, then stalls (attempt 1 only) so a test can SIGKILL it mid-run."""
+
+    def __init__(self, pidfile: str, attempt: int) -> None:
+        self.pidfile, self.attempt, self.stalled = Path(pidfile), attempt, False
+
+    def apply(self, record):
+        if self.attempt == 1 and not self.stalled:
+            self.stalled = True
+            self.pidfile.write_text(str(os.getpid()))
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:  # the test kills us long before this ends
+                time.sleep(0.05)
+        yield record
+
+
+class LoggedSink:
+    """Upserts rows and logs every completed load, so a test can count loads per window."""
+
+    def __init__(self, target: str, run_id: int, attempt: int) -> None:
+        self.inner = SqlSink(f"sqlite:///{target}", table="items", key="id", create=True)
+        self.target, self.run_id, self.attempt = target, run_id, attempt
+
+    def load(self, rows):
+        count = self.inner.load(rows)
+        with sqlite3.connect(self.target) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS loads (run_id INTEGER, attempt INTEGER, n INTEGER)")
+            conn.execute("INSERT INTO loads VALUES (?, ?, ?)", (self.run_id, self.attempt, count))
+        return count
+
+
+def stalling_sync(ctx):
+    p = ctx.params
+    return Pipeline(
+        SqlSource(f"sqlite:///{p['source']}", table="items", watermark_column="ts", window=ctx.window),
+        StallOnFirstAttempt(p["pidfile"], ctx.attempt),
+        LoggedSink(p["target"], ctx.run_id, ctx.attempt),
+        watermark_column="ts",
+    )
+
+
+register_pipeline("reliability.stalling_sync", stalling_sync, watermark_column="ts", replace=True)

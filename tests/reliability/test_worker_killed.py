@@ -1,0 +1,60 @@
+"""A worker killed with SIGKILL mid-run: governance finds the lost run, re-queues it, the window loads once."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from scheduler.models import AuditEntry, Run, RunStatus, WatermarkState
+from scheduler.pipelines.values import iso_utc
+from scheduler.services.runs import run_trigger_manual
+from tests.integration.cluster import start_cluster, stop_cluster, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+MODULES = "scheduler.pipelines.demo,tests.reliability.pipelines"
+
+
+def _source(path, base: datetime, n: int) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, ts TEXT, v TEXT)")
+        conn.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                         [(i, iso_utc(base + timedelta(seconds=30 * i)), f"v{i}") for i in range(1, n + 1)])
+
+
+def test_a_killed_worker_is_detected_requeued_and_its_window_is_loaded_exactly_once(make_schedule, tmp_path):
+    import tests.reliability.pipelines  # noqa: F401  registers the pipeline in this process too
+
+    base = datetime.now(timezone.utc) - timedelta(hours=3)
+    source, target, pidfile = tmp_path / "source.db", tmp_path / "target.db", tmp_path / "worker.pid"
+    _source(source, base, 200)
+    schedule = make_schedule(
+        "stalling", target_id="reliability.stalling_sync", retry_max_attempts=3,
+        watermark_config={"type": "datetime", "column": "ts", "initial": base.isoformat()},
+    )
+    run = run_trigger_manual(schedule=schedule, actor="tests",
+                             params={"source": str(source), "target": str(target), "pidfile": str(pidfile)})
+    log = tmp_path / "cluster.log"
+    proc = start_cluster("faults", log_path=log, extra_env={
+        "ETL_PIPELINE_MODULES": MODULES, "ETL_STUCK_SECONDS": "2", "ETL_GOVERNANCE_INTERVAL": "0.5"})
+    try:
+        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=60, what="the worker to stall",
+                             log_path=log))
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED, timeout=90,
+                   what="the re-queued run to succeed", log_path=log)
+    finally:
+        assert stop_cluster(proc) == 0, log.read_text()[-3000:]
+
+    run.refresh_from_db()
+    assert run.attempt == 2
+    assert AuditEntry.objects.filter(action="run.worker_lost.requeued", target_id=str(run.pk)).count() == 1
+    with sqlite3.connect(target) as conn:
+        ids = [row[0] for row in conn.execute("SELECT id FROM items ORDER BY id")]
+        loads = conn.execute("SELECT run_id, attempt, n FROM loads").fetchall()
+    assert ids == list(range(1, 201)), "no gap and no duplicate in the sink"
+    assert loads == [(run.pk, 2, 200)], "the window was loaded once, by the second attempt"
+    mark = datetime.fromisoformat(WatermarkState.objects.get(schedule=schedule).value)
+    assert mark == datetime.fromisoformat(run.window_high) and mark > base + timedelta(seconds=30 * 200)
