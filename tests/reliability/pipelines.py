@@ -53,3 +53,44 @@ def stalling_sync(ctx):
 
 
 register_pipeline("reliability.stalling_sync", stalling_sync, watermark_column="ts", replace=True)
+
+
+# --- in-process fault injection for the watermark property test -------------------------
+class FaultPlan:
+    """What the next execution of reliability.faulty does wrong (set by the test)."""
+
+    rows: list[dict] = []  # the source table
+    target: dict[int, dict] = {}  # the sink table (upsert on id)
+    fault: str = "none"
+    on_load = None  # optional callback run after the sink loaded
+
+
+class _Source:
+    def __init__(self, window):
+        self.window = window
+
+    def extract(self):
+        if FaultPlan.fault == "extract_error":
+            raise RuntimeError("source unavailable")
+        return [r for r in FaultPlan.rows if self.window.low < r["ts"] <= self.window.high]
+
+
+class _Sink:
+    def load(self, rows):
+        for row in rows:
+            FaultPlan.target[row["id"]] = row
+        if FaultPlan.on_load is not None:
+            FaultPlan.on_load()
+        if FaultPlan.fault == "crash_after_load":
+            raise RuntimeError("connection reset after the load")
+        return len(rows)
+
+
+def faulty(ctx):
+    from scheduler.core import RetryPolicy
+
+    return Pipeline(_Source(ctx.window), None, _Sink(), policy=RetryPolicy(max_attempts=1), watermark_column="ts",
+                    sleep=lambda s: None)
+
+
+register_pipeline("reliability.faulty", faulty, watermark_column="ts", replace=True)
