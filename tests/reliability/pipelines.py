@@ -94,3 +94,32 @@ def faulty(ctx):
 
 
 register_pipeline("reliability.faulty", faulty, watermark_column="ts", replace=True)
+
+
+# --- a slow pipeline that records every execution ----------------------------------------
+class _SleepySource:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def extract(self):
+        time.sleep(self.seconds)
+        return [{"n": 1}]
+
+
+class _ExecutionLog:
+    def __init__(self, path: str, run_id: int) -> None:
+        self.path, self.run_id = path, run_id
+
+    def load(self, rows):
+        with sqlite3.connect(self.path, timeout=30) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS executions (run_id INTEGER, pid INTEGER)")
+            conn.execute("INSERT INTO executions VALUES (?, ?)", (self.run_id, os.getpid()))
+        return len(rows)
+
+
+def sleepy(ctx):
+    return Pipeline(_SleepySource(float(ctx.params.get("seconds", 0.5))), None,
+                    _ExecutionLog(ctx.params["log"], ctx.run_id))
+
+
+register_pipeline("reliability.sleepy", sleepy, replace=True)
