@@ -123,3 +123,32 @@ def sleepy(ctx):
 
 
 register_pipeline("reliability.sleepy", sleepy, replace=True)
+
+
+# --- the soak test's pipeline: short, and fails at a given rate --------------------------
+class _ChaosSource:
+    def __init__(self, fail_rate: float, seconds: float) -> None:
+        self.fail_rate, self.seconds = fail_rate, seconds
+
+    def extract(self):
+        import random
+
+        time.sleep(random.random() * self.seconds)
+        if random.random() < self.fail_rate:
+            raise RuntimeError("chaos: injected failure")
+        return [{"n": 1}]
+
+
+class _CountSink:
+    def load(self, rows):
+        return len(rows)
+
+
+def chaos(ctx):
+    from scheduler.core import RetryPolicy
+
+    return Pipeline(_ChaosSource(float(ctx.params.get("fail_rate", 0.1)), float(ctx.params.get("seconds", 0.2))),
+                    None, _CountSink(), policy=RetryPolicy(max_attempts=1))
+
+
+register_pipeline("reliability.chaos", chaos, replace=True)
