@@ -146,7 +146,9 @@ if Q_RETRY <= Q_TIMEOUT:
     # A task that runs longer than `retry` is delivered a second time.
     raise ImproperlyConfigured(f"Q_RETRY: must be greater than Q_TIMEOUT ({Q_TIMEOUT}), got {Q_RETRY}")
 Q_CLUSTER = {
-    "name": envstr("Q_CLUSTER_NAME", "etl"),
+    # The queue's name: the same on every cluster so any worker can take any run.
+    # A cluster's identity comes from `qcluster --name` (ETL_CLUSTER_ID), not from here.
+    "name": envstr("ETL_QUEUE_NAME", "etl"),
     "workers": envint("Q_WORKERS", 2, minimum=1),
     "recycle": 500,
     "timeout": Q_TIMEOUT,
@@ -182,6 +184,7 @@ ETL_METRICS_TOKEN = envstr("ETL_METRICS_TOKEN", "")
 ETL_ALERT_EMAILS = envlist("ETL_ALERT_EMAILS", [])
 ETL_ALERT_WEBHOOK_URL = envstr("ETL_ALERT_WEBHOOK_URL", "")
 ETL_ALERT_WEBHOOK_SECRET = envstr("ETL_ALERT_WEBHOOK_SECRET", "")
+ETL_ALERTS_SYNC = envbool("ETL_ALERTS_SYNC", False)  # deliver alerts inline (tests)
 ETL_PIPELINE_MODULES = envlist("ETL_PIPELINE_MODULES", ["scheduler.pipelines.demo"])
 ETL_DEMO_SOURCE_DB = envstr("ETL_DEMO_SOURCE_DB", str(VAR_DIR / "demo_source.sqlite3"))
 ETL_DEMO_WAREHOUSE_DB = envstr("ETL_DEMO_WAREHOUSE_DB", str(VAR_DIR / "demo_warehouse.sqlite3"))

@@ -1,16 +1,25 @@
 """Django admin: declarative; every save and action goes through the services."""
+
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
 
-from scheduler.models import AuditEntry, Run, RunStatus, Schedule, WorkloadClass
+from scheduler.models import AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, WorkloadClass
 from scheduler.services import schedules as schedule_services
+from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError
 
 SCHEDULE_STATE_FIELDS = (
-    "next_fire_at", "last_fire_at", "breaker_status", "breaker_failures", "breaker_opened_at",
-    "breaker_current_cooldown_seconds", "breaker_trial_run", "created_at", "updated_at",
+    "next_fire_at",
+    "last_fire_at",
+    "breaker_status",
+    "breaker_failures",
+    "breaker_opened_at",
+    "breaker_current_cooldown_seconds",
+    "breaker_trial_run",
+    "created_at",
+    "updated_at",
 )
 
 
@@ -41,7 +50,16 @@ class ScheduleForm(forms.ModelForm):
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
-    list_display = ("name", "target_id", "trigger_kind", "enabled", "priority", "workload_class", "breaker_status", "next_fire_at")
+    list_display = (
+        "name",
+        "target_id",
+        "trigger_kind",
+        "enabled",
+        "priority",
+        "workload_class",
+        "breaker_status",
+        "next_fire_at",
+    )
     list_filter = ("enabled", "trigger_kind", "workload_class", "breaker_status")
     search_fields = ("name", "target_id", "description")
     readonly_fields = SCHEDULE_STATE_FIELDS
@@ -71,13 +89,17 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.action(description="Enable selected schedules", permissions=["toggle"])
     def enable(self, request, queryset):
         for schedule in queryset:
-            schedule_services.schedule_set_enabled(schedule=schedule, enabled=True, actor=request.user, reason="admin action")
+            schedule_services.schedule_set_enabled(
+                schedule=schedule, enabled=True, actor=request.user, reason="admin action"
+            )
         self.message_user(request, f"Enabled {queryset.count()} schedule(s).")
 
     @admin.action(description="Disable selected schedules", permissions=["toggle"])
     def disable(self, request, queryset):
         for schedule in queryset:
-            schedule_services.schedule_set_enabled(schedule=schedule, enabled=False, actor=request.user, reason="admin action")
+            schedule_services.schedule_set_enabled(
+                schedule=schedule, enabled=False, actor=request.user, reason="admin action"
+            )
         self.message_user(request, f"Disabled {queryset.count()} schedule(s).")
 
     @admin.action(description="Run selected schedules now", permissions=["trigger"])
@@ -113,15 +135,97 @@ class ScheduleAdmin(admin.ModelAdmin):
 class WorkloadClassAdmin(admin.ModelAdmin):
     list_display = ("name", "concurrency_limit", "description")
 
+    def save_model(self, request, obj, form, change):
+        """Plain save, plus the audit entry the services would write (the admin runs this in a transaction)."""
+        before = {k: form.initial.get(k) for k in form.changed_data} if change else None
+        super().save_model(request, obj, form, change)
+        audit_record(
+            actor=request.user,
+            action="workload_class.update" if change else "workload_class.create",
+            target=obj,
+            before=before,
+            after={k: form.cleaned_data.get(k) for k in form.changed_data},
+        )
+
+    def delete_model(self, request, obj):
+        audit_record(
+            actor=request.user,
+            action="workload_class.delete",
+            target=obj,
+            before={"name": obj.name, "concurrency_limit": obj.concurrency_limit},
+        )
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
+class AttentionFilter(admin.SimpleListFilter):
+    """Presets for the runs an operator looks at first."""
+
+    title = "needs attention"
+    parameter_name = "attention"
+
+    def lookups(self, request, model_admin):
+        return [("failed", "Failed"), ("blocked", "Blocked"), ("stuck", "Failed or blocked")]
+
+    def queryset(self, request, queryset):
+        chosen = {
+            "failed": [RunStatus.FAILED],
+            "blocked": [RunStatus.BLOCKED],
+            "stuck": [RunStatus.FAILED, RunStatus.BLOCKED],
+        }.get(self.value())
+        return queryset.filter(status__in=chosen) if chosen else queryset
+
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "schedule", "status", "trigger_kind", "priority", "workload_class", "queued_at", "finished_at", "reason")
-    list_filter = ("status", "trigger_kind", "workload_class")
+    list_display = (
+        "id",
+        "schedule",
+        "status",
+        "trigger_kind",
+        "priority",
+        "workload_class",
+        "queued_at",
+        "finished_at",
+        "reason",
+        "blocked_by",
+    )
+    list_filter = (AttentionFilter, "status", "trigger_kind", "workload_class")
     search_fields = ("schedule__name", "trigger_key", "reason")
-    list_select_related = ("schedule", "workload_class")
+    list_select_related = ("schedule", "workload_class", "blocked_by")
+    # COUNT(*) over millions of rows is the slowest part of a change list
     show_full_result_count = False
+    actions = ["cancel"]
 
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm("scheduler.cancel_run")
+
+    @admin.action(description="Cancel selected runs", permissions=["cancel"])
+    def cancel(self, request, queryset):
+        from scheduler.services.runs import run_cancel
+
+        done = 0
+        for run in queryset:
+            try:
+                done += bool(run_cancel(run=run, actor=request.user, reason="admin action"))
+            except ServiceError as exc:
+                self.message_user(request, str(exc), level=messages.WARNING)
+        self.message_user(request, f"Cancelled {done} run(s).")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
@@ -133,19 +237,29 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     list_display = ("at", "actor", "action", "target_type", "target_id", "reason")
     list_filter = ("action", "actor_kind")
     search_fields = ("actor", "action", "target_id", "target_repr", "reason")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+    show_full_result_count = False
 
 
-__all__ = ["RunStatus"]
+@admin.register(Backfill)
+class BackfillAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "schedule",
+        "status",
+        "range_from",
+        "range_to",
+        "window_size",
+        "total_windows",
+        "requested_by",
+    )
+    list_filter = ("status",)
+
+
+@admin.register(GovernanceTick)
+class GovernanceTickAdmin(ReadOnlyAdmin):
+    list_display = ("started_at", "finished_at", "holder", "error")
+    show_full_result_count = False

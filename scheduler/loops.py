@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def holder_id(cluster: str | None = None) -> str:
-    name = cluster or os.environ.get("Q_CLUSTER_NAME") or settings.Q_CLUSTER.get("name", "etl")
+    name = cluster or os.environ.get("ETL_CLUSTER_ID") or settings.Q_CLUSTER.get("name", "etl")
     return f"{name}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 

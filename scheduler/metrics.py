@@ -4,6 +4,7 @@ A custom collector (not counters kept in process memory) because the web
 process that answers the scrape is not the one running the work: the truth is
 in the database, shared by every cluster.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -13,6 +14,7 @@ from django.db.models import Count
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, WorkloadClass
 
@@ -22,7 +24,7 @@ RECENT = timedelta(hours=1)
 
 
 def _histogram(name: str, doc: str, values: list[float], buckets) -> HistogramMetricFamily:
-    counts, total = [], 0.0
+    counts = []
     for bound in buckets:
         counts.append((_le(bound), sum(1 for v in values if v <= bound)))
     total = sum(values)
@@ -30,7 +32,7 @@ def _histogram(name: str, doc: str, values: list[float], buckets) -> HistogramMe
 
 
 def _le(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else f"{bound:g}"
+    return floatToGoString(bound)
 
 
 class SchedulerCollector(Collector):
@@ -43,12 +45,16 @@ class SchedulerCollector(Collector):
         per_class = {
             (wc_id, status): n
             for wc_id, status, n in Run.objects.filter(status__in=RunStatus.active())
-            .values_list("workload_class_id", "status").annotate(n=Count("id")).order_by()
+            .values_list("workload_class_id", "status")
+            .annotate(n=Count("id"))
+            .order_by()
         }
-        depth = GaugeMetricFamily("etl_queue_depth", "Runs per workload class and active status.",
-                                  labels=["workload_class", "status"])
-        limit = GaugeMetricFamily("etl_workload_class_limit", "Concurrency limit of each workload class.",
-                                  labels=["workload_class"])
+        depth = GaugeMetricFamily(
+            "etl_queue_depth", "Runs per workload class and active status.", labels=["workload_class", "status"]
+        )
+        limit = GaugeMetricFamily(
+            "etl_workload_class_limit", "Concurrency limit of each workload class.", labels=["workload_class"]
+        )
         for wc in classes:
             limit.add_metric([wc.name], wc.concurrency_limit)
             for status in (RunStatus.QUEUED, RunStatus.WAITING, RunStatus.RUNNING):
@@ -64,15 +70,21 @@ class SchedulerCollector(Collector):
         yield runs
 
         recent = list(
-            Run.objects.filter(finished_at__gte=now - RECENT, started_at__isnull=False)
-            .values_list("queued_at", "started_at", "finished_at")
+            Run.objects.filter(finished_at__gte=now - RECENT, started_at__isnull=False).values_list(
+                "queued_at", "started_at", "finished_at"
+            )
         )
         durations = [max((f - s).total_seconds(), 0.0) for _q, s, f in recent if f]
         latencies = [max((s - q).total_seconds(), 0.0) for q, s, _f in recent]
-        yield _histogram("etl_run_duration_seconds", "Duration of runs finished in the last hour.", durations,
-                         DURATION_BUCKETS)
-        yield _histogram("etl_run_start_latency_seconds", "Queued-to-started latency of runs finished in the last hour.",
-                         latencies, LATENCY_BUCKETS)
+        yield _histogram(
+            "etl_run_duration_seconds", "Duration of runs finished in the last hour.", durations, DURATION_BUCKETS
+        )
+        yield _histogram(
+            "etl_run_start_latency_seconds",
+            "Queued-to-started latency of runs finished in the last hour.",
+            latencies,
+            LATENCY_BUCKETS,
+        )
 
         breakers = GaugeMetricFamily("etl_breakers", "Circuit breakers by state.", labels=["state"])
         states = dict(Schedule.objects.values_list("breaker_status").annotate(n=Count("id")).order_by())
@@ -81,8 +93,9 @@ class SchedulerCollector(Collector):
         yield breakers
 
         tick = GovernanceTick.objects.order_by("-started_at").values_list("started_at", flat=True).first()
-        age = GaugeMetricFamily("etl_governance_tick_age_seconds",
-                                "Seconds since the governance loop last ticked (-1: never).")
+        age = GaugeMetricFamily(
+            "etl_governance_tick_age_seconds", "Seconds since the governance loop last ticked (-1: never)."
+        )
         age.add_metric([], (now - tick).total_seconds() if tick else -1)
         yield age
         interval = GaugeMetricFamily("etl_governance_interval_seconds", "Configured governance interval.")

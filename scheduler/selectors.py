@@ -1,4 +1,5 @@
 """The read side: what pages, commands and the status API show."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -29,13 +30,15 @@ def queue_by_class() -> list[dict]:
         counts[(wc_id, status)] = n
     out = []
     for wc in WorkloadClass.objects.all():
-        out.append({
-            "name": wc.name,
-            "limit": wc.concurrency_limit,
-            "running": counts.get((wc.pk, RunStatus.RUNNING), 0),
-            "queued": counts.get((wc.pk, RunStatus.QUEUED), 0),
-            "waiting": counts.get((wc.pk, RunStatus.WAITING), 0),
-        })
+        out.append(
+            {
+                "name": wc.name,
+                "limit": wc.concurrency_limit,
+                "running": counts.get((wc.pk, RunStatus.RUNNING), 0),
+                "queued": counts.get((wc.pk, RunStatus.QUEUED), 0),
+                "waiting": counts.get((wc.pk, RunStatus.WAITING), 0),
+            }
+        )
     return out
 
 
@@ -50,15 +53,25 @@ def governance_health(now: datetime | None = None) -> dict:
     if tick is None:
         return {"last_tick": None, "age_seconds": None, "late": True, "interval": interval}
     age = (now - tick.started_at).total_seconds()
-    return {"last_tick": tick.started_at, "age_seconds": age, "late": age > 3 * interval, "interval": interval,
-            "actions": tick.actions, "error": tick.error}
+    return {
+        "last_tick": tick.started_at,
+        "age_seconds": age,
+        "late": age > 3 * interval,
+        "interval": interval,
+        "actions": tick.actions,
+        "error": tick.error,
+    }
 
 
 def leases(now: datetime | None = None) -> list[dict]:
     now = now or timezone.now()
     return [
-        {"name": lease.name, "holder": lease.holder, "expires_at": lease.expires_at,
-         "live": bool(lease.holder and lease.expires_at and lease.expires_at > now)}
+        {
+            "name": lease.name,
+            "holder": lease.holder,
+            "expires_at": lease.expires_at,
+            "live": bool(lease.holder and lease.expires_at and lease.expires_at > now),
+        }
         for lease in LoopLease.objects.order_by("name")
     ]
 
@@ -69,9 +82,15 @@ def status_snapshot(now: datetime | None = None) -> dict:
     return {
         "now": now.isoformat(),
         "active_runs": [
-            {"id": r.pk, "schedule": r.schedule.name, "target": r.schedule.target_id, "status": r.status,
-             "worker": r.worker_id, "started_at": r.started_at.isoformat() if r.started_at else None,
-             "heartbeat_at": r.heartbeat_at.isoformat() if r.heartbeat_at else None}
+            {
+                "id": r.pk,
+                "schedule": r.schedule.name,
+                "target": r.schedule.target_id,
+                "status": r.status,
+                "worker": r.worker_id,
+                "started_at": r.started_at.isoformat() if r.started_at else None,
+                "heartbeat_at": r.heartbeat_at.isoformat() if r.heartbeat_at else None,
+            }
             for r in active_runs()
         ],
         "queue": queue_by_class(),
@@ -91,8 +110,20 @@ def status_snapshot(now: datetime | None = None) -> dict:
 # --- runs list: keyset pagination -------------------------------------------
 
 RUN_LIST_FIELDS = (
-    "id", "status", "trigger_kind", "queued_at", "started_at", "finished_at", "rows_loaded", "reason", "attempt",
-    "schedule__id", "schedule__name", "schedule__target_id", "workload_class__id", "workload_class__name",
+    "id",
+    "status",
+    "trigger_kind",
+    "queued_at",
+    "started_at",
+    "finished_at",
+    "rows_loaded",
+    "reason",
+    "attempt",
+    "schedule__id",
+    "schedule__name",
+    "schedule__target_id",
+    "workload_class__id",
+    "workload_class__name",
 )
 
 
@@ -120,7 +151,11 @@ def runs_keyset_page(filters: dict, *, before: int | None = None, after: int | N
     filter has an index ending in id (status, schedule, trigger_kind) so the
     database walks the index backwards and stops after size + 1 rows.
     """
-    qs = run_filters_apply(Run.objects.all(), filters).select_related("schedule", "workload_class").only(*RUN_LIST_FIELDS)
+    qs = (
+        run_filters_apply(Run.objects.all(), filters)
+        .select_related("schedule", "workload_class")
+        .only(*RUN_LIST_FIELDS)
+    )
     if after is not None:
         rows = list(qs.filter(id__gt=after).order_by("id")[: size + 1])
         has_newer = len(rows) > size
@@ -142,17 +177,28 @@ def runs_keyset_page(filters: dict, *, before: int | None = None, after: int | N
 
 # --- overview ----------------------------------------------------------------
 
+
 def open_breakers():
     from scheduler.models import BreakerStatus, Schedule
 
-    return Schedule.objects.exclude(breaker_status=BreakerStatus.CLOSED).only(
-        "id", "name", "breaker_status", "breaker_failures", "breaker_opened_at", "breaker_current_cooldown_seconds",
-    ).order_by("name")
+    return (
+        Schedule.objects.exclude(breaker_status=BreakerStatus.CLOSED)
+        .only(
+            "id",
+            "name",
+            "breaker_status",
+            "breaker_failures",
+            "breaker_opened_at",
+            "breaker_current_cooldown_seconds",
+        )
+        .order_by("name")
+    )
 
 
 def recent_failures(limit: int = 10):
     return (
-        Run.objects.filter(status=RunStatus.FAILED).select_related("schedule")
+        Run.objects.filter(status=RunStatus.FAILED)
+        .select_related("schedule")
         .only("id", "status", "reason", "error", "finished_at", "schedule__id", "schedule__name")
         .order_by("-id")[:limit]
     )
@@ -162,12 +208,16 @@ def overview(now: datetime | None = None) -> dict:
     now = now or timezone.now()
     running = []
     for run in active_runs()[:100]:
-        running.append({
-            "run": run,
-            "elapsed": (now - run.started_at).total_seconds() if run.started_at else None,
-            "heartbeat_age": (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else None,
-            "stale": bool(run.heartbeat_at and (now - run.heartbeat_at).total_seconds() > settings.ETL_STUCK_SECONDS),
-        })
+        running.append(
+            {
+                "run": run,
+                "elapsed": (now - run.started_at).total_seconds() if run.started_at else None,
+                "heartbeat_age": (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else None,
+                "stale": bool(
+                    run.heartbeat_at and (now - run.heartbeat_at).total_seconds() > settings.ETL_STUCK_SECONDS
+                ),
+            }
+        )
     return {
         "now": now,
         "running": running,
@@ -175,9 +225,9 @@ def overview(now: datetime | None = None) -> dict:
         "breakers": list(open_breakers()),
         "recent_failures": list(recent_failures()),
         "latest": list(
-            Run.objects.select_related("schedule").only(
-                "id", "status", "trigger_kind", "queued_at", "schedule__id", "schedule__name"
-            ).order_by("-id")[:10]
+            Run.objects.select_related("schedule")
+            .only("id", "status", "trigger_kind", "queued_at", "schedule__id", "schedule__name")
+            .order_by("-id")[:10]
         ),
         "health": governance_health(now),
     }
@@ -193,6 +243,7 @@ def blocked_or_skipped(status: str, *, before: int | None = None, size: int = 50
 
 # --- schedules ---------------------------------------------------------------
 
+
 def _latest_run_subquery(field: str):
     from django.db.models import OuterRef, Subquery
 
@@ -203,11 +254,15 @@ def _latest_run_subquery(field: str):
 def schedules_with_last_run():
     from scheduler.models import Schedule
 
-    return Schedule.objects.select_related("workload_class").annotate(
-        last_run_id=_latest_run_subquery("id"),
-        last_run_status=_latest_run_subquery("status"),
-        last_run_queued_at=_latest_run_subquery("queued_at"),
-    ).order_by("name")
+    return (
+        Schedule.objects.select_related("workload_class")
+        .annotate(
+            last_run_id=_latest_run_subquery("id"),
+            last_run_status=_latest_run_subquery("status"),
+            last_run_queued_at=_latest_run_subquery("queued_at"),
+        )
+        .order_by("name")
+    )
 
 
 def describe_trigger(schedule) -> str:
@@ -269,12 +324,17 @@ def dependency_graph() -> dict:
     """Every schedule, every edge and each schedule's latest run status."""
     from scheduler.models import Schedule
 
-    schedules = list(Schedule.objects.annotate(last_run_status=_latest_run_subquery("status")).only("id", "name", "enabled", "target_id").order_by("name"))
+    schedules = list(
+        Schedule.objects.annotate(last_run_status=_latest_run_subquery("status"))
+        .only("id", "name", "enabled", "target_id")
+        .order_by("name")
+    )
     edges = list(Schedule.depends_on.through.objects.values_list("from_schedule_id", "to_schedule_id"))
     return {"schedules": schedules, "edges": edges}
 
 
 # --- backfills ---------------------------------------------------------------
+
 
 def backfills_with_progress():
     from django.db.models import Q
@@ -284,21 +344,29 @@ def backfills_with_progress():
     def count(*statuses):
         return Count("windows", filter=Q(windows__status__in=statuses))
 
-    return Backfill.objects.select_related("schedule").annotate(
-        n_done=count(WindowStatus.SUCCEEDED),
-        n_failed=count(WindowStatus.FAILED),
-        n_running=count(WindowStatus.QUEUED, WindowStatus.RUNNING),
-    ).order_by("-id")
+    return (
+        Backfill.objects.select_related("schedule")
+        .annotate(
+            n_done=count(WindowStatus.SUCCEEDED),
+            n_failed=count(WindowStatus.FAILED),
+            n_running=count(WindowStatus.QUEUED, WindowStatus.RUNNING),
+        )
+        .order_by("-id")
+    )
 
 
 def backfill_windows(backfill) -> list:
     from scheduler.models import BackfillWindow
 
-    return list(BackfillWindow.objects.filter(backfill=backfill).only(
-        "id", "seq", "low", "high", "status", "attempts", "run_id", "backfill_id").order_by("seq"))
+    return list(
+        BackfillWindow.objects.filter(backfill=backfill)
+        .only("id", "seq", "low", "high", "status", "attempts", "run_id", "backfill_id")
+        .order_by("seq")
+    )
 
 
 # --- audit -------------------------------------------------------------------
+
 
 def audit_filtered(filters: dict):
     from scheduler.models import AuditEntry
@@ -328,5 +396,7 @@ def audit_counts(qs) -> dict:
     return {
         "by_action": list(qs.order_by().values("action").annotate(n=Count("id")).order_by("-n", "action")[:30]),
         "by_actor": list(qs.order_by().values("actor").annotate(n=Count("id")).order_by("-n", "actor")[:30]),
-        "by_day": list(qs.order_by().annotate(day=TruncDate("at")).values("day").annotate(n=Count("id")).order_by("-day")[:31]),
+        "by_day": list(
+            qs.order_by().annotate(day=TruncDate("at")).values("day").annotate(n=Count("id")).order_by("-day")[:31]
+        ),
     }

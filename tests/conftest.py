@@ -6,6 +6,44 @@ from datetime import datetime, timezone
 import pytest
 
 
+def restore_migration_data() -> None:
+    """A transactional test's flush drops the groups and workload classes migration 0002 made: put them back."""
+    from importlib import import_module
+
+    from django.contrib.auth.models import Group, Permission
+
+    from scheduler.models import WorkloadClass
+
+    if Group.objects.filter(name="admin").exists() and WorkloadClass.objects.filter(name="critical").exists():
+        return
+    spec = import_module("scheduler.migrations.0002_groups_and_classes")
+    crud = [f"{a}_{m}" for m in spec.CRUD_MODELS for a in ("add", "change", "delete")]
+    for name, codenames in [("viewer", spec.VIEW), ("operator", spec.VIEW + spec.OPERATE),
+                            ("admin", spec.VIEW + spec.OPERATE + crud)]:
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.set(Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames))
+    for name, limit in [("standard", 4), ("heavy", 1), ("critical", 2)]:
+        WorkloadClass.objects.get_or_create(name=name, defaults={"concurrency_limit": limit})
+
+
+@pytest.fixture(autouse=True)
+def _migration_data(request):
+    """Tests that use the database always see the data the migrations create."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    wanted = {"db", "transactional_db", "live_server"} - set(params)  # a parametrize argument named db is not the fixture
+    if request.node.get_closest_marker("django_db") or wanted & set(request.fixturenames):
+        request.getfixturevalue("transactional_db" if _is_transactional(request) else "db")
+        restore_migration_data()
+    yield
+
+
+def _is_transactional(request) -> bool:
+    marker = request.node.get_closest_marker("django_db")
+    if "transactional_db" in request.fixturenames or "live_server" in request.fixturenames:
+        return True
+    return bool(marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])))
+
+
 @pytest.fixture
 def now() -> datetime:
     return datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)

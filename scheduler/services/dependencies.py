@@ -81,11 +81,18 @@ def dependency_graph() -> dict[str, list[str]]:
     return graph
 
 
+# Cycles are spelled in the direction data flows, upstream -> dependent, as
+# in "a -> b" for "b depends on a"; the graph walks upstream links, hence
+# the reversals.
+
 def cycle_for(name: str, upstream_names: list[str]) -> list[str] | None:
+    """The cycle giving `name` these upstreams would close, e.g. ['a', 'b', 'c', 'a'], or None."""
     graph = dependency_graph()
     graph.setdefault(name, [])
-    return would_create_cycle(graph, name, upstream_names)
+    cycle = would_create_cycle(graph, name, upstream_names)
+    return list(reversed(cycle)) if cycle else None
 
 
 def all_cycles() -> list[list[str]]:
-    return find_all_cycles(dependency_graph())
+    """One cycle per tangle of schedules, each starting and ending at the same name."""
+    return [list(reversed(cycle)) for cycle in find_all_cycles(dependency_graph())]

@@ -38,8 +38,25 @@ def _clean_event_id(event_id: Any) -> str:
     return text
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def check_storable(payload: dict, *, field: str) -> dict:
+    """PostgreSQL's jsonb cannot hold the NUL character: refuse it here, naming the field, not with a 500."""
+    if _has_nul(payload):
+        raise ServiceError("must not contain the NUL character (\\u0000)", field=field)
+    return payload
+
+
 def _clean_payload(payload: Any) -> dict:
-    payload = validate_params(payload, field="payload")
+    payload = check_storable(validate_params(payload, field="payload"), field="payload")
     if len(json.dumps(payload)) > settings.ETL_WEBHOOK_MAX_BYTES:
         raise ServiceError(f"is larger than {settings.ETL_WEBHOOK_MAX_BYTES} bytes", field="payload")
     return payload

@@ -32,7 +32,7 @@ S = RunStatus
 
 
 def worker_name() -> str:
-    return f"{os.environ.get('Q_CLUSTER_NAME', 'etl')}@{socket.gethostname()}:{os.getpid()}"
+    return f"{os.environ.get('ETL_CLUSTER_ID', 'etl')}@{socket.gethostname()}:{os.getpid()}"
 
 
 class Heartbeat(threading.Thread):

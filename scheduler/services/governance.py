@@ -8,8 +8,8 @@ stored with what it did, so a dead loop shows on the pages and in an alert.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable
 
 from django.conf import settings
 from django.db import transaction

@@ -53,6 +53,8 @@ def run_transition(run: Run, *, new: str, now: datetime | None = None, extra_fil
 
 
 def _send_after_commit(run: Run, new: str, old: str) -> None:
+    if new not in (S.SUCCEEDED, S.SKIPPED, S.FAILED, S.BLOCKED) and (new, old) != (S.QUEUED, S.RUNNING):
+        return  # no signal for this transition (admission, waiting): spare the re-fetch after commit
     run_id = run.pk
 
     def send() -> None:
@@ -84,6 +86,9 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
         encoded = json.dumps(params)
     except (TypeError, ValueError) as exc:
         raise ServiceError(f"is not JSON-serialisable ({exc})", field=field) from None
+    if "\\u0000" in encoded:
+        # PostgreSQL's jsonb cannot store NUL; refuse it here rather than fail with a 500 later
+        raise ServiceError("must not contain NUL (\\u0000) characters", field=field)
     if len(encoded) > 256 * 1024:
         raise ServiceError("is larger than 256 KiB", field=field)
     return params

@@ -217,13 +217,10 @@ def schedule_delete(*, schedule: Schedule, actor: Any, reason: str = "", now: da
 
 
 def schedule_rotate_secret(*, schedule: Schedule, actor: Any, reason: str = "") -> str:
-    secret = secrets.token_urlsafe(32)
-    with transaction.atomic():
-        Schedule.objects.filter(pk=schedule.pk).update(webhook_secret=secret)
-        # never the secret itself in the audit log
-        audit_record(actor=actor, action="schedule.rotate_secret", target=schedule, reason=reason)
-    schedule.webhook_secret = secret
-    return secret
+    """Kept for callers of the schedule API; the webhook service owns rotation."""
+    from scheduler.services.webhooks import webhook_rotate_secret
+
+    return webhook_rotate_secret(schedule=schedule, actor=actor, reason=reason)
 
 
 def schedule_get(name_or_id: Any) -> Schedule:

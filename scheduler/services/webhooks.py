@@ -14,9 +14,10 @@ import hmac
 import json
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -25,6 +26,7 @@ from django.utils import timezone
 from scheduler.models import Run, Schedule, TriggerKind, WebhookDelivery
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError
+from scheduler.services.events import check_storable
 from scheduler.services.runs import run_enqueue, validate_params
 
 TIMESTAMP_HEADER = "X-Etl-Timestamp"
@@ -79,6 +81,17 @@ def delivery_from_headers(*, name: str, body: bytes, headers: Mapping[str, str],
                     signature=_header(headers, SIGNATURE_HEADER), remote=remote)
 
 
+def _printable(text: str) -> str:
+    # names come from the URL: keep control characters (NUL breaks PostgreSQL text) out of messages and the audit log
+    return "".join(c for c in text if c.isprintable())[:100]
+
+
+def _find(name: str) -> Schedule | None:
+    if not name or len(name) > 100 or not name.isprintable():
+        return None
+    return Schedule.objects.filter(name=name).first()
+
+
 def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
     """The schedule, the signature hex and the params; WebhookRefused on the first problem."""
     limit = settings.ETL_WEBHOOK_MAX_BYTES
@@ -87,9 +100,9 @@ def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
     if delivery.content_type != "application/json":
         raise WebhookRefused(f"Content-Type must be application/json, got {delivery.content_type or 'none'!r}",
                              status=415, field="Content-Type")
-    schedule = Schedule.objects.filter(name=delivery.name).first()
+    schedule = _find(delivery.name)
     if schedule is None:
-        raise WebhookRefused(f"unknown schedule '{delivery.name}'", status=404, field="schedule")
+        raise WebhookRefused(f"unknown schedule {_printable(delivery.name)!r}", status=404, field="schedule")
     if schedule.trigger_kind != TriggerKind.WEBHOOK:
         raise WebhookRefused(f"schedule '{schedule.name}' is not a webhook schedule", status=404, field="schedule")
     if not schedule.enabled:
@@ -124,15 +137,15 @@ def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
     except (UnicodeDecodeError, ValueError) as exc:
         raise WebhookRefused(f"body is not valid JSON ({exc})"[:300], status=400, field="body") from None
     try:
-        params = validate_params(data, field="body")
+        params = check_storable(validate_params(data, field="body"), field="body")
     except ServiceError as exc:
         raise WebhookRefused(str(exc), status=400, field="body") from None
     return schedule, given, params
 
 
 def webhook_audit_refusal(delivery: Delivery, exc: WebhookRefused, *, now: datetime) -> None:
-    schedule = Schedule.objects.filter(name=delivery.name).only("id", "name").first()
-    target: Any = schedule if schedule is not None else ("schedule", delivery.name[:64])
+    schedule = _find(delivery.name)
+    target: Any = schedule if schedule is not None else ("schedule", _printable(delivery.name)[:64])
     # What is recorded is the problem and the caller, never the secret or the body.
     audit_record(actor=f"api:webhook {delivery.remote}".strip(), action="webhook.refused", target=target,
                  after={"status": exc.status, "field": exc.field, "bytes": len(delivery.body)},

@@ -1,4 +1,5 @@
 """Small display filters for the dashboard."""
+
 from __future__ import annotations
 
 import json

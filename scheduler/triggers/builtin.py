@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from scheduler.core import ConfigError, describe_cron, next_fires, next_interval_fires, validate_cron, validate_timezone
 from scheduler.triggers.base import TriggerPlugin, require_keys
@@ -64,13 +64,13 @@ class IntervalTrigger(TriggerPlugin):
             if parsed.tzinfo is None:
                 # a wall-clock anchor is read in the schedule's own zone, like cron
                 parsed = parsed.replace(tzinfo=validate_timezone(timezone))
-            config["anchor"] = parsed.astimezone(dt_timezone.utc).isoformat()
+            config["anchor"] = parsed.astimezone(UTC).isoformat()
         return config
 
     def _anchor(self, config) -> datetime:
         if config.get("anchor"):
             return datetime.fromisoformat(config["anchor"])
-        return datetime(2000, 1, 1, tzinfo=dt_timezone.utc)
+        return datetime(2000, 1, 1, tzinfo=UTC)
 
     def describe(self, config, *, timezone):
         seconds = config["seconds"]

@@ -48,7 +48,7 @@ def compile_filter(expression: str):
         raise ConfigError(FIELD, _parse_problem(expression, exc)) from None
     except RecursionError:
         raise ConfigError(FIELD, "is nested too deeply") from None
-    except Exception as exc:  # celpy's lark front end can raise other parse errors
+    except Exception as exc:  # noqa: BLE001  celpy's lark front end raises other parse errors too
         raise ConfigError(FIELD, _parse_problem(expression, exc)) from None
 
 
@@ -68,6 +68,6 @@ def matches(expression: str, payload: dict[str, Any]) -> bool:
     try:
         activation = {k: celpy.json_to_cel(v) for k, v in payload.items() if isinstance(k, str)}
         result = program.evaluate(activation)
-    except Exception:
+    except Exception:  # noqa: BLE001  a filter error of any kind means "no match"
         return False
     return isinstance(result, celtypes.BoolType) and bool(result)

@@ -1,4 +1,5 @@
 """Audit reports: filter, counts, CSV export."""
+
 from __future__ import annotations
 
 import csv
@@ -8,11 +9,22 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from scheduler import selectors
-from scheduler.views.common import can, int_or_none
+from scheduler.views.common import int_or_none, page
 from scheduler.views.forms import AuditFilterForm
 
 PAGE_SIZE = 100
-CSV_COLUMNS = ["at", "actor", "actor_kind", "action", "target_type", "target_id", "target_repr", "reason", "before", "after"]
+CSV_COLUMNS = [
+    "at",
+    "actor",
+    "actor_kind",
+    "action",
+    "target_type",
+    "target_id",
+    "target_repr",
+    "reason",
+    "before",
+    "after",
+]
 
 
 def _filtered(request):
@@ -21,7 +33,7 @@ def _filtered(request):
     return form, selectors.audit_filtered(filters)
 
 
-@can("scheduler.view_auditentry")
+@page("scheduler.view_auditentry")
 def audit_report(request):
     form, qs = _filtered(request)
     before = int_or_none(request.GET.get("before"))
@@ -31,8 +43,11 @@ def audit_report(request):
     query = request.GET.copy()
     query.pop("before", None)
     context = {
-        "form": form, "entries": entries[:PAGE_SIZE], "counts": selectors.audit_counts(qs),
-        "older": entries[PAGE_SIZE - 1].id if len(entries) > PAGE_SIZE else None, "query": query.urlencode(),
+        "form": form,
+        "entries": entries[:PAGE_SIZE],
+        "counts": selectors.audit_counts(qs),
+        "older": entries[PAGE_SIZE - 1].id if len(entries) > PAGE_SIZE else None,
+        "query": query.urlencode(),
     }
     return render(request, "scheduler/audit.html", context)
 
@@ -48,7 +63,7 @@ def _csv_safe(value) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
-@can("scheduler.view_auditentry")
+@page("scheduler.view_auditentry")
 def audit_csv(request):
     _form, qs = _filtered(request)
     writer = csv.writer(_Echo())
@@ -56,10 +71,14 @@ def audit_csv(request):
     def rows():
         yield writer.writerow(CSV_COLUMNS)
         for entry in qs.order_by("-id").iterator(chunk_size=2000):
-            yield writer.writerow([
-                entry.at.isoformat(), *(_csv_safe(getattr(entry, c)) for c in CSV_COLUMNS[1:8]),
-                _csv_safe(entry.before), _csv_safe(entry.after),
-            ])
+            yield writer.writerow(
+                [
+                    entry.at.isoformat(),
+                    *(_csv_safe(getattr(entry, c)) for c in CSV_COLUMNS[1:8]),
+                    _csv_safe(entry.before),
+                    _csv_safe(entry.after),
+                ]
+            )
 
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")

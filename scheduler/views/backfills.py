@@ -1,4 +1,5 @@
 """Backfills: list with progress, a live grid of windows, submit and control."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -10,9 +11,11 @@ from scheduler import selectors
 from scheduler.models import Backfill, BackfillStatus, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
-from scheduler.views.common import action, can
+from scheduler.views.common import action, page
 from scheduler.views.forms import BackfillForm, ReasonForm
 
+# the service names its inputs from / to / window; the form's fields are longer
+SERVICE_FIELDS = {"from": "range_from", "to": "range_to", "window": "window_size"}
 OPEN_WINDOWS = {WindowStatus.PENDING, WindowStatus.QUEUED, WindowStatus.RUNNING}
 
 
@@ -24,7 +27,7 @@ def _service(name: str):
     return fn
 
 
-@can("scheduler.view_backfill")
+@page("scheduler.view_backfill")
 def backfill_list(request):
     initial = {"schedule": request.GET.get("schedule")} if request.GET.get("schedule") else None
     context = {"backfills": selectors.backfills_with_progress()[:100], "form": BackfillForm(initial=initial)}
@@ -38,12 +41,16 @@ def backfill_submit(request):
         data = form.cleaned_data
         try:
             backfill = _service("backfill_submit")(
-                schedule=data["schedule"], range_from=data["range_from"], range_to=data["range_to"],
-                window_size=data["window_size"], reason=data["reason"], max_parallel=data["max_parallel"],
-                actor=request.user,
+                schedule=data["schedule"],
+                start=data["range_from"],
+                end=data["range_to"],
+                window=data["window_size"],
+                reason=data["reason"],
+                max_parallel=data["max_parallel"],
+                requested_by=request.user,
             )
         except ServiceError as exc:
-            field = (exc.field or "").split(".")[0]
+            field = SERVICE_FIELDS.get((exc.field or "").split(".")[0], exc.field)
             form.add_error(field if field in form.fields else None, str(exc))
         else:
             messages.success(request, f"Backfill {backfill.pk} submitted with {backfill.total_windows} windows.")
@@ -59,12 +66,18 @@ def _progress(backfill: Backfill, windows) -> dict:
     total = backfill.total_windows or len(windows)
     done = counts[WindowStatus.SUCCEEDED]
     failed = counts[WindowStatus.FAILED]
-    return {"total": total, "done": done, "failed": failed, "counts": counts,
-            "running": counts[WindowStatus.QUEUED] + counts[WindowStatus.RUNNING],
-            "pending": counts[WindowStatus.PENDING], "percent": round(100 * (done + failed) / total) if total else 100}
+    return {
+        "total": total,
+        "done": done,
+        "failed": failed,
+        "counts": counts,
+        "running": counts[WindowStatus.QUEUED] + counts[WindowStatus.RUNNING],
+        "pending": counts[WindowStatus.PENDING],
+        "percent": round(100 * (done + failed) / total) if total else 100,
+    }
 
 
-@can("scheduler.view_backfill")
+@page("scheduler.view_backfill")
 def backfill_detail(request, backfill_id: int):
     backfill = get_object_or_404(Backfill.objects.select_related("schedule"), pk=backfill_id)
     windows = selectors.backfill_windows(backfill)
@@ -72,14 +85,20 @@ def backfill_detail(request, backfill_id: int):
     finished = backfill.status in (BackfillStatus.COMPLETED, BackfillStatus.CANCELLED) and not any(
         w.status in OPEN_WINDOWS for w in windows
     )
-    context = {"backfill": backfill, "windows": windows, "progress": progress, "finished": finished,
-               "statuses": WindowStatus.choices}
+    context = {
+        "backfill": backfill,
+        "windows": windows,
+        "progress": progress,
+        "finished": finished,
+        "statuses": WindowStatus.choices,
+    }
     if request.htmx and finished:
         # the last swap shows the final grid; 286 tells htmx to stop polling
         response = render(request, "scheduler/backfill_detail.html#grid", context)
         return HttpResponseStopPolling(response.content)
-    return render(request, "scheduler/backfill_detail.html#grid" if request.htmx else "scheduler/backfill_detail.html",
-                  context)
+    return render(
+        request, "scheduler/backfill_detail.html#grid" if request.htmx else "scheduler/backfill_detail.html", context
+    )
 
 
 def _control(request, backfill_id: int, service: str, done: str) -> HttpResponse:

@@ -3,6 +3,7 @@
 The templates draw the shapes; these functions only decide where they go, so
 they can be tested without rendering anything.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,7 +84,9 @@ def layered_layout(nodes: list[Node], edges: Iterable[tuple[Hashable, Hashable]]
         up, down = by_key[a], by_key[b]
         x1, y1, x2, y2 = up.x + up.w, up.cy, down.x, down.cy
         if x2 <= x1:  # same layer (only with a cycle): bend around
-            layout.edges.append(Edge(f"M{x1:.0f},{y1:.0f} C{x1 + 40:.0f},{y1:.0f} {x2 - 40:.0f},{y2:.0f} {x2:.0f},{y2:.0f}", True))
+            layout.edges.append(
+                Edge(f"M{x1:.0f},{y1:.0f} C{x1 + 40:.0f},{y1:.0f} {x2 - 40:.0f},{y2:.0f} {x2:.0f},{y2:.0f}", True)
+            )
             continue
         mid = (x1 + x2) / 2
         layout.edges.append(Edge(f"M{x1:.0f},{y1:.0f} C{mid:.0f},{y1:.0f} {mid:.0f},{y2:.0f} {x2:.0f},{y2:.0f}"))
@@ -127,19 +130,35 @@ def history_chart(runs: list, *, width: int = 640, height: int = 180, href=lambd
         durations.append(seconds)
     max_seconds = max(durations, default=0) or 1.0
     max_rows = max((r.rows_loaded or 0 for r in runs), default=0) or 1
-    step = (width - 2 * PAD) / max(len(runs), 1)
+    # a few runs should not become a few giant bars
+    step = min((width - 2 * PAD) / max(len(runs), 1), 40)
     bars, points = [], []
     for i, (run, seconds) in enumerate(zip(runs, durations)):
         h = max(plot_h * seconds / max_seconds, 1.5)
         x = PAD + i * step
-        bars.append(Bar(x=round(x + step * 0.1, 1), y=round(bottom - h, 1), w=round(max(step * 0.8, 1), 1), h=round(h, 1),
-                        status=str(run.status).lower(),
-                        title=f"run {run.pk}: {seconds:.1f} s, {run.rows_loaded if run.rows_loaded is not None else '-'} rows",
-                        href=href(run)))
+        bars.append(
+            Bar(
+                x=round(x + step * 0.1, 1),
+                y=round(bottom - h, 1),
+                w=round(max(step * 0.8, 1), 1),
+                h=round(h, 1),
+                status=str(run.status).lower(),
+                title=f"run {run.pk}: {seconds:.1f} s, {run.rows_loaded if run.rows_loaded is not None else '-'} rows",
+                href=href(run),
+            )
+        )
         ry = bottom - plot_h * (run.rows_loaded or 0) / max_rows
         points.append(f"{x + step / 2:.1f},{ry:.1f}")
-    return HistoryChart(width=width, height=height, bars=bars, rows_points=" ".join(points),
-                        max_seconds=round(max_seconds, 1), max_rows=max_rows, plot_top=top, plot_bottom=bottom)
+    return HistoryChart(
+        width=width,
+        height=height,
+        bars=bars,
+        rows_points=" ".join(points),
+        max_seconds=round(max_seconds, 1),
+        max_rows=max_rows,
+        plot_top=top,
+        plot_bottom=bottom,
+    )
 
 
 def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = ()) -> tuple[list[dict], Layout]:
@@ -147,9 +166,16 @@ def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = ()) -> tuple[li
     rows: list[dict] = []
     for record in report.get("records", []) or []:
         outcome = str(record.get("outcome", "")).upper()
-        rows.append({"task": record.get("task_id", "?"), "outcome": "SUCCEEDED" if outcome == "SUCCESS" else outcome or "?",
-                     "rows": record.get("rows"), "reason": record.get("reason", ""),
-                     "started_at": record.get("started_at"), "finished_at": record.get("finished_at")})
+        rows.append(
+            {
+                "task": record.get("task_id", "?"),
+                "outcome": "SUCCEEDED" if outcome == "SUCCESS" else outcome or "?",
+                "rows": record.get("rows"),
+                "reason": record.get("reason", ""),
+                "started_at": record.get("started_at"),
+                "finished_at": record.get("finished_at"),
+            }
+        )
     for task in report.get("skipped", []) or []:
         if not any(r["task"] == task for r in rows):
             rows.append({"task": task, "outcome": "SKIPPED", "rows": None, "reason": "still fresh"})

@@ -1,11 +1,12 @@
 """Small helpers shared by the page views."""
+
 from __future__ import annotations
 
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 
 def can(perm: str):
@@ -19,6 +20,15 @@ def can(perm: str):
             return view(request, *args, **kwargs)
 
         return login_required(wrapped)
+
+    return decorator
+
+
+def page(perm: str):
+    """A read-only page: GET or HEAD only, login, then the permission."""
+
+    def decorator(view):
+        return require_safe(can(perm)(view))
 
     return decorator
 

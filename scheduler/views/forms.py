@@ -1,8 +1,10 @@
 """Forms for the pages: they parse and name the field at fault; services decide."""
+
 from __future__ import annotations
 
 import json
-from datetime import datetime, time, timedelta, timezone as dt_timezone
+from datetime import datetime, time, timedelta
+from datetime import timezone as dt_timezone
 
 from django import forms
 
@@ -17,13 +19,17 @@ def _day_start(day) -> datetime | None:
 
 class RunFilterForm(forms.Form):
     status = forms.ChoiceField(choices=[("", "any")] + RunStatus.choices, required=False)
-    schedule = forms.ModelChoiceField(queryset=Schedule.objects.only("id", "name"), required=False, empty_label="any",
-                                      to_field_name="name")
-    workload_class = forms.ModelChoiceField(queryset=WorkloadClass.objects.all(), required=False, empty_label="any",
-                                            to_field_name="name")
+    schedule = forms.ModelChoiceField(
+        queryset=Schedule.objects.only("id", "name"), required=False, empty_label="any", to_field_name="name"
+    )
+    workload_class = forms.ModelChoiceField(
+        queryset=WorkloadClass.objects.all(), required=False, empty_label="any", to_field_name="name"
+    )
     trigger_kind = forms.ChoiceField(choices=[("", "any")] + TriggerKind.choices, required=False)
     since = forms.DateField(required=False, label="From (UTC day)", widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, label="To (UTC day, inclusive)", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(
+        required=False, label="To (UTC day, inclusive)", widget=forms.DateInput(attrs={"type": "date"})
+    )
 
     def clean(self):
         cleaned = super().clean()
@@ -47,7 +53,9 @@ class AuditFilterForm(forms.Form):
     action = forms.CharField(required=False, max_length=64, help_text="Prefix, e.g. breaker. or run.trigger")
     target = forms.CharField(required=False, max_length=200, help_text="type:id (schedule:3) or part of its name")
     since = forms.DateField(required=False, label="From (UTC day)", widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, label="To (UTC day, inclusive)", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(
+        required=False, label="To (UTC day, inclusive)", widget=forms.DateInput(attrs={"type": "date"})
+    )
 
     def filters(self) -> dict:
         data = {k: v for k, v in getattr(self, "cleaned_data", {}).items() if v not in (None, "")}
@@ -70,7 +78,9 @@ class JSONObjectField(forms.CharField):
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+            raise forms.ValidationError(
+                f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from None
         if not isinstance(parsed, dict):
             raise forms.ValidationError('must be a JSON object such as {"day": "2026-03-01"}')
         return parsed
@@ -94,7 +104,8 @@ class BackfillForm(forms.Form):
     schedule = forms.ModelChoiceField(queryset=Schedule.objects.order_by("name"), to_field_name="name")
     range_from = forms.CharField(max_length=64, label="From", help_text="ISO date-time or integer (exclusive)")
     range_to = forms.CharField(max_length=64, label="To", help_text="ISO date-time or integer (inclusive)")
-    window_size = forms.CharField(max_length=32, help_text="Seconds for datetime marks (86400 = a day), a count for integer marks")
+    window_size = forms.CharField(
+        max_length=32, help_text="Seconds for datetime marks (86400 = a day), a count for integer marks"
+    )
     max_parallel = forms.IntegerField(min_value=1, max_value=100, initial=1)
     reason = forms.CharField(max_length=500)
-

@@ -15,13 +15,16 @@ import logging
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
 
 from scheduler.services.errors import ServiceError
 from scheduler.services.events import event_emit
 from scheduler.services.webhooks import (
-    WebhookRefused, delivery_from_headers, webhook_audit_refusal, webhook_receive,
+    WebhookRefused,
+    delivery_from_headers,
+    webhook_audit_refusal,
+    webhook_receive,
 )
 
 log = logging.getLogger(__name__)

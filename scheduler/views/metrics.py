@@ -1,4 +1,5 @@
 """`/metrics` for Prometheus, behind a bearer token."""
+
 from __future__ import annotations
 
 import hmac

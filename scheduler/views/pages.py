@@ -1,4 +1,5 @@
 """Overview, runs, run detail, blocked and skipped lists."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -9,29 +10,32 @@ from scheduler import selectors
 from scheduler.models import Run, RunStatus
 from scheduler.services.errors import ServiceError
 from scheduler.views import charts
-from scheduler.views.common import action, can, int_or_none, partial
+from scheduler.views.common import action, int_or_none, page, partial
 from scheduler.views.forms import ReasonForm, RunFilterForm
 
 PAGE_SIZE = 50
 
 
-@can("scheduler.view_run")
+@page("scheduler.view_run")
 def overview(request):
     context = selectors.overview(timezone.now())
     return render(request, partial(request, "scheduler/overview.html", "live"), context)
 
 
-@can("scheduler.view_run")
+@page("scheduler.view_run")
 def run_list(request):
     form = RunFilterForm(request.GET or None)
     filters = form.filters() if form.is_bound and form.is_valid() else {}
-    page = selectors.runs_keyset_page(
-        filters, before=int_or_none(request.GET.get("before")), after=int_or_none(request.GET.get("after")), size=PAGE_SIZE,
+    result = selectors.runs_keyset_page(
+        filters,
+        before=int_or_none(request.GET.get("before")),
+        after=int_or_none(request.GET.get("after")),
+        size=PAGE_SIZE,
     )
     query = request.GET.copy()
     for key in ("before", "after"):
         query.pop(key, None)
-    context = {"form": form, "page": page, "query": query.urlencode(), "live": not request.GET.get("before")}
+    context = {"form": form, "page": result, "query": query.urlencode(), "live": not request.GET.get("before")}
     return render(request, partial(request, "scheduler/runs.html", "table"), context)
 
 
@@ -51,7 +55,9 @@ def _explain(run: Run, now) -> str:
             return "; ".join(f"{k}: {v}" for k, v in answer.items() if v not in (None, "", [], {}))
         if answer:
             return str(answer)
-    return run.reason or ("waiting for its upstreams" if run.status == RunStatus.WAITING else "waiting for the dispatcher")
+    return run.reason or (
+        "waiting for its upstreams" if run.status == RunStatus.WAITING else "waiting for the dispatcher"
+    )
 
 
 def _workflow_deps(run: Run) -> list[tuple[str, str]]:
@@ -63,9 +69,11 @@ def _workflow_deps(run: Run) -> list[tuple[str, str]]:
         return []
 
 
-@can("scheduler.view_run")
+@page("scheduler.view_run")
 def run_detail(request, run_id: int):
-    run = get_object_or_404(Run.objects.select_related("schedule", "workload_class", "blocked_by", "backfill"), pk=run_id)
+    run = get_object_or_404(
+        Run.objects.select_related("schedule", "workload_class", "blocked_by", "backfill"), pk=run_id
+    )
     now = timezone.now()
     context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final}
     if run.started_at:
@@ -86,23 +94,28 @@ def run_cancel(request, run_id: int):
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
     try:
         done = cancel(run=run, actor=request.user, reason=reason or f"cancelled by {request.user.get_username()}")
-        messages.success(request, f"Run {run.pk} cancelled." if done else f"Run {run.pk} changed meanwhile; not cancelled.")
+        messages.success(
+            request, f"Run {run.pk} cancelled." if done else f"Run {run.pk} changed meanwhile; not cancelled."
+        )
     except ServiceError as exc:
         messages.error(request, str(exc))
     return redirect("scheduler:run_detail", run_id=run.pk)
 
 
 def _reason_list(request, status: str, title: str):
-    page = selectors.blocked_or_skipped(status, before=int_or_none(request.GET.get("before")), size=PAGE_SIZE)
-    return render(request, partial(request, "scheduler/reason_list.html", "table"),
-                  {"page": page, "title": title, "status": status})
+    result = selectors.blocked_or_skipped(status, before=int_or_none(request.GET.get("before")), size=PAGE_SIZE)
+    return render(
+        request,
+        partial(request, "scheduler/reason_list.html", "table"),
+        {"page": result, "title": title, "status": status},
+    )
 
 
-@can("scheduler.view_run")
+@page("scheduler.view_run")
 def blocked_list(request):
     return _reason_list(request, RunStatus.BLOCKED, "Blocked runs")
 
 
-@can("scheduler.view_run")
+@page("scheduler.view_run")
 def skipped_list(request):
     return _reason_list(request, RunStatus.SKIPPED, "Skipped runs")

@@ -1,4 +1,5 @@
 """Schedules: list, detail, toggle, run now, watermark, breaker, dependency graph."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -10,15 +11,19 @@ from scheduler import selectors
 from scheduler.models import Schedule
 from scheduler.services.errors import ServiceError
 from scheduler.views import charts
-from scheduler.views.common import action, can
+from scheduler.views.common import action, page
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
 
 
-@can("scheduler.view_schedule")
+@page("scheduler.view_schedule")
 def schedule_list(request):
     now = timezone.now()
     rows = [
-        {"schedule": s, "trigger_text": selectors.describe_trigger(s), "fires": selectors.next_fire_times(s, now=now, count=2)}
+        {
+            "schedule": s,
+            "trigger_text": selectors.describe_trigger(s),
+            "fires": selectors.next_fire_times(s, now=now, count=2),
+        }
         for s in selectors.schedules_with_last_run()
     ]
     return render(request, "scheduler/schedules.html", {"rows": rows, "run_now_form": RunNowForm()})
@@ -35,7 +40,7 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
     return context
 
 
-@can("scheduler.view_schedule")
+@page("scheduler.view_schedule")
 def schedule_detail(request, schedule_id: int):
     schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
     return render(request, "scheduler/schedule_detail.html", _detail_context(request, schedule))
@@ -70,15 +75,20 @@ def schedule_run_now(request, schedule_id: int):
     form = RunNowForm(request.POST)
     if form.is_valid():
         try:
-            run = run_trigger_manual(schedule=schedule, actor=request.user, params=form.cleaned_data["params"],
-                                     reason=form.cleaned_data["reason"])
+            run = run_trigger_manual(
+                schedule=schedule,
+                actor=request.user,
+                params=form.cleaned_data["params"],
+                reason=form.cleaned_data["reason"],
+            )
         except ServiceError as exc:
             form.add_error("params" if exc.field == "params" else None, str(exc))
         else:
             messages.success(request, f"Queued run {run.pk} of {schedule.name}.")
             return redirect("scheduler:run_detail", run_id=run.pk)
-    return render(request, "scheduler/schedule_detail.html", _detail_context(request, schedule, run_now_form=form),
-                  status=400)
+    return render(
+        request, "scheduler/schedule_detail.html", _detail_context(request, schedule, run_now_form=form), status=400
+    )
 
 
 @action("scheduler.manage_watermark")
@@ -99,8 +109,9 @@ def schedule_watermark(request, schedule_id: int):
             return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
         except ServiceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, str(exc))
-    return render(request, "scheduler/schedule_detail.html",
-                  _detail_context(request, schedule, watermark_form=form), status=400)
+    return render(
+        request, "scheduler/schedule_detail.html", _detail_context(request, schedule, watermark_form=form), status=400
+    )
 
 
 @action("scheduler.reset_breaker")
@@ -115,12 +126,16 @@ def schedule_breaker_reset(request, schedule_id: int):
     return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
 
 
-@can("scheduler.view_schedule")
+@page("scheduler.view_schedule")
 def dependency_graph(request):
     data = selectors.dependency_graph()
     nodes = [
-        charts.Node(key=s.pk, label=s.name, status=(s.last_run_status or "none").lower(),
-                    href=reverse("scheduler:schedule_detail", args=[s.pk]))
+        charts.Node(
+            key=s.pk,
+            label=s.name,
+            status=(s.last_run_status or "none").lower(),
+            href=reverse("scheduler:schedule_detail", args=[s.pk]),
+        )
         for s in data["schedules"]
     ]
     # the through table holds (downstream=from, upstream=to)

@@ -35,7 +35,6 @@ def start_cluster(name: str, *, log_path: Path, extra_env: dict | None = None) -
     env = {
         **os.environ,
         "DATABASE_URL": child_database_url(),
-        "Q_CLUSTER_NAME": name,
         "ETL_DISPATCH_INTERVAL": "0.05",
         "ETL_GOVERNANCE_INTERVAL": "1",
         "ETL_HEARTBEAT_SECONDS": "0.5",

@@ -144,7 +144,7 @@ def test_a_cycle_is_refused_on_save_with_the_cycle_spelled_out(make_schedule):
     with pytest.raises(ServiceError) as info:
         schedule_save(schedule=a, data={"depends_on": ["c"]}, actor="tests")
     assert info.value.field == "depends_on"
-    assert "a -> c -> b -> a" in str(info.value)
+    assert "a -> b -> c -> a" in str(info.value)  # b depends on a, c on b, a on c
     assert list(a.depends_on.all()) == []
 
 

@@ -1,14 +1,13 @@
 """The built-in trigger plugins: validation naming the key, plain-words descriptions, fire times."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from scheduler.core import ConfigError
 from scheduler.triggers.registry import get_trigger
 
-UTC = timezone.utc
 
 
 def _field(exc_info) -> str:

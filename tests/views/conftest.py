@@ -1,4 +1,5 @@
 """Fixtures for the page tests: logged-in clients and a quick run factory."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -37,8 +38,12 @@ def make_run(db, now):
         if status in RunStatus.final():
             defaults.update(started_at=now - timedelta(minutes=4), finished_at=now - timedelta(minutes=3))
         if status == RunStatus.RUNNING:
-            defaults.update(started_at=now - timedelta(seconds=30), heartbeat_at=now - timedelta(seconds=2),
-                            admitted_at=now - timedelta(seconds=30), worker_id="cluster-a/1")
+            defaults.update(
+                started_at=now - timedelta(seconds=30),
+                heartbeat_at=now - timedelta(seconds=2),
+                admitted_at=now - timedelta(seconds=30),
+                worker_id="cluster-a/1",
+            )
         defaults.update(fields)
         return Run.objects.create(schedule=schedule, status=status, **defaults)
 

@@ -48,7 +48,7 @@ def test_it_lists_open_breakers_and_recent_failures(viewer_client, make_schedule
     failed = make_run(schedule, RunStatus.FAILED, reason="boom: source down")
     page = viewer_client.get(URL).content.decode()
     assert "boom: source down" in page and f"#{failed.pk}" in page
-    assert 's-open' in page
+    assert "s-open" in page
 
 
 def test_htmx_gets_only_the_live_partial_that_polls_while_visible(viewer_client, db):
@@ -59,8 +59,9 @@ def test_htmx_gets_only_the_live_partial_that_polls_while_visible(viewer_client,
 
 
 @pytest.mark.parametrize("n", [5, 40])
-def test_the_query_count_does_not_grow_with_the_number_of_runs(viewer_client, make_schedule, make_run, n,
-                                                                django_assert_max_num_queries):
+def test_the_query_count_does_not_grow_with_the_number_of_runs(
+    viewer_client, make_schedule, make_run, n, django_assert_max_num_queries
+):
     schedules = [make_schedule(f"s{i}") for i in range(3)]
     for i in range(n):
         make_run(schedules[i % 3], RunStatus.RUNNING)

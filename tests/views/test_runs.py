@@ -50,8 +50,9 @@ def test_a_bad_filter_names_the_field_and_shows_all_runs(viewer_client, make_sch
     assert response.context["form"].errors.keys() == {"status", "since"}
 
 
-def test_it_pages_by_id_cursor_without_counting(viewer_client, make_schedule, make_run, monkeypatch,
-                                                 django_assert_max_num_queries):
+def test_it_pages_by_id_cursor_without_counting(
+    viewer_client, make_schedule, make_run, monkeypatch, django_assert_max_num_queries
+):
     from scheduler.views import pages
 
     monkeypatch.setattr(pages, "PAGE_SIZE", 2)
@@ -80,8 +81,9 @@ def test_the_runs_page_never_counts_the_table(viewer_client, make_schedule, make
 
 
 @pytest.mark.parametrize("n", [3, 60])
-def test_the_query_count_does_not_grow_with_the_page(viewer_client, make_schedule, make_run, n,
-                                                     django_assert_max_num_queries):
+def test_the_query_count_does_not_grow_with_the_page(
+    viewer_client, make_schedule, make_run, n, django_assert_max_num_queries
+):
     schedules = [make_schedule(f"s{i}") for i in range(4)]
     for i in range(n):
         make_run(schedules[i % 4])
@@ -95,8 +97,17 @@ def test_htmx_polls_get_only_the_table(viewer_client, db):
 
 
 def test_run_detail_shows_params_window_attempts_and_error(viewer_client, make_schedule, make_run):
-    run = make_run(make_schedule("orders"), RunStatus.FAILED, params={"day": "2026-03-01"}, window_low="10",
-                   window_high="20", attempt=2, max_attempts=3, error="Traceback: ValueError: bad row", rows_loaded=7)
+    run = make_run(
+        make_schedule("orders"),
+        RunStatus.FAILED,
+        params={"day": "2026-03-01"},
+        window_low="10",
+        window_high="20",
+        attempt=2,
+        max_attempts=3,
+        error="Traceback: ValueError: bad row",
+        rows_loaded=7,
+    )
     page = html.unescape(viewer_client.get(reverse("scheduler:run_detail", args=[run.pk])).content.decode())
     for text in ['"day": "2026-03-01"', "(10, 20]", "2 of 3", "ValueError: bad row", ">7<"]:
         assert text in page, text
@@ -125,7 +136,9 @@ def test_run_detail_draws_a_workflow_report_as_table_and_graph(viewer_client, ma
             {"task_id": "extract", "outcome": "SUCCESS", "rows": 5, "reason": ""},
             {"task_id": "transform", "outcome": "FAILED", "rows": 0, "reason": "ValueError: x"},
         ],
-        "skipped": [], "blocked": ["load"], "ok": False,
+        "skipped": [],
+        "blocked": ["load"],
+        "ok": False,
     }
     run = make_run(schedule, RunStatus.FAILED, report=report)
     response = viewer_client.get(reverse("scheduler:run_detail", args=[run.pk]))

@@ -14,14 +14,15 @@ class Command(BaseCommand):
     help = "Start a django-q2 cluster with the scheduler's dispatch and governance loops."
 
     def add_arguments(self, parser):
-        parser.add_argument("-n", "--name", dest="cluster_name", default=None, help="Cluster name (Q_CLUSTER_NAME).")
+        parser.add_argument("-n", "--name", dest="cluster_name", default=None,
+                            help="This cluster's identity in leases and worker ids (ETL_CLUSTER_ID); the queue is shared.")
         parser.add_argument("--no-loops", action="store_true", help="Workers only, no dispatch/governance loops.")
         parser.add_argument("--run-once", action="store_true", help="Start and stop (smoke test).")
 
     def handle(self, *args, **options):
         settings.SECRET_KEY  # noqa: B018  the cluster signs its messages
         if options["cluster_name"]:
-            os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+            os.environ["ETL_CLUSTER_ID"] = options["cluster_name"]
         from django_q.cluster import Cluster
 
         from scheduler.loops import start_loops, stop_loops

@@ -1,0 +1,26 @@
+"""Loaded into the benchmark's qcluster processes through ETL_PIPELINE_MODULES.
+
+When ETL_BENCH_DONE_FILE is set, every task the cluster finishes appends the
+finish time to that file (django-q2 sends `post_execute` from its monitor
+process after the task is acknowledged). That gives raw django-q2 and the
+scheduler the same finish clock even though django-q2 keeps no record of
+successful tasks with `save_limit = -1`.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+_path = os.environ.get("ETL_BENCH_DONE_FILE")
+
+if _path:
+    from django_q.signals import post_execute
+
+    def _done(sender, task, **kwargs) -> None:
+        fd = os.open(_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{time.time():.6f}\n".encode())
+        finally:
+            os.close(fd)
+
+    post_execute.connect(_done, dispatch_uid="etl-bench-probe", weak=False)

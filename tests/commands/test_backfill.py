@@ -1,0 +1,58 @@
+import json
+from io import StringIO
+from unittest import mock
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from scheduler.models import Backfill, BackfillStatus
+from tests.services.semantics_helpers import tick_and_execute
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def marked(make_schedule):
+    return make_schedule("marked", watermark_config={"type": "integer", "column": "id"})
+
+
+def test_it_submits_a_backfill_and_prints_json(marked):
+    out = StringIO()
+    call_command("backfill", "marked", "--from", "0", "--to", "1000", "--window", "250", "--reason", "replay",
+                 "--max-parallel", "2", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert (data["schedule"], data["status"], data["max_parallel"]) == ("marked", "ACTIVE", 2)
+    assert data["progress"]["total"] == 4 and data["progress"]["pending"] == 4
+    assert Backfill.objects.get(pk=data["id"]).requested_by == "cli"
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--from", "10", "--to", "5", "--window", "1"], "from"),
+    (["--from", "0", "--to", "5", "--window", "0"], "window"),
+    (["--from", "zero", "--to", "5", "--window", "1"], "from"),
+    (["--from", "0", "--to", "5", "--window", "1", "--max-parallel", "none"], "max_parallel"),
+])
+def test_bad_input_exits_2_naming_the_field_and_creates_nothing(marked, args, text):
+    with pytest.raises(CommandError) as info:
+        call_command("backfill", "marked", *args, "--reason", "r")
+    assert info.value.returncode == 2 and text in str(info.value)
+    assert not Backfill.objects.exists()
+
+
+def test_a_schedule_without_watermark_exits_2(make_schedule):
+    make_schedule("plain")
+    with pytest.raises(CommandError) as info:
+        call_command("backfill", "plain", "--from", "0", "--to", "5", "--window", "1", "--reason", "r")
+    assert info.value.returncode == 2 and "no watermark config" in str(info.value)
+
+
+def test_wait_draws_a_progress_bar_until_the_backfill_completes(marked, now):
+    out, err = StringIO(), StringIO()
+    # each poll of the command lets the dispatcher and a worker do one round
+    with mock.patch("scheduler.management.commands.backfill.time.sleep", side_effect=lambda s: tick_and_execute(now)):
+        call_command("backfill", "marked", "--from", "0", "--to", "30", "--window", "10", "--reason", "r",
+                     "--wait", "--poll", "0", stdout=out, stderr=err)
+    assert "[----------" in err.getvalue()  # the first frame, nothing done yet
+    assert "[##############################] 3/3 done, 0 failed, 0 running (completed)" in err.getvalue()
+    assert "backfill" in out.getvalue() and "completed" in out.getvalue()
+    assert Backfill.objects.get().status == BackfillStatus.COMPLETED

@@ -1,0 +1,50 @@
+"""Pipelines for the multi-process tests; the clusters import this through ETL_PIPELINE_MODULES.
+
+`itest.record` appends "start"/"end" lines (run id, attempt, pid) to the file
+named in params["record"], and sleeps params["sleep"] seconds (or
+params["first_attempt_sleep"] on attempt 1, so a run whose worker is killed
+can finish quickly when it is re-queued).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from scheduler.core import IdentityTransform, Pipeline
+from scheduler.pipelines.context import RunContext
+from scheduler.pipelines.noop import NoopSink
+from scheduler.pipelines.registry import register_pipeline
+
+
+def _log(path: str, event: str, ctx: RunContext) -> None:
+    # one small O_APPEND write per line: lines from several processes never interleave
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{event} {ctx.run_id} {ctx.attempt} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+class RecordingSource:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def extract(self):
+        params = self.ctx.params
+        path = params.get("record")
+        seconds = float(params.get("sleep", 0))
+        if self.ctx.attempt == 1 and "first_attempt_sleep" in params:
+            seconds = float(params["first_attempt_sleep"])
+        if path:
+            _log(path, "start", self.ctx)
+        time.sleep(seconds)
+        if path:
+            _log(path, "end", self.ctx)
+        return []
+
+
+def recording(ctx: RunContext) -> Pipeline:
+    return Pipeline(RecordingSource(ctx), IdentityTransform(), NoopSink())
+
+
+register_pipeline("itest.record", recording, replace=True)

@@ -1,0 +1,255 @@
+"""Alerts: one per incident, by e-mail (locmem) and a signed JSON webhook (a local server), with retries."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from unittest import mock
+
+import pytest
+from django.core import mail
+
+from scheduler.models import Alert, AlertKind, AlertStatus, GovernanceTick, LoopLease, Run, RunStatus
+from scheduler.services import alerts
+from scheduler.services.dispatch import dispatch_tick
+from scheduler.services.execution import execute_run
+from scheduler.services.runs import run_trigger_manual
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def sync_alerts(settings, monkeypatch):
+    settings.ETL_ALERTS_SYNC = True
+    settings.ETL_ALERT_EMAILS = []
+    settings.ETL_ALERT_WEBHOOK_URL = ""
+    settings.ETL_ALERT_WEBHOOK_SECRET = ""
+    monkeypatch.setattr(alerts, "WEBHOOK_BACKOFF", 0.0)
+    monkeypatch.setattr(alerts, "_last_watchdog", None)
+
+
+class Receiver:
+    """A local HTTP server on 127.0.0.1 that records JSON posts and answers with scripted statuses."""
+
+    def __init__(self, statuses=()):
+        self.requests: list[dict] = []
+        self.statuses = list(statuses)
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append({"headers": dict(self.headers), "body": body})
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/alerts"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    servers = []
+
+    def make(statuses=()):
+        server = Receiver(statuses)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def _run_inline(now):
+    sent = []
+    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
+        dispatch_tick(now=now, holder="test")
+    for run_id, token in sent:
+        execute_run(run_id, token, clock=lambda: now)
+
+
+def _fail_once(schedule, now):
+    run = run_trigger_manual(schedule=schedule, actor="tests", params={"fail": True}, now=now)
+    _run_inline(now)
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    return run
+
+
+def test_a_run_that_fails_for_good_mails_the_schedule_and_global_addresses_once(make_schedule, now, settings):
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1,
+                             alert_emails="owner@example.com, ops@example.com")
+    run = _fail_once(schedule, now)
+    alert = Alert.objects.get(kind=AlertKind.RUN_FAILED)
+    assert alert.incident_key == f"run_failed:{run.pk}" and alert.run_id == run.pk
+    assert alert.status == AlertStatus.SENT and alert.attempts == 1
+    assert len(mail.outbox) == 1
+    assert mail.outbox[0].to == ["owner@example.com", "ops@example.com"]
+    assert "flaky" in mail.outbox[0].subject and str(run.pk) in mail.outbox[0].body
+    # the same incident reported again (a second signal) is not a second alert
+    alerts.on_run_failed(sender=Run, run=run, final=True)
+    assert Alert.objects.count() == 1 and len(mail.outbox) == 1
+
+
+def test_a_requeued_failure_is_not_an_alert(make_schedule):
+    schedule = make_schedule("noop")
+    run = run_trigger_manual(schedule=schedule, actor="tests")
+    alerts.on_run_failed(sender=Run, run=run, final=False)
+    assert not Alert.objects.exists()
+
+
+def test_a_signed_webhook_alert_reaches_a_local_receiver(make_schedule, now, settings, receiver):
+    server = receiver()
+    settings.ETL_ALERT_WEBHOOK_SECRET = "alert-secret"
+    schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1, alert_webhook_url=server.url)
+    run = _fail_once(schedule, now)
+    (request,) = server.requests
+    payload = json.loads(request["body"])
+    assert payload["kind"] == "run_failed" and payload["run"] == run.pk and payload["schedule"] == "flaky"
+    ts = request["headers"]["X-Etl-Timestamp"]
+    expected = hmac.new(b"alert-secret", f"{ts}.".encode() + request["body"], hashlib.sha256).hexdigest()
+    assert request["headers"]["X-Etl-Signature"] == f"sha256={expected}"
+    assert Alert.objects.get().status == AlertStatus.SENT
+
+
+def test_a_webhook_alert_is_retried_after_server_errors(make_schedule, now, settings, receiver):
+    server = receiver(statuses=[500, 503])
+    settings.ETL_ALERT_WEBHOOK_URL = server.url
+    schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1)
+    _fail_once(schedule, now)
+    assert len(server.requests) == 3
+    assert Alert.objects.get().status == AlertStatus.SENT
+
+
+def test_a_webhook_that_keeps_failing_marks_the_alert_failed_but_the_email_still_goes(make_schedule, now, settings,
+                                                                                       receiver):
+    server = receiver(statuses=[500, 500, 500, 500])
+    settings.ETL_ALERT_WEBHOOK_URL = server.url
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1)
+    _fail_once(schedule, now)
+    alert = Alert.objects.get()
+    assert alert.status == AlertStatus.FAILED and "HTTP 500" in alert.error
+    assert len(server.requests) == alerts.WEBHOOK_ATTEMPTS and len(mail.outbox) == 1
+
+
+def test_a_client_error_is_not_retried(receiver):
+    server = receiver(statuses=[400])
+    with pytest.raises(RuntimeError, match="HTTP 400"):
+        alerts.post_json(server.url, {"a": 1})
+    assert len(server.requests) == 1
+
+
+def test_an_unreachable_receiver_fails_within_the_attempts():
+    with pytest.raises(RuntimeError):
+        alerts.post_json("http://127.0.0.1:9/none", {"a": 1}, timeout=0.5, sleep=lambda s: None)
+    with pytest.raises(ValueError):
+        alerts.post_json("file:///etc/passwd", {"a": 1})
+
+
+def test_a_breaker_that_opens_alerts_once_per_opening(make_schedule, now, settings):
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1, breaker_threshold=1)
+    _fail_once(schedule, now)
+    schedule.refresh_from_db()
+    assert schedule.breaker_status == "open"
+    breaker = Alert.objects.get(kind=AlertKind.BREAKER_OPENED)
+    assert breaker.incident_key == f"breaker_opened:{schedule.pk}:{schedule.breaker_opened_at.isoformat()}"
+    assert "opened" in breaker.message
+    assert {m.subject.split(":")[0] for m in mail.outbox} == {"[etl] Run failed for good", "[etl] Circuit breaker opened"}
+
+
+def test_a_dependency_timeout_is_its_own_kind_of_alert(make_schedule, now, settings):
+    from scheduler.services.governance import dependency_timeouts
+
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    up = make_schedule("up")
+    down = make_schedule("down", depends_on=["up"], max_wait_seconds=60)
+    run = run_trigger_manual(schedule=down, actor="tests", now=now)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.WAITING, reason="waiting for up")
+    assert dependency_timeouts(now=now + timedelta(seconds=61)) == [run.pk]
+    alert = Alert.objects.get()
+    assert alert.kind == AlertKind.DEPENDENCY_TIMEOUT and alert.incident_key == f"dependency_timeout:{run.pk}"
+    assert up.pk and "dependency timeout" in mail.outbox[0].body
+
+
+def test_a_late_governance_loop_alerts_once_per_outage(now, settings):
+    settings.ETL_GOVERNANCE_INTERVAL = 15
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    GovernanceTick.objects.create(started_at=now, holder="c1")
+    assert alerts.governance_late_alert(now=now + timedelta(seconds=30)) is None
+    first = alerts.governance_late_alert(now=now + timedelta(seconds=60))
+    assert first is not None and first.kind == AlertKind.GOVERNANCE_LATE and "late" in first.message
+    assert alerts.governance_late_alert(now=now + timedelta(hours=5)) is None  # the same outage
+    GovernanceTick.objects.create(started_at=now + timedelta(hours=6), holder="c2")
+    assert alerts.governance_late_alert(now=now + timedelta(hours=6, seconds=10)) is None  # recovered
+    assert alerts.governance_late_alert(now=now + timedelta(hours=7)) is not None  # a new outage
+    assert len(mail.outbox) == 2
+
+
+def test_no_tick_yet_is_late_only_once_the_dispatcher_has_run_for_a_while(now, settings):
+    settings.ETL_GOVERNANCE_INTERVAL = 15
+    settings.ETL_LEASE_SECONDS = 20
+    assert alerts.governance_late_alert(now=now) is None  # a fresh install
+    LoopLease.objects.create(name="dispatch", holder="c1", acquired_at=now, expires_at=now + timedelta(seconds=20))
+    assert alerts.governance_late_alert(now=now + timedelta(seconds=30)) is None
+    alert = alerts.governance_late_alert(now=now + timedelta(seconds=70))
+    assert alert.incident_key == "governance_late:never" and "never run" in alert.message
+
+
+def test_the_dispatch_loop_checks_governance_at_most_once_a_minute(now, settings):
+    settings.ETL_GOVERNANCE_INTERVAL = 1
+    GovernanceTick.objects.create(started_at=now - timedelta(minutes=10), holder="c1")
+    with mock.patch.object(alerts, "governance_late_alert", wraps=alerts.governance_late_alert) as check:
+        for second in range(0, 70, 5):
+            dispatch_tick(now=now + timedelta(seconds=second), holder="test")
+    assert check.call_count == 2
+    assert Alert.objects.filter(kind=AlertKind.GOVERNANCE_LATE).count() == 1
+
+
+def test_the_watchdog_never_breaks_the_dispatch_tick(now):
+    with mock.patch.object(alerts, "governance_late_alert", side_effect=RuntimeError("db down")):
+        alerts.governance_watchdog(now=now)  # logged, not raised
+
+
+def test_an_alert_left_pending_by_a_dead_process_is_sent_again_by_governance(now, settings):
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    alert = Alert.objects.create(kind=AlertKind.RUN_FAILED, incident_key="run_failed:999", message="lost",
+                                 channels=alerts.channels_for(None), created_at=now)
+    assert alerts.governance_alerts(now=now + timedelta(minutes=1)) == []
+    assert alerts.governance_alerts(now=now + timedelta(minutes=3)) == [alert.pk]
+    alert.refresh_from_db()
+    assert alert.status == AlertStatus.SENT and len(mail.outbox) == 1
+
+
+def test_without_channels_an_alert_is_recorded_and_nothing_is_sent(make_schedule, now):
+    schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1)
+    _fail_once(schedule, now)
+    alert = Alert.objects.get()
+    assert alert.channels == [] and alert.status == AlertStatus.SENT and not mail.outbox
+
+
+def test_delivery_happens_off_the_callers_thread_by_default(make_schedule, now, settings):
+    settings.ETL_ALERTS_SYNC = False
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    started = []
+    with mock.patch.object(alerts.threading, "Thread") as thread:
+        thread.return_value.start.side_effect = lambda: started.append(True)
+        alert = alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key="k1", message="m", now=now)
+    assert started == [True] and thread.call_args.kwargs["args"] == (alert.pk,)
+    assert Alert.objects.get().status == AlertStatus.PENDING and not mail.outbox

@@ -1,0 +1,160 @@
+"""Firing time triggers: exactly one run per fire, DST in two zones, catch-up after downtime."""
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from scheduler.models import Run, Schedule
+from scheduler.services.firing import compute_next_fire, fire_due_schedules
+from scheduler.services.runs import run_enqueue
+
+pytestmark = pytest.mark.django_db
+
+
+def _cron(make_schedule, name, cron, *, tz="UTC", start, **fields):
+    """A cron schedule whose clock starts at `start` (instead of the real now it was saved at)."""
+    schedule = make_schedule(name, trigger_kind="cron", trigger_config={"cron": cron}, timezone=tz, **fields)
+    Schedule.objects.filter(pk=schedule.pk).update(next_fire_at=compute_next_fire(schedule, after=start))
+    schedule.refresh_from_db()
+    return schedule
+
+
+def _fires(schedule):
+    return list(Run.objects.filter(schedule=schedule).order_by("logical_time").values_list("logical_time", flat=True))
+
+
+def _tick_every(step: timedelta, start: datetime, end: datetime):
+    t = start
+    while t <= end:
+        fire_due_schedules(now=t)
+        t += step
+
+
+def test_a_due_cron_fires_once_and_moves_next_fire_from_the_fire_time(make_schedule):
+    start = datetime(2026, 3, 2, 11, 59, 30, tzinfo=UTC)
+    schedule = _cron(make_schedule, "hourly", "0 * * * *", start=start)
+    assert schedule.next_fire_at == datetime(2026, 3, 2, 12, tzinfo=UTC)
+    assert fire_due_schedules(now=start) == 0
+
+    # the tick runs 7 s late: the run still stands for 12:00, and 13:00 is next
+    assert fire_due_schedules(now=datetime(2026, 3, 2, 12, 0, 7, tzinfo=UTC)) == 1
+    assert fire_due_schedules(now=datetime(2026, 3, 2, 12, 0, 8, tzinfo=UTC)) == 0
+    schedule.refresh_from_db()
+    run = Run.objects.get(schedule=schedule)
+    assert run.logical_time == datetime(2026, 3, 2, 12, tzinfo=UTC)
+    assert run.trigger_key == "cron:2026-03-02T12:00:00+00:00" and run.trigger_kind == "cron"
+    assert schedule.next_fire_at == datetime(2026, 3, 2, 13, tzinfo=UTC)
+    assert schedule.last_fire_at == datetime(2026, 3, 2, 12, tzinfo=UTC)
+
+
+def test_berlin_spring_forward_runs_the_missing_time_once_at_the_end_of_the_gap(make_schedule):
+    schedule = _cron(make_schedule, "berlin", "30 2 * * *", tz="Europe/Berlin",
+                     start=datetime(2026, 3, 28, 0, tzinfo=UTC))
+    _tick_every(timedelta(minutes=10), datetime(2026, 3, 28, 0, tzinfo=UTC), datetime(2026, 3, 30, 3, tzinfo=UTC))
+    assert _fires(schedule) == [
+        datetime(2026, 3, 28, 1, 30, tzinfo=UTC),  # 02:30 CET
+        datetime(2026, 3, 29, 1, 0, tzinfo=UTC),  # 02:30 does not exist: 03:00 CEST
+        datetime(2026, 3, 30, 0, 30, tzinfo=UTC),  # 02:30 CEST
+    ]
+
+
+def test_berlin_fall_back_runs_the_repeated_time_once(make_schedule):
+    schedule = _cron(make_schedule, "berlin-fall", "30 2 * * *", tz="Europe/Berlin",
+                     start=datetime(2026, 10, 24, 12, tzinfo=UTC))
+    _tick_every(timedelta(minutes=10), datetime(2026, 10, 24, 12, tzinfo=UTC), datetime(2026, 10, 26, 12, tzinfo=UTC))
+    assert _fires(schedule) == [
+        datetime(2026, 10, 25, 0, 30, tzinfo=UTC),  # 02:30 CEST, not again at 02:30 CET
+        datetime(2026, 10, 26, 1, 30, tzinfo=UTC),
+    ]
+
+
+def test_new_york_both_transitions_run_once(make_schedule):
+    spring = _cron(make_schedule, "ny-spring", "15 2 * * *", tz="America/New_York",
+                   start=datetime(2026, 3, 7, 12, tzinfo=UTC))
+    fall = _cron(make_schedule, "ny-fall", "30 1 * * *", tz="America/New_York",
+                 start=datetime(2026, 3, 7, 12, tzinfo=UTC))
+    _tick_every(timedelta(minutes=15), datetime(2026, 3, 7, 12, tzinfo=UTC), datetime(2026, 3, 9, 12, tzinfo=UTC))
+    assert _fires(spring) == [datetime(2026, 3, 8, 7, 0, tzinfo=UTC), datetime(2026, 3, 9, 6, 15, tzinfo=UTC)]
+    Schedule.objects.filter(pk=fall.pk).update(
+        next_fire_at=compute_next_fire(fall, after=datetime(2026, 10, 31, 12, tzinfo=UTC)))
+    Run.objects.filter(schedule=fall).delete()
+    _tick_every(timedelta(minutes=15), datetime(2026, 10, 31, 12, tzinfo=UTC), datetime(2026, 11, 2, 12, tzinfo=UTC))
+    assert _fires(fall) == [datetime(2026, 11, 1, 5, 30, tzinfo=UTC), datetime(2026, 11, 2, 6, 30, tzinfo=UTC)]
+
+
+def test_an_hourly_cron_neither_skips_nor_doubles_an_hour_across_fall_back(make_schedule):
+    schedule = _cron(make_schedule, "hourly-berlin", "0 * * * *", tz="Europe/Berlin",
+                     start=datetime(2026, 10, 24, 22, 30, tzinfo=UTC))
+    _tick_every(timedelta(minutes=20), datetime(2026, 10, 24, 22, 30, tzinfo=UTC), datetime(2026, 10, 25, 4, 10, tzinfo=UTC))
+    assert _fires(schedule) == [datetime(2026, 10, 24, 23, tzinfo=UTC) + timedelta(hours=h) for h in range(6)]
+
+
+def test_after_downtime_one_coalesced_run_stands_for_the_latest_missed_fire(make_schedule):
+    start = datetime(2026, 3, 2, 0, 0, 30, tzinfo=UTC)
+    schedule = _cron(make_schedule, "down", "*/5 * * * *", start=start)
+    # the cluster was down from 00:05 to 01:02
+    assert fire_due_schedules(now=datetime(2026, 3, 2, 1, 2, tzinfo=UTC)) == 1
+    assert _fires(schedule) == [datetime(2026, 3, 2, 1, 0, tzinfo=UTC)]
+    schedule.refresh_from_db()
+    assert schedule.next_fire_at == datetime(2026, 3, 2, 1, 5, tzinfo=UTC)
+
+
+def test_with_catchup_every_missed_fire_runs_up_to_max_catchup(make_schedule):
+    start = datetime(2026, 3, 2, 0, 0, 30, tzinfo=UTC)
+    schedule = _cron(make_schedule, "catchup", "*/5 * * * *", start=start, catchup=True, max_catchup=4)
+    assert fire_due_schedules(now=datetime(2026, 3, 2, 1, 2, tzinfo=UTC)) == 4
+    assert _fires(schedule) == [datetime(2026, 3, 2, 0, 45, tzinfo=UTC) + timedelta(minutes=5 * i) for i in range(4)]
+    small = _cron(make_schedule, "catchup-small", "*/5 * * * *", start=start, catchup=True, max_catchup=50)
+    assert fire_due_schedules(now=datetime(2026, 3, 2, 0, 17, tzinfo=UTC)) == 3
+    assert _fires(small) == [datetime(2026, 3, 2, 0, 5, tzinfo=UTC) + timedelta(minutes=5 * i) for i in range(3)]
+
+
+def test_an_interval_schedule_fires_from_its_anchor_and_coalesces(make_schedule):
+    schedule = make_schedule("iv", trigger_kind="interval",
+                             trigger_config={"seconds": 600, "anchor": "2026-03-02T00:03:00+00:00"})
+    Schedule.objects.filter(pk=schedule.pk).update(
+        next_fire_at=compute_next_fire(schedule, after=datetime(2026, 3, 2, tzinfo=UTC)))
+    assert fire_due_schedules(now=datetime(2026, 3, 2, 0, 3, tzinfo=UTC)) == 1
+    assert fire_due_schedules(now=datetime(2026, 3, 2, 0, 50, tzinfo=UTC)) == 1
+    assert _fires(schedule) == [datetime(2026, 3, 2, 0, 3, tzinfo=UTC), datetime(2026, 3, 2, 0, 43, tzinfo=UTC)]
+
+
+def test_a_fire_already_taken_by_another_dispatcher_creates_no_second_run(make_schedule):
+    start = datetime(2026, 3, 2, 11, 59, tzinfo=UTC)
+    schedule = _cron(make_schedule, "race", "0 * * * *", start=start)
+    fire = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    # the other dispatcher inserted the run but this one read the row before it moved next_fire_at
+    run_enqueue(schedule=schedule, trigger_kind="cron", trigger_key=f"cron:{fire.isoformat()}", logical_time=fire, now=fire)
+    assert fire_due_schedules(now=fire) == 0
+    assert Run.objects.filter(schedule=schedule).count() == 1
+
+
+def test_disabled_and_not_yet_due_schedules_do_not_fire_and_the_query_reads_next_fire_at(make_schedule):
+    start = datetime(2026, 3, 2, 11, 59, tzinfo=UTC)
+    _cron(make_schedule, "off", "0 * * * *", start=start)
+    Schedule.objects.filter(name="off").update(enabled=False)
+    _cron(make_schedule, "later", "0 18 * * *", start=start)
+    make_schedule("manual-only")
+    with CaptureQueriesContext(connection) as queries:
+        assert fire_due_schedules(now=datetime(2026, 3, 2, 12, 1, tzinfo=UTC)) == 0
+    assert len(queries) == 1 and "next_fire_at" in queries[0]["sql"].split("WHERE")[1]
+    assert not Run.objects.exists()
+
+
+def test_a_schedule_whose_plugin_disappeared_is_parked_instead_of_failing_every_tick(make_schedule, now):
+    schedule = _cron(make_schedule, "orphan", "0 * * * *", start=now)
+    Schedule.objects.filter(pk=schedule.pk).update(trigger_kind="uninstalled")
+    healthy = _cron(make_schedule, "healthy", "0 * * * *", start=now)
+    assert fire_due_schedules(now=now + timedelta(hours=1)) == 1
+    schedule.refresh_from_db()
+    assert schedule.next_fire_at is None
+    assert Run.objects.get().schedule == healthy
+
+
+def test_a_cron_run_carries_the_schedule_params(make_schedule, now):
+    schedule = _cron(make_schedule, "with-params", "0 * * * *", start=now, params={"region": "eu"})
+    fire_due_schedules(now=now + timedelta(hours=1))
+    assert Run.objects.get(schedule=schedule).params == {"region": "eu"}

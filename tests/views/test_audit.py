@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime, timezone
+
+from django.urls import reverse
+
+from scheduler.models import AuditEntry
+
+
+def _entry(actor, action, day, target=("schedule", "1"), reason=""):
+    return AuditEntry.objects.create(
+        at=datetime(2026, 3, day, 10, tzinfo=timezone.utc),
+        actor=actor,
+        action=action,
+        target_type=target[0],
+        target_id=target[1],
+        target_repr=f"{target[0]} {target[1]}",
+        reason=reason,
+    )
+
+
+def test_it_filters_by_actor_action_target_and_date(viewer_client, db):
+    a = _entry("alice", "run.trigger", 1)
+    b = _entry("bob", "breaker.reset", 2, target=("schedule", "7"))
+    _entry("alice", "breaker.open", 3)
+
+    def ids(**params):
+        return [e.pk for e in viewer_client.get(reverse("scheduler:audit"), params).context["entries"]]
+
+    assert ids(actor="bob") == [b.pk]
+    assert sorted(ids(action="run.")) == [a.pk]
+    assert ids(target="schedule:7") == [b.pk]
+    assert ids(since="2026-03-01", until="2026-03-01") == [a.pk]
+
+
+def test_it_counts_by_action_actor_and_day(viewer_client, db):
+    _entry("alice", "run.trigger", 1)
+    _entry("alice", "run.trigger", 1)
+    _entry("bob", "breaker.reset", 2)
+    counts = viewer_client.get(reverse("scheduler:audit")).context["counts"]
+    assert counts["by_action"][0] == {"action": "run.trigger", "n": 2}
+    assert {c["actor"]: c["n"] for c in counts["by_actor"]} == {"alice": 2, "bob": 1}
+    assert [c["n"] for c in counts["by_day"]] == [1, 2]
+
+
+def test_csv_export_streams_the_filtered_entries_and_defuses_formulas(viewer_client, db):
+    _entry("alice", "run.trigger", 1, reason='=HYPERLINK("x")')
+    _entry("bob", "breaker.reset", 2)
+    response = viewer_client.get(reverse("scheduler:audit_csv"), {"actor": "alice"})
+    assert response.streaming and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert rows[0][:4] == ["at", "actor", "actor_kind", "action"]
+    assert len(rows) == 2 and rows[1][1] == "alice" and rows[1][7].startswith("'=")

@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from django.urls import reverse
+
+from scheduler.models import AuditEntry, Backfill, BackfillStatus, BackfillWindow, WindowStatus
+
+WM = {"type": "integer", "column": "id", "initial": 0}
+
+
+def _submit(client, schedule, **overrides):
+    data = {
+        "schedule": schedule.name,
+        "range_from": "0",
+        "range_to": "40",
+        "window_size": "10",
+        "max_parallel": "2",
+        "reason": "reload after fix",
+        **overrides,
+    }
+    return client.post(reverse("scheduler:backfill_submit"), data)
+
+
+def test_an_operator_submits_a_backfill_and_lands_on_its_grid(operator_client, operator, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = _submit(operator_client, schedule)
+    backfill = Backfill.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("scheduler:backfill_detail", args=[backfill.pk])
+    assert backfill.total_windows == 4 and backfill.requested_by == operator.username
+    assert AuditEntry.objects.filter(action="backfill.submit", actor=operator.username).exists()
+
+
+def test_a_bad_window_names_the_field_and_creates_nothing(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = _submit(operator_client, schedule, window_size="ten")
+    assert response.status_code == 400
+    assert response.context["form"].errors["window_size"]
+    assert not Backfill.objects.exists()
+
+
+def test_a_schedule_without_watermark_is_refused_on_the_schedule_field(operator_client, make_schedule):
+    schedule = make_schedule("orders")
+    response = _submit(operator_client, schedule)
+    assert response.status_code == 400 and "has no watermark" in response.context["form"].errors["schedule"][0]
+
+
+def test_the_list_shows_progress_per_backfill(viewer_client, make_schedule):
+    from scheduler.services.backfills import backfill_submit
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    backfill = backfill_submit(schedule=schedule, start="0", end="30", window="10", reason="r", requested_by="tests")
+    BackfillWindow.objects.filter(backfill=backfill, seq=0).update(status=WindowStatus.SUCCEEDED)
+    BackfillWindow.objects.filter(backfill=backfill, seq=1).update(status=WindowStatus.FAILED)
+    response = viewer_client.get(reverse("scheduler:backfills"))
+    row = response.context["backfills"][0]
+    assert (row.n_done, row.n_failed, row.n_running) == (1, 1, 0)
+    assert '<progress max="3" value="1">' in response.content.decode()
+
+
+def test_the_grid_polls_until_the_backfill_is_finished_then_stops_with_286(viewer_client, make_schedule):
+    from scheduler.services.backfills import backfill_submit
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
+    url = reverse("scheduler:backfill_detail", args=[backfill.pk])
+    live = viewer_client.get(url, headers={"HX-Request": "true"})
+    assert live.status_code == 200 and "hx-trigger" in live.content.decode()
+    assert live.content.decode().count('data-status="PENDING"') == 2
+
+    BackfillWindow.objects.filter(backfill=backfill).update(status=WindowStatus.SUCCEEDED)
+    Backfill.objects.filter(pk=backfill.pk).update(status=BackfillStatus.COMPLETED)
+    done = viewer_client.get(url, headers={"HX-Request": "true"})
+    assert done.status_code == 286
+    assert done.content.decode().count('data-status="SUCCEEDED"') == 2 and "hx-trigger" not in done.content.decode()
+
+
+def test_pause_resume_cancel_go_through_the_services(operator_client, operator, make_schedule):
+    from scheduler.services.backfills import backfill_submit
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
+    for name, expected in [
+        ("backfill_pause", "PAUSED"),
+        ("backfill_resume", "ACTIVE"),
+        ("backfill_cancel", "CANCELLED"),
+    ]:
+        operator_client.post(reverse(f"scheduler:{name}", args=[backfill.pk]))
+        assert Backfill.objects.get(pk=backfill.pk).status == expected
+    actions = list(AuditEntry.objects.filter(actor=operator.username).values_list("action", flat=True).order_by("id"))
+    assert actions == ["backfill.pause", "backfill.resume", "backfill.cancel"]
+
+
+def test_an_illegal_control_shows_the_service_message(operator_client, make_schedule):
+    from scheduler.services.backfills import backfill_submit
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
+    response = operator_client.post(reverse("scheduler:backfill_resume", args=[backfill.pk]), follow=True)
+    assert "cannot resume" in response.content.decode()
+    assert Backfill.objects.get(pk=backfill.pk).status == BackfillStatus.ACTIVE
+
+
+def test_retry_failed_puts_failed_windows_back_to_pending(operator_client, make_schedule):
+    from scheduler.services.backfills import backfill_submit
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
+    BackfillWindow.objects.filter(backfill=backfill).update(status=WindowStatus.FAILED)
+    operator_client.post(reverse("scheduler:backfill_retry", args=[backfill.pk]))
+    assert set(BackfillWindow.objects.filter(backfill=backfill).values_list("status", flat=True)) == {
+        WindowStatus.PENDING
+    }

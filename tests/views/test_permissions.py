@@ -1,0 +1,151 @@
+"""Walk every URL pattern as an anonymous user and as a viewer: nothing shown or changed that should not be."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from scheduler.models import AuditEntry, Backfill, BackfillWindow, Run, RunStatus, Schedule, WatermarkHistory
+
+# their own credentials (HMAC, tokens) or the login itself
+OWN_CREDENTIALS = {"scheduler:webhook", "scheduler:event", "scheduler:metrics"}
+AUTH_PAGES = {"login", "logout", "admin:login", "admin:logout"}
+WM = {"type": "integer", "column": "id", "initial": 0}
+
+
+def _walk(patterns=None, namespace=""):
+    for entry in patterns if patterns is not None else get_resolver().url_patterns:
+        if isinstance(entry, URLResolver):
+            ns = entry.namespace or ""
+            yield from _walk(entry.url_patterns, f"{namespace}{ns}:" if ns else namespace)
+        elif isinstance(entry, URLPattern):
+            yield entry, namespace, f"{namespace}{entry.name}" if entry.name else None
+
+
+def _urls(ids: dict) -> list[tuple[str, str]]:
+    found = []
+    for pattern, namespace, name in _walk():
+        if name is None:
+            # the admin's own redirects and catch-all; every pattern of ours is named
+            assert namespace == "admin:", f"unnamed URL pattern {pattern}"
+            continue
+        kwargs = {key: ids[key] for key in pattern.pattern.regex.groupindex}
+        found.append((name, reverse(name, kwargs=kwargs)))
+    return found
+
+
+@pytest.fixture
+def world(make_schedule, now):
+    """One of each object so every pattern with an id resolves to something real."""
+    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.runs import run_trigger_manual
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
+    BackfillWindow.objects.filter(backfill=backfill).update(status="FAILED")
+    return {
+        "run_id": run.pk,
+        "schedule_id": schedule.pk,
+        "backfill_id": backfill.pk,
+        "topic": "orders",
+        "name": "orders",
+        "app_label": "scheduler",
+        "object_id": str(schedule.pk),
+        "content_type_id": 1,
+        "url": "nowhere/",
+        "id": str(schedule.pk),
+    }
+
+
+def _state() -> tuple:
+    return (
+        list(Run.objects.order_by("id").values_list("id", "status")),
+        AuditEntry.objects.count(),
+        list(Schedule.objects.order_by("id").values_list("id", "enabled", "breaker_status", "breaker_failures")),
+        list(Backfill.objects.order_by("id").values_list("id", "status")),
+        list(BackfillWindow.objects.order_by("id").values_list("id", "status")),
+        WatermarkHistory.objects.count(),
+    )
+
+
+def _refused_anonymously(response) -> bool:
+    if response.status_code in (401, 403, 405):
+        return True
+    return response.status_code == 302 and "login" in response["Location"]
+
+
+def test_every_url_is_covered_by_the_walk(world):
+    names = {name for name, _ in _urls(world)}
+    for expected in [
+        "scheduler:overview",
+        "scheduler:runs",
+        "scheduler:schedule_run_now",
+        "scheduler:backfill_submit",
+        "scheduler:audit_csv",
+        "scheduler:breaker_reset",
+        "admin:scheduler_schedule_changelist",
+    ]:
+        assert expected in names
+
+
+def test_an_anonymous_user_sees_nothing_and_changes_nothing(client, world):
+    before = _state()
+    for name, url in _urls(world):
+        if name in OWN_CREDENTIALS | AUTH_PAGES:
+            continue
+        for method in (client.get, client.post):
+            response = method(url)
+            assert _refused_anonymously(response), (method.__name__, name, url, response.status_code)
+    assert _state() == before
+
+
+def test_metrics_without_the_token_shows_nothing(client, world, settings):
+    settings.ETL_METRICS_TOKEN = "a-real-token-000"
+    assert client.get(reverse("scheduler:metrics")).status_code == 403
+    settings.ETL_METRICS_TOKEN = ""
+    assert client.get(reverse("scheduler:metrics")).status_code == 404
+
+
+def test_a_viewer_reads_every_page_and_every_post_is_refused(viewer_client, world):
+    before = _state()
+    for name, url in _urls(world):
+        if name in OWN_CREDENTIALS | AUTH_PAGES:
+            continue
+        get = viewer_client.get(url)
+        post = viewer_client.post(
+            url,
+            {
+                "enabled": "0",
+                "params": "{}",
+                "reason": "x",
+                "value": "9",
+                "op": "set",
+                "action": "disable",
+                "_selected_action": [world["schedule_id"]],
+            },
+        )
+        if name.startswith("admin:"):
+            # a viewer is not staff: the admin sends them to its login
+            assert get.status_code == 302 and "login" in get["Location"], (name, get.status_code)
+            assert post.status_code == 302 and "login" in post["Location"], (name, post.status_code)
+            continue
+        assert get.status_code in (200, 405), (name, url, get.status_code)
+        assert post.status_code in (403, 405), (name, url, post.status_code)
+        if get.status_code == 405:  # a POST-only action: refused for lack of permission, not of method
+            assert post.status_code == 403, (name, url)
+    assert _state() == before
+
+
+def test_an_operator_post_without_a_csrf_token_is_refused(operator, world):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator)
+    response = client.post(reverse("scheduler:schedule_run_now", args=[world["schedule_id"]]), {"params": "{}"})
+    assert response.status_code == 403
+    assert Run.objects.filter(status=RunStatus.QUEUED).count() == 1  # only the world's run
+
+
+def test_a_viewer_sees_no_action_buttons(viewer_client, world):
+    page = viewer_client.get(reverse("scheduler:schedule_detail", args=[world["schedule_id"]])).content.decode()
+    assert 'id="run-now"' not in page and "Reset breaker" not in page and 'id="watermark-form"' not in page
