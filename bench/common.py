@@ -67,8 +67,9 @@ def setup_django(url: str, *, migrate: bool = True, **env: str) -> None:
     os.environ.setdefault("ETL_PIPELINE_MODULES", PIPELINE_MODULES)
     os.environ.setdefault("ETL_LOG_LEVEL", "WARNING")
     os.environ.setdefault("Q_LOG_LEVEL", "WARNING")
-    # the broker's queue is named after the cluster: enqueue where start_cluster listens
-    os.environ.setdefault("Q_CLUSTER_NAME", "bench")
+    # a queue of our own (the setting behind django-q2's queue name), where start_cluster listens
+    os.environ.setdefault("ETL_QUEUE_NAME", "bench")
+    os.environ.pop("Q_CLUSTER_NAME", None)  # django-q2 reads it as an alternative cluster's name
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "etlsite.settings")
     os.environ.update(env)
     import django
@@ -83,10 +84,11 @@ def setup_django(url: str, *, migrate: bool = True, **env: str) -> None:
 
 
 def child_env(url: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "Q_CLUSTER_NAME")}
     env = {
         **env,
         "DATABASE_URL": url,
+        "ETL_QUEUE_NAME": os.environ.get("ETL_QUEUE_NAME", "bench"),
         "ETL_PIPELINE_MODULES": PIPELINE_MODULES,
         "ETL_LOG_LEVEL": "WARNING",
         "Q_LOG_LEVEL": "WARNING",
@@ -219,7 +221,7 @@ def start_cluster(url: str, *, log_path: Path, name: str = "bench", **extra: str
     """`manage.py qcluster` against `url` with the default settings, in its own process group."""
     import subprocess
 
-    env = child_env(url, Q_CLUSTER_NAME=name, **extra)
+    env = child_env(url, **extra)
     log = open(log_path, "ab")  # noqa: SIM115  closed with the process
     return subprocess.Popen([sys.executable, "manage.py", "qcluster", "--name", name], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

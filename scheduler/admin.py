@@ -23,10 +23,30 @@ SCHEDULE_STATE_FIELDS = (
 )
 
 
+class BoundedJSONField(forms.JSONField):
+    """JSON nested deeper than the parser goes is a field error, not a 500."""
+
+    def to_python(self, value):
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise forms.ValidationError("is nested too deeply", code="invalid") from None
+
+    def bound_data(self, data, initial):
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            from django.forms.fields import InvalidJSONInput
+
+            return InvalidJSONInput(data)
+
+
 class ScheduleForm(forms.ModelForm):
     class Meta:
         model = Schedule
         exclude = ["webhook_secret", *SCHEDULE_STATE_FIELDS]
+        field_classes = {"params": BoundedJSONField, "trigger_config": BoundedJSONField,
+                         "watermark_config": BoundedJSONField}
 
     def clean(self):
         cleaned = super().clean()

@@ -10,14 +10,18 @@ commands, so the same checks and audit entries apply.
 """
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler.core import EtlError
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule, WatermarkHistory
 from scheduler.services.errors import NotFound, ServiceError
+
+log = logging.getLogger(__name__)
 
 
 class RunStorage:
@@ -181,7 +185,9 @@ class SchedulerHost:
                 if not get_trigger(schedule.trigger_kind).time_based:
                     continue
                 nxt = compute_next_fire(schedule, after=now)
-            except Exception:  # a schedule whose plugin vanished: validate_schedules reports it
+            except EtlError:
+                # a plugin or config that no longer loads: validate_schedules reports it
+                log.warning("schedule %s: cannot compute its next fire", schedule.name, exc_info=True)
                 continue
             with transaction.atomic():
                 updated += Schedule.objects.filter(pk=schedule.pk, enabled=True).update(next_fire_at=nxt)

@@ -104,7 +104,7 @@ def main() -> int:
     for c in range(args.clusters):
         log = open(scratch / f"cluster{c}.log", "wb")  # noqa: SIM115
         procs.append(subprocess.Popen([sys.executable, "manage.py", "qcluster", "--name", f"soak{c}"], cwd=ROOT,
-                                      env={**env, "Q_CLUSTER_NAME": f"soak{c}"}, stdout=log, stderr=subprocess.STDOUT,
+                                      env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True))
     started = time.monotonic()
     max_running: dict[int, int] = {}
@@ -139,17 +139,22 @@ def main() -> int:
     stuck = Run.objects.filter(status=RunStatus.RUNNING).count()
     unexplained = Run.objects.filter(status__in=[RunStatus.FAILED, RunStatus.BLOCKED, RunStatus.SKIPPED], reason="").count()
     over_limit = {str(c): n for c, n in max_running.items() if n > limits.get(c, 0)}
-    first = sum(m for t, m in memory[:6]) / max(1, len(memory[:6]))
+    # the first 30 s are start-up (imports, workers forking), not growth
+    warm = [m for t, m in memory if 30 <= t < 90] or [m for _t, m in memory[:6]]
+    first = sum(warm) / max(1, len(warm))
     last = sum(m for t, m in memory[-6:]) / max(1, len(memory[-6:]))
+    left = dict(Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.WAITING])
+                .values_list("workload_class__name").annotate(n=Count("id")).order_by())
     summary = {
         "duration_s": args.duration, "schedules": args.schedules, "clusters": args.clusters,
         "backend": "postgresql+redis" if args.postgres else "sqlite+orm",
         "runs_by_status": by_status, "runs_total": sum(by_status.values()),
         "duplicate_trigger_keys": duplicates, "runs_left_running": stuck, "failures_without_reason": unexplained,
         "max_running_per_class": {str(k): v for k, v in max_running.items()}, "limits": {str(k): v for k, v in limits.items()},
-        "limit_exceeded": over_limit, "rss_kib_first_minute": int(first), "rss_kib_last_minute": int(last),
+        "limit_exceeded": over_limit, "queued_or_waiting_left_by_class": left,
+        "rss_kib_first_minute": int(first), "rss_kib_last_minute": int(last),
         "rss_growth_pct": round(100 * (last - first) / first, 1) if first else None,
-        "latest_watermark": str(Run.objects.aggregate(Max("finished_at"))["finished_at__max"]),
+        "last_finished_at": str(Run.objects.aggregate(Max("finished_at"))["finished_at__max"]),
     }
     ok = not duplicates and not stuck and not unexplained and not over_limit
     summary["invariants_hold"] = ok

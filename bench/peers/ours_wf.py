@@ -6,6 +6,7 @@ RUNNING run of a workflow schedule executed by `execute_run`.
 """
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -27,6 +28,7 @@ if __name__ == "__main__":
     from scheduler.services.runs import run_enqueue, run_transition
     from scheduler.services.schedules import schedule_save
 
+    t0 = time.perf_counter()
     workflow_id = workflows.register(SHAPE, N)
     schedule = schedule_save(data={"name": f"peer-{uuid.uuid4().hex[:10]}", "target_kind": TargetKind.WORKFLOW,
                                    "target_id": workflow_id, "trigger_kind": "manual", "retry_max_attempts": 1},
@@ -36,6 +38,7 @@ if __name__ == "__main__":
     token = uuid.uuid4().hex
     run_transition(run, new=RunStatus.RUNNING, now=now, admitted_at=now, heartbeat_at=now, dispatch_token=token)
     assert execute_run(run.pk, token) == RunStatus.SUCCEEDED
+    elapsed = time.perf_counter() - t0
     report = Run.objects.get(pk=run.pk).report
     assert len(report["records"]) == N, len(report["records"])
-    print(f"ok {len(report['records'])}")
+    print(f"ok {len(report['records'])} {elapsed:.6f}")

@@ -23,7 +23,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import (  # noqa: E402
-    REDIS_URL, Result, emit, flush_redis, scenario_args, scratch_database, setup_django, start_cluster, stop_cluster,
+    REDIS_URL,
+    Result,
+    emit,
+    flush_redis,
+    scenario_args,
+    scratch_database,
+    setup_django,
+    start_cluster,
+    stop_cluster,
     wait_until,
 )
 

@@ -20,7 +20,15 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import (  # noqa: E402
-    Result, count_queries, emit, maybe_profile, median, pct, scenario_args, scratch_database, setup_django,
+    Result,
+    count_queries,
+    emit,
+    maybe_profile,
+    median,
+    pct,
+    scenario_args,
+    scratch_database,
+    setup_django,
 )
 
 TITLE = "due-schedule tick, 100 due"
@@ -106,7 +114,7 @@ def run(schedules: int = 100_000, due: int = 100, repeat: int = 10, profile: boo
                       "with_small_first_cron_batch": proposed}
     result.add(f"fire {due} due of {schedules:,} schedules (median)", at_big["fire_ms_median"], "ms", "<= 20 ms",
                at_big["fire_ms_median"] <= 20)
-    result.add(f"  same, with the proposed cron batch change", proposed["fire_ms_median"], "ms", "<= 20 ms",
+    result.add("  same, with the proposed cron batch change", proposed["fire_ms_median"], "ms", "<= 20 ms",
                proposed["fire_ms_median"] <= 20)
     result.add(f"fire {due} due of {small:,} schedules (median)", at_small["fire_ms_median"], "ms", "", None)
     result.add(f"queries per fire, {small:,} -> {schedules:,} schedules",

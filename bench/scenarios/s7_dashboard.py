@@ -19,14 +19,23 @@ import sys
 import threading
 import time
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import (  # noqa: E402
-    ROOT, Result, child_env, count_queries, emit, maybe_profile, pct, scenario_args, scratch_database, setup_django,
+    ROOT,
+    Result,
+    child_env,
+    count_queries,
+    emit,
+    maybe_profile,
+    pct,
+    scenario_args,
+    scratch_database,
+    setup_django,
 )
 
 TITLE = "dashboard pages"

@@ -14,7 +14,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import (  # noqa: E402
-    Result, count_queries, emit, maybe_profile, median, pct, scenario_args, scratch_database, setup_django,
+    Result,
+    count_queries,
+    emit,
+    maybe_profile,
+    median,
+    pct,
+    scenario_args,
+    scratch_database,
+    setup_django,
 )
 
 TITLE = "governance tick, RUNNING runs"

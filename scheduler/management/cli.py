@@ -28,6 +28,8 @@ def parse_params(items: list[str] | None, *, field: str = "--param") -> dict[str
             params[key] = json.loads(raw)
         except ValueError:
             params[key] = raw
+        except RecursionError:  # nested too deep for the parser: refuse, do not crash
+            raise fail(f"{field} {key}: JSON nested too deeply") from None
     return params
 
 
@@ -36,6 +38,8 @@ def parse_json_object(text: str | None, *, field: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise fail(f"{field}: JSON nested too deeply") from None
     except ValueError as exc:
         raise fail(f"{field}: not valid JSON ({exc})") from None
     if not isinstance(value, dict):

@@ -13,6 +13,9 @@ def actor_name(actor: Any) -> tuple[str, str]:
     if actor is None:
         return "system", ActorKind.SYSTEM
     if isinstance(actor, str):
+        from scheduler.services.errors import check_text
+
+        check_text(actor, field="actor")
         if actor.startswith("user:"):
             return actor[5:], ActorKind.USER
         if actor.startswith("api:"):

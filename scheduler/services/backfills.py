@@ -5,6 +5,7 @@ moves the live watermark (execution.py checks run.backfill_id).
 """
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,7 +17,7 @@ from django.utils import timezone
 from scheduler.core import ConfigError, split_windows
 from scheduler.models import Backfill, BackfillStatus, BackfillWindow, RunStatus, Schedule, TriggerKind, WindowStatus
 from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError
+from scheduler.services.errors import ServiceError, check_text
 from scheduler.services.runs import run_enqueue, run_transition
 from scheduler.services.watermarks import encode_value, parse_user_value, watermark_config
 
@@ -44,9 +45,12 @@ def _window_size(config, window: Any) -> timedelta | int:
                 seconds = float(str(window).strip())
             except ValueError:
                 raise ServiceError(f"must be a number of seconds, got {window!r}", field="window") from None
-        if not seconds > 0 or seconds != seconds:
+        if math.isnan(seconds) or seconds <= 0 or math.isinf(seconds):
             raise ServiceError(f"must be a positive number of seconds, got {window!r}", field="window")
-        return timedelta(seconds=seconds)
+        try:
+            return timedelta(seconds=seconds)
+        except OverflowError:
+            raise ServiceError(f"is too large, got {window!r}", field="window") from None
     try:
         size = int(str(window).strip())
     except ValueError:
@@ -63,8 +67,8 @@ def _positive_int(value: Any, field: str) -> int:
         number = int(str(value).strip())
     except ValueError:
         raise ServiceError(f"must be a whole number >= 1, got {value!r}", field=field) from None
-    if number < 1:
-        raise ServiceError(f"must be a whole number >= 1, got {value!r}", field=field)
+    if not 1 <= number <= 2**31 - 1:  # the column is a 32-bit integer
+        raise ServiceError(f"must be a whole number from 1 to {2**31 - 1}, got {value!r}", field=field)
     return number
 
 
@@ -81,6 +85,7 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
                            field="schedule")
     if not reason or not str(reason).strip():
         raise ServiceError("a reason is required", field="reason")
+    check_text(reason, field="reason")
     parallel = _positive_int(max_parallel, "max_parallel")
     low = parse_user_value(config, start, field="from")
     high = parse_user_value(config, end, field="to")

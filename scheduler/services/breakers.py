@@ -8,9 +8,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler import signals
-from scheduler.core import BreakerSettings, BreakerState, BreakerStatus
+from scheduler.core import BreakerSettings, BreakerState, BreakerStatus, cooldown_over, record_failure, record_success
 from scheduler.core import admit as core_admit
-from scheduler.core import cooldown_over, record_failure, record_success
 from scheduler.models import Run, Schedule
 from scheduler.services.audit import audit_record
 
@@ -37,7 +36,8 @@ def breaker_state(schedule: Schedule) -> BreakerState:
 def _locked(schedule_id: int) -> Schedule:
     # The row lock serialises breaker changes between dispatchers and workers
     # (PostgreSQL); SQLite's IMMEDIATE transactions already serialise writers.
-    return Schedule.objects.select_for_update().get(pk=schedule_id)
+    # NO KEY, so run inserts (their FK check takes KEY SHARE) are not blocked.
+    return Schedule.objects.select_for_update(no_key=True).get(pk=schedule_id)
 
 
 def _save(schedule: Schedule, new: BreakerState, *, trial_run_id: int | None, actor: Any, reason: str, now: datetime,

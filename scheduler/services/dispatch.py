@@ -94,7 +94,10 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
             # Locking the class rows (in pk order, so two dispatchers cannot
             # deadlock) makes count-then-admit atomic across dispatchers;
             # SQLite's IMMEDIATE transactions already serialise writers.
-            classes = classes.select_for_update()
+            # NO KEY: a plain FOR UPDATE also blocks the FK check of every run
+            # being inserted, and deadlocks with an insert that already holds
+            # its schedule row (tests/reliability/test_cluster_churn.py).
+            classes = classes.select_for_update(no_key=True)
         limits = {wc.pk: wc.concurrency_limit for wc in classes}
         running = dict(
             Run.objects.filter(status=S.RUNNING, workload_class_id__in=list(limits))

@@ -14,3 +14,13 @@ class NotFound(ServiceError):
 
 
 __all__ = ["ConfigError", "NotFound", "ServiceError"]
+
+
+def check_text(value: object, *, field: str, max_length: int | None = None) -> str:
+    """Free text from a caller: PostgreSQL cannot store NUL, and an over-long value must not become a 500."""
+    text = "" if value is None else str(value)
+    if "\x00" in text:
+        raise ServiceError("must not contain the NUL character", field=field)
+    if max_length is not None and len(text) > max_length:
+        raise ServiceError(f"must be at most {max_length} characters, got {len(text)}", field=field)
+    return text

@@ -19,7 +19,7 @@ from django.utils import timezone
 from scheduler.core import ConfigError
 from scheduler.models import Event, Run, Schedule, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
-from scheduler.services.errors import ServiceError
+from scheduler.services.errors import ServiceError, check_text
 from scheduler.services.runs import run_enqueue, validate_params
 from scheduler.triggers.builtin import validate_topic
 from scheduler.triggers.filters import matches
@@ -85,7 +85,7 @@ def event_emit(
     payload = _clean_payload(payload)
     now = now or timezone.now()
     who, _ = actor_name(actor)
-    source = (source or who)[:150]
+    source = check_text(source or who, field="source")[:150]
     try:
         with transaction.atomic():
             event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source, received_at=now)

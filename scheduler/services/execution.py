@@ -113,7 +113,10 @@ def _window_for(run: Run, now: datetime):
 
 def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = timezone.now) -> str:
     """Entry point of a worker. Returns the outcome status, or 'stale' for an old message."""
-    close_old_connections()
+    if not connection.in_atomic_block:
+        # a worker starts each task with a healthy connection; inside a caller's
+        # transaction (tests, the benchmark) the connection is not ours to close
+        close_old_connections()
     now = clock()
     claimed = Run.objects.filter(
         pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True

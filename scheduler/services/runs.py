@@ -17,7 +17,7 @@ from django.utils import timezone
 from scheduler import signals
 from scheduler.models import Run, RunStatus, Schedule, TriggerKind
 from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError
+from scheduler.services.errors import ServiceError, check_text
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -83,8 +83,8 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
         if not isinstance(key, str) or not key:
             raise ServiceError("keys must be non-empty strings", field=field)
     try:
-        encoded = json.dumps(params)
-    except (TypeError, ValueError) as exc:
+        encoded = json.dumps(params, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ServiceError(f"is not JSON-serialisable ({exc})", field=field) from None
     if "\\u0000" in encoded:
         # PostgreSQL's jsonb cannot store NUL; refuse it here rather than fail with a 500 later
@@ -150,6 +150,7 @@ def run_trigger_manual(
 ) -> Run:
     """A person or script asks for a run now, with override params."""
     params = validate_params(params)
+    reason = check_text(reason, field="reason")
     if not schedule.enabled:
         raise ServiceError(f"schedule '{schedule.name}' is disabled; enable it first", field="schedule")
     now = now or timezone.now()

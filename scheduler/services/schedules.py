@@ -6,6 +6,7 @@ same way everywhere, naming the field.
 """
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from datetime import datetime
@@ -19,7 +20,7 @@ from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
 from scheduler.models import Condition, Schedule, TargetKind, WorkloadClass
 from scheduler.pipelines.registry import is_registered
 from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError
+from scheduler.services.errors import ServiceError, check_text
 from scheduler.triggers.registry import get_trigger
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -34,6 +35,11 @@ NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
 POSITIVE_INT = ["breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
 
 
+INT_MAX = 2**31 - 1  # the columns are 32-bit integers: a bigger value would be a database error, not a message
+TEXT_FIELDS = ["name", "description", "target_id", "timezone", "alert_emails", "alert_webhook_url"]
+JSON_FIELDS = ["params", "trigger_config", "watermark_config"]
+
+
 def _int(value: Any, field: str, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
@@ -42,6 +48,8 @@ def _int(value: Any, field: str, *, minimum: int) -> int:
             raise ServiceError(f"must be a whole number, got {value!r}", field=field)
     if value < minimum:
         raise ServiceError(f"must be >= {minimum}, got {value}", field=field)
+    if value > INT_MAX:
+        raise ServiceError(f"must be <= {INT_MAX}, got {value}", field=field)
     return value
 
 
@@ -50,7 +58,7 @@ def _float(value: Any, field: str, *, minimum: float, maximum: float | None = No
         number = float(value)
     except (TypeError, ValueError):
         raise ServiceError(f"must be a number, got {value!r}", field=field) from None
-    if number != number or number < minimum or (maximum is not None and number > maximum):
+    if not math.isfinite(number) or number < minimum or (maximum is not None and number > maximum):
         bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise ServiceError(f"must be {bound}, got {value!r}", field=field)
     return number
@@ -58,6 +66,13 @@ def _float(value: Any, field: str, *, minimum: float, maximum: float | None = No
 
 def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None = None) -> None:
     """Check every field of an unsaved or changed schedule; raise ServiceError naming the field."""
+    for field in TEXT_FIELDS:
+        if not isinstance(getattr(schedule, field), (str, type(None))):
+            raise ServiceError(f"must be text, got {type(getattr(schedule, field)).__name__}", field=field)
+        check_text(getattr(schedule, field), field=field, max_length=Schedule._meta.get_field(field).max_length)
+    for field in ("enabled", "catchup"):
+        if not isinstance(getattr(schedule, field), bool):
+            raise ServiceError(f"must be true or false, got {getattr(schedule, field)!r}", field=field)
     if not schedule.name or not NAME_RE.match(schedule.name):
         raise ServiceError("must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", field="name")
     if schedule.target_kind not in TargetKind.values:
@@ -105,6 +120,12 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     schedule.retry_jitter = _float(schedule.retry_jitter, "retry_jitter", minimum=0, maximum=1)
     if not isinstance(schedule.params, dict):
         raise ServiceError("must be a JSON object", field="params")
+    from scheduler.services.runs import validate_params
+
+    for field in JSON_FIELDS:  # storable: no NUL, NaN, Infinity or runaway nesting
+        validate_params(getattr(schedule, field), field=field)
+    if schedule.alert_webhook_url and not schedule.alert_webhook_url.lower().startswith(("http://", "https://")):
+        raise ServiceError("must be an http:// or https:// URL", field="alert_webhook_url")
     for address in filter(None, (a.strip() for a in (schedule.alert_emails or "").split(","))):
         if "@" not in address:
             raise ServiceError(f"{address!r} is not an e-mail address", field="alert_emails")
@@ -123,14 +144,20 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
     if unknown:
         raise ServiceError("unknown field", field=unknown[0])
     data = dict(data)
+    if isinstance(data.get("name"), str):
+        check_text(data["name"], field="name")  # looked up before the full validation runs
     depends = data.pop("depends_on", None)
     upstreams = None
+    if depends is not None and not isinstance(depends, (list, tuple, set)):
+        raise ServiceError("must be a list of schedule names", field="depends_on")
     if depends is not None:
         upstreams = []
         for item in depends:
             if isinstance(item, Schedule):
                 upstreams.append(item)
                 continue
+            if not isinstance(item, str) or "\x00" in item:
+                raise ServiceError(f"unknown schedule {item!r}", field="depends_on")
             found = Schedule.objects.filter(name=item).first()
             if found is None:
                 raise ServiceError(f"unknown schedule '{item}'", field="depends_on")
@@ -141,6 +168,8 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
         if found is None:
             raise ServiceError(f"unknown workload class '{wc}'", field="workload_class")
         data["workload_class"] = found
+    elif "workload_class" in data and not isinstance(wc, WorkloadClass):
+        raise ServiceError(f"must be a workload class name, got {wc!r}", field="workload_class")
     return data, upstreams
 
 

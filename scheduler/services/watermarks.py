@@ -1,7 +1,7 @@
 """Watermarks: read, advance with a run's success, reset and set (audited)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -11,7 +11,7 @@ from scheduler.core import ConfigError, WatermarkConfig, WatermarkState, Window
 from scheduler.models import Run, Schedule, WatermarkChange, WatermarkHistory
 from scheduler.models import WatermarkState as WatermarkRow
 from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError
+from scheduler.services.errors import ServiceError, check_text
 
 
 def watermark_config(schedule: Schedule) -> WatermarkConfig | None:
@@ -24,7 +24,7 @@ def encode_value(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, datetime):
-        return value.astimezone(dt_timezone.utc).isoformat()
+        return value.astimezone(UTC).isoformat()
     return str(value)
 
 
@@ -33,7 +33,7 @@ def decode_value(config: WatermarkConfig, text: str) -> Any:
         return None
     if config.is_datetime:
         value = datetime.fromisoformat(text)
-        return value if value.tzinfo else value.replace(tzinfo=dt_timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     return int(text)
 
 
@@ -47,7 +47,12 @@ def parse_user_value(config: WatermarkConfig, text: Any, *, field: str = "value"
                 value = datetime.fromisoformat(str(text).strip())
             except ValueError:
                 raise ServiceError(f"{text!r} is not an ISO 8601 date and time", field=field) from None
-        return value if value.tzinfo else value.replace(tzinfo=dt_timezone.utc)
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        try:
+            value.astimezone(UTC)  # stored in UTC: 0001-01-01T00:00+05:00 has no UTC equivalent
+        except OverflowError:
+            raise ServiceError(f"{text!r} is out of range in UTC", field=field) from None
+        return value
     try:
         return int(str(text).strip())
     except ValueError:
@@ -96,6 +101,7 @@ def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, no
         raise ServiceError(f"schedule '{schedule.name}' has no watermark", field="schedule")
     if not reason or not str(reason).strip():
         raise ServiceError("a reason is required", field="reason")
+    check_text(reason, field="reason")
     parsed = None if value in (None, "") else parse_user_value(config, value)
     now = now or timezone.now()
     encoded = encode_value(parsed)

@@ -134,8 +134,12 @@ def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
                              status=401, field=SIGNATURE_HEADER)
     try:
         data = json.loads(delivery.body.decode("utf-8")) if delivery.body.strip() else {}
+    except RecursionError:
+        raise WebhookRefused("body is nested too deeply", status=400, field="body") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise WebhookRefused(f"body is not valid JSON ({exc})"[:300], status=400, field="body") from None
+    if not isinstance(data, dict):  # `null` is not params either
+        raise WebhookRefused(f"body must be a JSON object, got {type(data).__name__}", status=400, field="body")
     try:
         params = check_storable(validate_params(data, field="body"), field="body")
     except ServiceError as exc:

@@ -81,6 +81,8 @@ class JSONObjectField(forms.CharField):
             raise forms.ValidationError(
                 f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
             ) from None
+        except RecursionError:  # "[[[[..." deeper than the parser goes: a field error, not a 500
+            raise forms.ValidationError("is nested too deeply") from None
         if not isinstance(parsed, dict):
             raise forms.ValidationError('must be a JSON object such as {"day": "2026-03-01"}')
         return parsed

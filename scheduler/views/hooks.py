@@ -123,6 +123,8 @@ def event(request: HttpRequest, topic: str):
         return body
     try:
         data = json.loads(body.decode("utf-8"))
+    except RecursionError:
+        return _error("body is nested too deeply", 400, "body")
     except (UnicodeDecodeError, ValueError) as exc:
         return _error(f"body is not valid JSON ({exc})"[:300], 400, "body")
     if not isinstance(data, dict):

@@ -49,7 +49,7 @@ def test_a_schedule_without_watermark_exits_2(make_schedule):
 def test_wait_draws_a_progress_bar_until_the_backfill_completes(marked, now):
     out, err = StringIO(), StringIO()
     # each poll of the command lets the dispatcher and a worker do one round
-    with mock.patch("scheduler.management.commands.backfill.time.sleep", side_effect=lambda s: tick_and_execute(now)):
+    with mock.patch("scheduler.management.commands.backfill.pause", side_effect=lambda s: tick_and_execute(now)):
         call_command("backfill", "marked", "--from", "0", "--to", "30", "--window", "10", "--reason", "r",
                      "--wait", "--poll", "0", stdout=out, stderr=err)
     assert "[----------" in err.getvalue()  # the first frame, nothing done yet

@@ -152,3 +152,71 @@ def chaos(ctx):
 
 
 register_pipeline("reliability.chaos", chaos, replace=True)
+
+
+# --- a fast integer-window loader for the backfill kill test ------------------------------
+class _RangeSource:
+    """Rows id = low+1 .. high of an integer window (the source holds every id)."""
+
+    def __init__(self, window, seconds: float) -> None:
+        self.window, self.seconds = window, seconds
+
+    def extract(self):
+        time.sleep(self.seconds)
+        return [{"id": i, "v": f"v{i}"} for i in range(int(self.window.low) + 1, int(self.window.high) + 1)]
+
+
+class _WindowSink:
+    """Upserts rows and logs (run, low, high, rows) in one sqlite transaction per window load."""
+
+    def __init__(self, path: str, run_id: int, window) -> None:
+        self.path, self.run_id, self.window = path, run_id, window
+
+    def load(self, rows):
+        with sqlite3.connect(self.path, timeout=30) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS items (id INTEGER PRIMARY KEY, v TEXT)")
+            conn.execute("CREATE TABLE IF NOT EXISTS loads (run_id INTEGER, low INTEGER, high INTEGER, n INTEGER)")
+            conn.executemany("INSERT OR REPLACE INTO items VALUES (:id, :v)", rows)
+            conn.execute("INSERT INTO loads VALUES (?, ?, ?, ?)",
+                         (self.run_id, int(self.window.low), int(self.window.high), len(rows)))
+        return len(rows)
+
+
+def windows(ctx):
+    from scheduler.core import RetryPolicy
+
+    return Pipeline(_RangeSource(ctx.window, float(ctx.params.get("seconds", 0.02))), None,
+                    _WindowSink(ctx.params["target"], ctx.run_id, ctx.window), policy=RetryPolicy(max_attempts=1),
+                    watermark_column="id")
+
+
+register_pipeline("reliability.windows", windows, watermark_column="id", replace=True)
+
+
+# --- start/end log for the two-cluster test (class limits, duplicates) ---------------------
+class _StartEndSource:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+
+    def _log(self, event: str) -> None:
+        # one O_APPEND write per line: lines from several processes never interleave
+        fd = os.open(self.ctx.params["record"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{event} {self.ctx.run_id} {time.time():.6f} {os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
+
+    def extract(self):
+        self._log("start")
+        time.sleep(float(self.ctx.params.get("sleep", 0.2)))
+        self._log("end")
+        return []
+
+
+def start_end(ctx):
+    from scheduler.core import RetryPolicy
+
+    return Pipeline(_StartEndSource(ctx), None, _CountSink(), policy=RetryPolicy(max_attempts=1))
+
+
+register_pipeline("reliability.start_end", start_end, replace=True)

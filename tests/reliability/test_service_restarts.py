@@ -64,6 +64,14 @@ def _restart_redis() -> None:
                timeout=30, what="redis to answer")
 
 
+def _assert_logged_clearly(clog: Path, *needles: str) -> None:
+    """The outage is named in the log, and the log is a handful of errors, not a crash loop."""
+    text = clog.read_text()
+    assert any(n in text for n in needles), f"the outage is not logged clearly ({needles} missing):\n{text[-3000:]}"
+    assert text.count("Traceback") <= 100, f"{text.count('Traceback')} tracebacks: a crash loop"
+    assert "reincarnated" not in text.replace("reincarnated pusher", ""), "workers died and were reincarnated"
+
+
 def _trigger(schedule, n, log, seconds):
     return [run_trigger_manual(schedule=schedule, actor="tests", params={"log": str(log), "seconds": seconds}).pk
             for _ in range(n)]
@@ -86,6 +94,8 @@ def test_a_postgresql_restart_with_runs_in_flight_loses_and_doubles_nothing(make
         assert proc.poll() is None, "the cluster died instead of recovering"
     finally:
         stop_cluster(proc)
+    _assert_logged_clearly(clog, "the database system is shutting down", "terminating connection due to administrator",
+                           "Connection refused", "server closed the connection")
     statuses = Counter(Run.objects.filter(pk__in=ids).values_list("status", flat=True))
     assert statuses[RunStatus.SUCCEEDED] == 6, statuses
     counts = _executions(log)
@@ -116,6 +126,7 @@ def test_a_redis_restart_with_tasks_queued_loses_and_doubles_nothing(make_schedu
         assert proc.poll() is None, "the cluster died instead of recovering"
     finally:
         stop_cluster(proc)
+    _assert_logged_clearly(clog, "Failed to pull task from broker", "redis.exceptions.ConnectionError")
     assert Counter(Run.objects.filter(pk__in=ids).values_list("status", flat=True))[RunStatus.SUCCEEDED] == 8
     counts = _executions(log)
     assert sorted(counts) == sorted(ids) and set(counts.values()) == {1}, "each run executed exactly once"

@@ -9,7 +9,12 @@ from django.test import override_settings
 from scheduler.models import AuditEntry, Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, WindowStatus
 from scheduler.pipelines import registry
 from scheduler.services.backfills import (
-    backfill_cancel, backfill_pause, backfill_progress, backfill_resume, backfill_retry_failed, backfill_submit,
+    backfill_cancel,
+    backfill_pause,
+    backfill_progress,
+    backfill_resume,
+    backfill_retry_failed,
+    backfill_submit,
 )
 from scheduler.services.dispatch import explain_wait
 from scheduler.services.errors import ServiceError
@@ -83,7 +88,7 @@ def test_an_integer_watermark_gets_integer_windows(make_schedule, now, counter):
     ({"window": "hourly"}, "window", "seconds"),
     ({"start": "last tuesday"}, "from", "ISO 8601"),
     ({"reason": " "}, "reason", "required"),
-    ({"max_parallel": 0}, "max_parallel", ">= 1"),
+    ({"max_parallel": 0}, "max_parallel", "whole number from 1"),
     ({"window": 60}, "window", "exceed the limit of 100"),
 ])
 @override_settings(ETL_MAX_BACKFILL_WINDOWS=100)

@@ -11,7 +11,7 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from scheduler.models import BreakerStatus, Run, RunStatus, Schedule, WorkloadClass
 from scheduler.services.dispatch import admit_runs
@@ -30,7 +30,7 @@ def _in_threads(work, n=THREADS):
         try:
             barrier.wait(timeout=30)
             work(i)
-        except Exception as exc:  # surfaced below: a thread's assert must fail the test
+        except Exception as exc:  # noqa: BLE001  surfaced below: a thread's assert must fail the test
             errors.append(exc)
         finally:
             connection.close()

@@ -18,7 +18,12 @@ def progress_bar(progress: dict, width: int = 30) -> str:
             f"{progress['failed']} failed, {progress['running'] + progress['queued']} running")
 
 
-def wait_for(command, backfill, *, poll: float, sleep=time.sleep) -> dict:
+def pause(seconds: float) -> None:
+    """Between two progress checks (tests replace it with a dispatcher round)."""
+    time.sleep(seconds)
+
+
+def wait_for(command, backfill, *, poll: float) -> dict:
     """Redraw the bar until the backfill is completed or cancelled; returns the last progress."""
     from scheduler.models import Backfill
     from scheduler.services.backfills import backfill_progress
@@ -32,7 +37,7 @@ def wait_for(command, backfill, *, poll: float, sleep=time.sleep) -> dict:
         if backfill.status in FINISHED:
             err.write("")
             return progress
-        sleep(poll)
+        pause(poll)
 
 
 class Command(BaseCommand):

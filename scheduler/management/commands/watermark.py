@@ -21,7 +21,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         from scheduler.models import WatermarkHistory
         from scheduler.services.watermarks import (
-            encode_value, watermark_config, watermark_reset, watermark_set, watermark_state,
+            encode_value,
+            watermark_config,
+            watermark_reset,
+            watermark_set,
+            watermark_state,
         )
 
         schedule = get_schedule(options["schedule"])

@@ -1,0 +1,186 @@
+"""Two clusters at once, one SIGKILLed and restarted again and again while the other keeps running.
+
+No fire is doubled or lost, the class limit holds across both clusters and
+every kill, and the loop leases pass to a live cluster each time their holder
+dies. PostgreSQL + Redis only: SQLite serialises writers, so two clusters on it
+prove nothing.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from scheduler.models import LoopLease, Run, RunStatus, Schedule, WorkloadClass
+from scheduler.services.runs import run_trigger_manual
+from tests.integration.cluster import kill_cluster, start_cluster, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+REDIS_URL = os.environ.get("ETL_RELIABILITY_REDIS_URL", "redis://127.0.0.1:6379/6")
+LEASE_SECONDS = 3
+KILLS = 3
+LIMIT = 2
+ENV = {
+    "REDIS_URL": REDIS_URL, "Q_WORKERS": "3", "ETL_PIPELINE_MODULES": "scheduler.pipelines.demo,tests.reliability.pipelines",
+    "ETL_LEASE_SECONDS": str(LEASE_SECONDS), "ETL_STUCK_SECONDS": "3", "ETL_HEARTBEAT_SECONDS": "0.5",
+    "ETL_GOVERNANCE_INTERVAL": "0.5", "ETL_DISPATCH_INTERVAL": "0.05",
+}
+
+
+@pytest.fixture
+def redis_db():
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL + Redis (DATABASE_URL=postgres://...): SQLite serialises writers, "
+                    "so two clusters on it prove nothing")
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError as exc:
+        pytest.skip(f"needs Redis at {REDIS_URL}: {exc}")
+    client.flushdb()
+    yield
+    client.flushdb()
+
+
+class LeaseWatch:
+    """Samples the loop leases on every poll."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, str, str, object]] = []
+
+    def sample(self) -> dict[str, LoopLease]:
+        leases = {lease.name: lease for lease in LoopLease.objects.all()}
+        for lease in leases.values():
+            self.samples.append((time.time(), lease.name, lease.holder, lease.renewed_at))
+        return leases
+
+    def held_by_live(self, dead: set[str]):
+        def check() -> bool:
+            leases, now = self.sample(), timezone.now()
+            return all(name in leases and leases[name].holder and leases[name].holder not in dead
+                       and leases[name].expires_at > now for name in ("dispatch", "governance"))
+        return check
+
+    def holders(self, name: str) -> list[str]:
+        seen: list[str] = []
+        for _t, lease_name, holder, _r in self.samples:
+            if lease_name == name and holder and (not seen or seen[-1] != holder):
+                seen.append(holder)
+        return seen
+
+
+def _record(path: Path) -> list[tuple[str, int, float]]:
+    if not path.exists():
+        return []
+    return [(e, int(r), float(t)) for e, r, t, _pid in (line.split() for line in path.read_text().splitlines())]
+
+
+def _max_overlap(lines, run_ids: set[int], kills: list[float]) -> int:
+    """Peak number of runs executing at once; a start the kill cut short ends at that kill."""
+    opened: dict[int, list[float]] = {}
+    intervals = []
+    for event, run_id, at in lines:
+        if run_id not in run_ids:
+            continue
+        if event == "start":
+            opened.setdefault(run_id, []).append(at)
+        elif opened.get(run_id):
+            intervals.append((opened[run_id].pop(), at))  # attempts are sequential: the latest start
+    for starts in opened.values():
+        for at in starts:
+            intervals.append((at, min((k for k in kills if k >= at), default=at)))
+    points = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals], key=lambda p: (p[0], p[1]))
+    current = peak = 0
+    for _at, step in points:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def _holder_of(proc_name: str, holder: str) -> bool:
+    return holder.startswith(f"{proc_name}@")
+
+
+def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_leases_over(make_schedule, redis_db,
+                                                                                          tmp_path):
+    import tests.reliability.pipelines  # noqa: F401
+
+    record = tmp_path / "record.log"
+    WorkloadClass.objects.create(name="narrow", concurrency_limit=LIMIT)
+    logs = {name: tmp_path / f"{name}.log" for name in ("c1", "c2")}
+    watch, kills = LeaseWatch(), []
+    dead: dict[str, float] = {}  # lease holder -> when its cluster was killed
+    c1 = start_cluster("c1", log_path=logs["c1"], extra_env=ENV)
+    c2 = None
+    try:
+        # c1 alone first, so it holds both leases when it is killed the first time
+        wait_until(lambda: all(_holder_of("c1", lease.holder) for lease in watch.sample().values())
+                   and len(watch.sample()) == 2, timeout=30, what="c1 to hold both leases", log_path=logs["c1"])
+        every_second = make_schedule("every-second", target_id="reliability.start_end", trigger_kind="cron",
+                                     trigger_config={"cron": "* * * * * *"}, catchup=True, max_catchup=100,
+                                     workload_class="narrow", retry_max_attempts=6,
+                                     params={"record": str(record), "sleep": 0.3})
+        burst = make_schedule("burst", target_id="reliability.start_end", workload_class="narrow",
+                              retry_max_attempts=6, params={"record": str(record), "sleep": 1.5})
+        c2 = start_cluster("c2", log_path=logs["c2"], extra_env=ENV)
+        wait_until(lambda: "governance loop started" in logs["c2"].read_text(), timeout=30, what="c2 to start",
+                   log_path=logs["c2"])
+        for cycle in range(KILLS):
+            for _ in range(4):
+                run_trigger_manual(schedule=burst, actor="tests")
+            # kill c1 while one of its workers is inside a run
+            wait_until(lambda: (watch.sample() and Run.objects.filter(status=RunStatus.RUNNING, started_at__isnull=False,
+                                                                     worker_id__startswith="c1@").exists()),
+                       timeout=30, what=f"c1 to run something (cycle {cycle})", log_path=logs["c1"])
+            before = watch.sample()
+            kills.append(time.time())
+            kill_cluster(c1)
+            for lease in [*before.values(), *watch.sample().values()]:
+                if _holder_of("c1", lease.holder):
+                    dead.setdefault(lease.holder, kills[-1])
+            wait_until(watch.held_by_live(dead), timeout=LEASE_SECONDS + 15,
+                       what=f"a live cluster to hold both leases (cycle {cycle})", log_path=logs["c2"])
+            c1 = start_cluster("c1", log_path=logs["c1"], extra_env=ENV)
+            wait_until(lambda: logs["c1"].read_text().count("governance loop started") >= cycle + 2, timeout=30,
+                       what="c1 to come back", log_path=logs["c1"])
+        Schedule.objects.filter(pk=every_second.pk).update(enabled=False)
+        wait_until(lambda: watch.sample() is not None and not Run.objects.filter(status__in=RunStatus.active()).exists(),
+                   timeout=45, what="every active run to finish", log_path=logs["c2"])
+    finally:
+        for proc in (c1, c2):
+            if proc is not None:
+                kill_cluster(proc)
+
+    # fires: one run per second of cron time, none doubled, none lost across every kill
+    fires = Counter(Run.objects.filter(schedule=every_second).values_list("logical_time", flat=True))
+    assert fires and set(fires.values()) == {1}, "a cron fire was doubled"
+    first, last = min(fires), max(fires)
+    assert len(fires) == int((last - first).total_seconds()) + 1, "a cron fire was lost"
+    assert Run.objects.values("schedule", "trigger_key").distinct().count() == Run.objects.count()
+
+    # every run ends SUCCEEDED; a run is executed again only after the kill cut an attempt short
+    runs = list(Run.objects.all())
+    assert {r.status for r in runs} == {RunStatus.SUCCEEDED}, Counter(r.status for r in runs)
+    lines = _record(record)
+    ends = Counter(run_id for event, run_id, _at in lines if event == "end")
+    assert all(1 <= ends[r.pk] <= r.attempt for r in runs), {r.pk: (ends[r.pk], r.attempt) for r in runs}
+    assert any(r.attempt > 1 for r in runs), "no run was cut short by a kill: the kills tested nothing"
+
+    # the class limit held across both clusters and every kill
+    assert 1 <= _max_overlap(lines, {r.pk for r in runs}, kills) <= LIMIT
+
+    # the leases changed hands, and a dead holder never renewed after its kill
+    assert len(watch.holders("dispatch")) >= 2 and len(watch.holders("governance")) >= 2
+    assert any(_holder_of("c2", h) for h in watch.holders("dispatch"))
+    assert dead, "c1 never held a lease when it was killed"
+    for _at, name, holder, renewed in watch.samples:
+        if holder in dead:
+            assert renewed.timestamp() <= dead[holder] + 0.5, f"{holder} renewed {name} after it was killed"
+
