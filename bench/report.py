@@ -18,7 +18,7 @@ def suite(path: Path) -> str:
     data = json.loads(path.read_text())
     m = data["machine"]
     out = [
-        (f"Run {data['when']}{' (quick sizes)' if data['quick'] else ''}, {data['total_s'] / 60:.1f} min in all. "
+        (f"Run {data['when']}{' (quick sizes)' if data['quick'] else ''}, {data['total_s'] / 60:.1f} min for all scenarios. "
          f"Machine: {m['nproc']} cores ({m['cpu']}), {(m['memory'] or ['?'])[0].split()[1]} memory; "
          f"Python {m['python']}, Django {m['django']}, django-q2 {m['django_q2']}, SQLite {m['sqlite']}, "
          f"PostgreSQL {m['postgresql']}, Redis {''.join(m['redis'])}."),
@@ -50,7 +50,7 @@ def peers(path: Path) -> str:
     ]
 
     def ratio(value: float, base: float | None) -> str:
-        return f"{value / base:.1f}" if base and base > 0 else "-"
+        return f"{value / base:.1f}" if base and base > 0 and value > 0 else "-"
 
     for tool, res in results.items():
         if "error" in res:

@@ -114,7 +114,13 @@ def _iter_fires(expression: str, tz_name: str, after: datetime) -> Iterator[date
     tz = validate_timezone(tz_name)
     after = _require_aware(after, "after")
     every_hour = text.split(" ")[1] == "*"
-    start = after.astimezone(tz).replace(tzinfo=None) - _REPEAT_MARGIN
+    start = after.astimezone(tz).replace(tzinfo=None)
+    offset = after.astimezone(tz).utcoffset()
+    if any((after + d).astimezone(tz).utcoffset() != offset for d in (-_REPEAT_MARGIN, _REPEAT_MARGIN)):
+        # a clock change is near: a repeated wall time at or before `after` may
+        # have its second occurrence after it, so look back; elsewhere the
+        # rewind would only cost croniter steps (10,800 for a per-second cron)
+        start -= _REPEAT_MARGIN
     it = croniter(text, start)
     # Second occurrences are later than the first occurrences of the next few
     # wall times, so they wait here until their turn; they stay ascending.

@@ -78,6 +78,10 @@ def _save(schedule: Schedule, new: BreakerState, *, trial_run_id: int | None, ac
 
 def breaker_admit(*, schedule_id: int, run: Run, now: datetime) -> tuple[bool, str]:
     """May `run` start under the breaker? Call inside the admission transaction."""
+    loaded = run.schedule if run.schedule_id == schedule_id else None
+    if loaded is not None and loaded.breaker_status == BreakerStatus.CLOSED:
+        # the row was read in this transaction: a closed breaker needs no lock (the hot path)
+        return True, ""
     schedule = _locked(schedule_id)
     if schedule.breaker_status == BreakerStatus.CLOSED:
         return True, ""
@@ -90,6 +94,9 @@ def breaker_admit(*, schedule_id: int, run: Run, now: datetime) -> tuple[bool, s
 
 def breaker_on_result(*, schedule_id: int, run: Run, succeeded: bool, now: datetime) -> None:
     """Count a final success or failure. Call inside the run's final transaction."""
+    loaded = run.schedule if run.schedule_id == schedule_id else None
+    if succeeded and loaded is not None and loaded.breaker_status == BreakerStatus.CLOSED and not loaded.breaker_failures:
+        return  # nothing to count: skip the row lock on the hot path
     schedule = _locked(schedule_id)
     state = breaker_state(schedule)
     if succeeded:

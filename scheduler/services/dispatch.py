@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 
 from scheduler.core import next_allowed_start
-from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, TriggerKind, WorkloadClass
+from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule, TriggerKind, WorkloadClass
 from scheduler.services import dependencies
 from scheduler.services.alerts import governance_watchdog
 from scheduler.services.breakers import breaker_admit, breaker_trial_released
@@ -56,7 +56,10 @@ def _fresh_reason(run: Run, *, now: datetime) -> str:
 
 def _gate_dependencies(run: Run, *, now: datetime) -> bool:
     """Apply the dependency verdict; True when the run may go on to admission."""
-    if not run.schedule.depends_on.exists() or run.backfill_id is not None:
+    has_deps = getattr(run, "has_deps", None)
+    if has_deps is None:
+        has_deps = run.schedule.depends_on.exists()
+    if not has_deps or run.backfill_id is not None:
         return True
     verdict = dependencies.evaluate(run.schedule)
     if verdict.action == "admit":
@@ -112,6 +115,8 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
             Run.objects.filter(status=S.QUEUED, workload_class_id__in=open_classes)
             .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
             .select_related("schedule", "backfill")
+            # one EXISTS per batch instead of one depends_on query per run
+            .annotate(has_deps=Exists(Schedule.depends_on.through.objects.filter(from_schedule_id=OuterRef("schedule_id"))))
             .order_by("-priority", "queued_at", "id")[:batch]
         )
         running_watermarked = set(

@@ -35,29 +35,52 @@ def worker_name() -> str:
     return f"{os.environ.get('ETL_CLUSTER_ID', 'etl')}@{socket.gethostname()}:{os.getpid()}"
 
 
-class Heartbeat(threading.Thread):
-    """Touches the run's heartbeat while the pipeline works, from its own connection."""
+class HeartbeatPump(threading.Thread):
+    """One daemon thread per worker process touches the heartbeat of every run it executes.
 
-    def __init__(self, run_id: int, token: str, interval: float) -> None:
-        super().__init__(name=f"heartbeat-{run_id}", daemon=True)
-        self.run_id, self.token, self.interval = run_id, token, interval
-        self.stopped = threading.Event()
+    One long-lived thread (with its own connection) instead of one per run:
+    starting and joining a thread per run cost more than the run itself for
+    short pipelines.
+    """
+
+    _instance: "HeartbeatPump | None" = None
+    _guard = threading.Lock()
+
+    def __init__(self, interval: float) -> None:
+        super().__init__(name="etl-heartbeat", daemon=True)
+        self.interval = interval
+        self.active: dict[int, str] = {}
+        self.pid = os.getpid()
+        self.wake = threading.Event()
+
+    @classmethod
+    def get(cls) -> "HeartbeatPump":
+        # django-q2 forks its workers: a pump inherited from the parent has no thread here
+        with cls._guard:
+            if cls._instance is None or cls._instance.pid != os.getpid() or not cls._instance.is_alive():
+                cls._instance = cls(settings.ETL_HEARTBEAT_SECONDS)
+                cls._instance.start()
+            return cls._instance
+
+    def register(self, run_id: int, token: str) -> None:
+        self.active[run_id] = token
+
+    def unregister(self, run_id: int) -> None:
+        self.active.pop(run_id, None)
 
     def run(self) -> None:
-        try:
-            while not self.stopped.wait(self.interval):
-                try:
-                    Run.objects.filter(pk=self.run_id, status=S.RUNNING, dispatch_token=self.token).update(
-                        heartbeat_at=timezone.now()
-                    )
-                except Exception:  # a database blip must not kill the run; governance judges
-                    log.warning("heartbeat for run %s failed", self.run_id, exc_info=True)
-        finally:
-            connection.close()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join(timeout=5)
+        while not self.wake.wait(self.interval):
+            beating = dict(self.active)
+            if not beating:
+                continue
+            try:
+                close_old_connections()
+                now = timezone.now()
+                for run_id, token in beating.items():
+                    Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token).update(heartbeat_at=now)
+            except Exception:  # a database blip must not kill the pump; governance judges silence
+                log.warning("heartbeat update failed", exc_info=True)
+                connection.close()
 
 
 def retry_policy(schedule: Schedule) -> RetryPolicy:
@@ -126,8 +149,8 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
     run = Run.objects.select_related("schedule").get(pk=run_id)
     backfill_on_run_started(run)
     transaction.on_commit(lambda: signals.run_started.send(sender=Run, run=run))
-    heartbeat = Heartbeat(run_id, token, settings.ETL_HEARTBEAT_SECONDS)
-    heartbeat.start()
+    pump = HeartbeatPump.get()
+    pump.register(run_id, token)
     try:
         try:
             config, window, capped = _window_for(run, now)
@@ -150,7 +173,7 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
         return _finish(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
                        max_value=max_value, report=report, clock=clock)
     finally:
-        heartbeat.stop()
+        pump.unregister(run_id)
 
 
 def _run_target(run: Run, ctx: RunContext, clock) -> tuple[int, Any, RunReport | None]:

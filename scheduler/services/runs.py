@@ -55,12 +55,9 @@ def run_transition(run: Run, *, new: str, now: datetime | None = None, extra_fil
 def _send_after_commit(run: Run, new: str, old: str) -> None:
     if new not in (S.SUCCEEDED, S.SKIPPED, S.FAILED, S.BLOCKED) and (new, old) != (S.QUEUED, S.RUNNING):
         return  # no signal for this transition (admission, waiting): spare the re-fetch after commit
-    run_id = run.pk
-
     def send() -> None:
-        fresh = Run.objects.select_related("schedule").filter(pk=run_id).first()
-        if fresh is None:
-            return
+        # the in-memory run already holds the committed values: no re-fetch
+        fresh = run
         # run_started is sent by the worker when it really starts (execution.py)
         if new in (S.SUCCEEDED, S.SKIPPED):
             signals.run_completed.send(sender=Run, run=fresh)

@@ -58,13 +58,17 @@ class TriggerPlugin:
     def _fires_between(self, config: dict, *, timezone: str, after: datetime, until: datetime, keep: int) -> list[datetime]:
         kept: list[datetime] = []
         cursor = after
+        # a due schedule usually has one fire in the window: start small and
+        # double, since every fire computed costs a croniter step
+        size = keep + 1
         while True:
-            batch = self.next_fires(config, timezone=timezone, after=cursor, count=256)
+            batch = self.next_fires(config, timezone=timezone, after=cursor, count=min(size, 256))
             inside = [f for f in batch if f <= until]
             kept = (kept + inside)[-keep:]
             if len(inside) < len(batch) or not batch:
                 return kept
             cursor = batch[-1]
+            size *= 2
 
 
 def require_keys(config: dict, allowed: set[str], required: set[str] = frozenset()) -> None:
