@@ -91,7 +91,7 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
     return params
 
 
-def run_enqueue(
+def run_build(
     *,
     schedule: Schedule,
     trigger_kind: str,
@@ -105,10 +105,9 @@ def run_enqueue(
     event=None,
     backfill=None,
     window: tuple[str, str] | None = None,
-    now: datetime | None = None,
-) -> Run | None:
-    """Create a run; None when a run with this trigger key already exists (a double fire)."""
-    now = now or timezone.now()
+    now: datetime,
+) -> Run:
+    """An unsaved run of `schedule` (for run_enqueue, and for bulk inserts by the dispatcher)."""
     merged = {**(schedule.params or {}), **(params or {})}
     run = Run(
         schedule=schedule,
@@ -132,6 +131,31 @@ def run_enqueue(
     )
     if status in RunStatus.final():
         run.finished_at = now
+    return run
+
+
+def run_enqueue(
+    *,
+    schedule: Schedule,
+    trigger_kind: str,
+    trigger_key: str,
+    params: dict | None = None,
+    logical_time: datetime | None = None,
+    triggered_by: str = "",
+    status: str = S.QUEUED,
+    reason: str = "",
+    blocked_by: Schedule | None = None,
+    event=None,
+    backfill=None,
+    window: tuple[str, str] | None = None,
+    now: datetime | None = None,
+) -> Run | None:
+    """Create a run; None when a run with this trigger key already exists (a double fire)."""
+    run = run_build(
+        schedule=schedule, trigger_kind=trigger_kind, trigger_key=trigger_key, params=params,
+        logical_time=logical_time, triggered_by=triggered_by, status=status, reason=reason, blocked_by=blocked_by,
+        event=event, backfill=backfill, window=window, now=now or timezone.now(),
+    )
     try:
         with transaction.atomic():
             run.save(force_insert=True)
