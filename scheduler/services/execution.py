@@ -247,7 +247,7 @@ def _finish(run: Run, token: str, *, new: str, clock, reason: str = "", error: s
 
 def requeue_or_fail_lost(run: Run, *, now: datetime, why: str) -> str:
     """Governance: a RUNNING run whose worker is gone. Re-queue while attempts remain."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # the governance tick holds the transaction
         if run.attempt < run.max_attempts:
             ok = run_transition(
                 run, new=S.QUEUED, now=now, extra_filter={"dispatch_token": run.dispatch_token},
@@ -270,7 +270,7 @@ def redispatch(run: Run, *, now: datetime) -> bool:
     from scheduler.services.dispatch import enqueue_execution
 
     token = uuid.uuid4().hex
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         changed = Run.objects.filter(
             pk=run.pk, status=S.RUNNING, started_at__isnull=True, dispatch_token=run.dispatch_token
         ).update(dispatch_token=token, heartbeat_at=now)
