@@ -42,5 +42,8 @@ bench-peers: install-bench
 	bash bench/peers/install.sh || true
 	$(PY) bench/peers/run.py $(BENCH_ARGS)
 
+soak: install-test
+	$(PY) scripts/soak.py --duration 600
+
 clean:
 	rm -rf var/test_*.sqlite3* .pytest_cache

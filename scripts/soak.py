@@ -79,6 +79,7 @@ def main() -> int:
     import django
 
     django.setup()
+    from django.db import InterfaceError, OperationalError, connection
     from django.db.models import Count, Max
 
     from scheduler.models import Run, RunStatus, Schedule, WorkloadClass
@@ -110,16 +111,26 @@ def main() -> int:
     max_running: dict[int, int] = {}
     memory: list[tuple[float, int]] = []
     next_mem = 0.0
+    outages: list[int] = []
     try:
         while time.monotonic() - started < args.duration:
             elapsed = time.monotonic() - started
-            for cls, n in Run.objects.filter(status=RunStatus.RUNNING).values_list("workload_class").annotate(n=Count("id")):
-                max_running[cls] = max(max_running.get(cls, 0), n)
-            if elapsed >= next_mem:
-                memory.append((round(elapsed), sum(rss_of_tree(p.pid) for p in procs)))
-                next_mem += 10
-                done = Run.objects.filter(status__in=RunStatus.final()).count()
-                print(f"[{elapsed:6.0f}s] runs final={done} rss={memory[-1][1] // 1024} MiB", flush=True)
+            try:
+                for cls, n in (Run.objects.filter(status=RunStatus.RUNNING).values_list("workload_class")
+                               .annotate(n=Count("id"))):
+                    max_running[cls] = max(max_running.get(cls, 0), n)
+                if elapsed >= next_mem:
+                    memory.append((round(elapsed), sum(rss_of_tree(p.pid) for p in procs)))
+                    next_mem += 10
+                    done = Run.objects.filter(status__in=RunStatus.final()).count()
+                    print(f"[{elapsed:6.0f}s] runs final={done} rss={memory[-1][1] // 1024} MiB", flush=True)
+            except (OperationalError, InterfaceError) as exc:
+                # a database restart (a fault test on the same server) must not end the soak: the
+                # clusters are expected to ride it out, so the observer does too
+                outages.append(round(elapsed))
+                print(f"[{elapsed:6.0f}s] database unavailable: {str(exc).splitlines()[0]}", flush=True)
+                connection.close()
+                time.sleep(2)
             time.sleep(0.5)
         Schedule.objects.update(enabled=False, next_fire_at=None)
         drain_until = time.monotonic() + 90
@@ -151,7 +162,7 @@ def main() -> int:
         "runs_by_status": by_status, "runs_total": sum(by_status.values()),
         "duplicate_trigger_keys": duplicates, "runs_left_running": stuck, "failures_without_reason": unexplained,
         "max_running_per_class": {str(k): v for k, v in max_running.items()}, "limits": {str(k): v for k, v in limits.items()},
-        "limit_exceeded": over_limit, "queued_or_waiting_left_by_class": left,
+        "limit_exceeded": over_limit, "queued_or_waiting_left_by_class": left, "database_outages_at_s": outages,
         "rss_kib_first_minute": int(first), "rss_kib_last_minute": int(last),
         "rss_growth_pct": round(100 * (last - first) / first, 1) if first else None,
         "last_finished_at": str(Run.objects.aggregate(Max("finished_at"))["finished_at__max"]),

@@ -54,9 +54,12 @@ def parse_user_value(config: WatermarkConfig, text: Any, *, field: str = "value"
             raise ServiceError(f"{text!r} is out of range in UTC", field=field) from None
         return value
     try:
-        return int(str(text).strip())
+        number = int(str(text).strip())
     except ValueError:
         raise ServiceError(f"{text!r} is not a whole number", field=field) from None
+    if not -(2**63) <= number < 2**63:  # a 64-bit source column; the stored text has room for nothing longer
+        raise ServiceError("is outside the 64-bit integer range", field=field)
+    return number
 
 
 def watermark_state(schedule: Schedule, config: WatermarkConfig | None = None) -> WatermarkState:

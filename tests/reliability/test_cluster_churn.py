@@ -148,7 +148,7 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
             wait_until(watch.held_by_live(dead), timeout=LEASE_SECONDS + 15,
                        what=f"a live cluster to hold both leases (cycle {cycle})", log_path=logs["c2"])
             c1 = start_cluster("c1", log_path=logs["c1"], extra_env=ENV)
-            wait_until(lambda: logs["c1"].read_text().count("governance loop started") >= cycle + 2, timeout=30,
+            wait_until(lambda n=cycle + 2: logs["c1"].read_text().count("governance loop started") >= n, timeout=30,
                        what="c1 to come back", log_path=logs["c1"])
         Schedule.objects.filter(pk=every_second.pk).update(enabled=False)
         wait_until(lambda: watch.sample() is not None and not Run.objects.filter(status__in=RunStatus.active()).exists(),

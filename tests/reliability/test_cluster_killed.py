@@ -6,12 +6,11 @@ row exactly once, and the progress the pages show never goes backwards.
 from __future__ import annotations
 
 import sqlite3
-
 from collections import Counter
 
 import pytest
 
-from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, WindowStatus
+from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, WatermarkState, WindowStatus
 from scheduler.services.backfills import backfill_progress, backfill_submit
 from tests.integration.cluster import kill_cluster, start_cluster, stop_cluster, wait_until
 
@@ -66,7 +65,7 @@ def test_a_cluster_killed_mid_backfill_and_restarted_finishes_every_window_exact
         kill_cluster(first)  # the whole process group: sentinel, workers, loops; no clean-up at all
     killed_at = watch.sample()
     assert killed_at["done"] < WINDOWS, "the backfill finished before the kill: nothing was tested"
-    # the dead cluster's leases must expire before the new one can dispatch
+    # the new cluster can dispatch only once the dead one's leases expire
     second = start_cluster("bf2", log_path=log, extra_env=ENV)
     try:
         wait_until(watch.completed, timeout=80, what="the backfill to complete after the restart", log_path=log)
@@ -97,7 +96,4 @@ def test_a_cluster_killed_mid_backfill_and_restarted_finishes_every_window_exact
             runs = {run for run, lo, _hi, _n in loads if lo == low}
             assert len(runs) == 1 and count <= attempts[runs.pop()], (low, high, count)
     # the live watermark is never moved by a backfill
-    from scheduler.models import WatermarkState
-
     assert not WatermarkState.objects.filter(schedule=schedule).exclude(value="").exists()
-

@@ -18,8 +18,16 @@ from scheduler.services.events import event_emit
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_save
 from scheduler.services.watermarks import watermark_set
-from tests.security.hostile import (bad_cron, bad_filter, bad_int, bad_watermark, bad_zone, counts, hostile_json,
-                                    nasty_text)
+from tests.security.hostile import (
+    bad_cron,
+    bad_filter,
+    bad_int,
+    bad_watermark,
+    bad_zone,
+    counts,
+    hostile_json,
+    nasty_text,
+)
 
 pytestmark = pytest.mark.django_db
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -222,3 +230,10 @@ def test_an_out_of_range_or_unreadable_datetime_mark_is_refused(make_schedule, v
 ])
 def test_the_python_api_refuses_bad_input_naming_the_field(wm_schedule, call, field):
     refused(lambda: call(SchedulerHost()), field)
+
+
+@pytest.mark.parametrize("value", ["9" * 400, str(2**63), str(-(2**63) - 1)])
+def test_an_integer_mark_beyond_64_bits_is_refused(wm_schedule, value):
+    refused(lambda: watermark_set(schedule=wm_schedule, value=value, actor="tests", reason="r"), "value")
+    refused(lambda: backfill_submit(schedule=wm_schedule, start=0, end=value, window=10 ** 30, reason="r",
+                                    requested_by="tests"), "to")
