@@ -106,16 +106,9 @@ def run(schedules: int = 100_000, due: int = 100, repeat: int = 10, profile: boo
         with connection.cursor() as cur:
             cur.execute("ANALYZE scheduler_schedule")
     at_big = measure(f"{schedules}", due, repeat, profile)
-    from bench.proposals import small_first_cron_batch
-
-    with small_first_cron_batch():
-        proposed = measure(f"{schedules}-proposed", due, repeat, False)
-    result.details = {"small": small, "big": schedules, "due": due, f"at_{small}": at_small, f"at_{schedules}": at_big,
-                      "with_small_first_cron_batch": proposed}
+    result.details = {"small": small, "big": schedules, "due": due, f"at_{small}": at_small, f"at_{schedules}": at_big}
     result.add(f"fire {due} due of {schedules:,} schedules (median)", at_big["fire_ms_median"], "ms", "<= 20 ms",
                at_big["fire_ms_median"] <= 20)
-    result.add("  same, with the proposed cron batch change", proposed["fire_ms_median"], "ms", "<= 20 ms",
-               proposed["fire_ms_median"] <= 20)
     result.add(f"fire {due} due of {small:,} schedules (median)", at_small["fire_ms_median"], "ms", "", None)
     result.add(f"queries per fire, {small:,} -> {schedules:,} schedules",
                None, f"{at_small['fire_queries']} -> {at_big['fire_queries']}", "constant",

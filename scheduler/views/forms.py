@@ -57,13 +57,7 @@ class AuditFilterForm(forms.Form):
         required=False, label="To (UTC day, inclusive)", widget=forms.DateInput(attrs={"type": "date"})
     )
 
-    def filters(self) -> dict:
-        data = {k: v for k, v in getattr(self, "cleaned_data", {}).items() if v not in (None, "")}
-        if "since" in data:
-            data["since"] = _day_start(data["since"])
-        if "until" in data:
-            data["until"] = _day_start(data["until"]) + _ONE_DAY
-        return data
+    filters = RunFilterForm.filters
 
 
 class JSONObjectField(forms.CharField):
