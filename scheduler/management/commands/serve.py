@@ -7,6 +7,8 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from scheduler.management.cli import check_number
+
 
 class Command(BaseCommand):
     help = "Run the web server (runserver) and a qcluster together; Ctrl-C or SIGTERM stops both."
@@ -16,6 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--grace", type=float, default=30.0, help="Seconds to wait for a clean stop.")
 
     def handle(self, *args, **opts):
+        check_number(opts["grace"], option="--grace")
         manage = [sys.executable, sys.argv[0]] if sys.argv[0].endswith("manage.py") else [sys.executable, "manage.py"]
         procs = {
             "web": subprocess.Popen([*manage, "runserver", "--noreload", opts["addr"]]),
