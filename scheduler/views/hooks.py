@@ -55,6 +55,9 @@ def _remote(request: HttpRequest) -> str:
 
 def _read_body(request: HttpRequest) -> bytes | JsonResponse:
     limit = settings.ETL_WEBHOOK_MAX_BYTES
+    if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        # Django reads a WSGI body up to Content-Length only: a chunked body would arrive as empty
+        return _error("chunked bodies are not accepted; send a Content-Length", 411, "Content-Length")
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
