@@ -214,3 +214,13 @@ STORAGES = {
 ETL_ADDR = envstr("ETL_ADDR", "127.0.0.1:8000")
 ETL_WEB_WORKERS = envint("ETL_WEB_WORKERS", 2, minimum=1)
 ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
+
+# --- hardening settings ---
+# With DEBUG off Django sends request errors only to mail_admins: log every 500 (with its traceback) and every
+# refused request (django.security: bad Host, CSRF) to the console, where the process manager collects them.
+LOGGING["loggers"]["django.request"] = {"handlers": ["console"], "level": "ERROR", "propagate": False}
+LOGGING["loggers"]["django.security"] = {"handlers": ["console"], "level": "WARNING", "propagate": False}
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "scheduler.middleware.NoStoreForSignedInUsers",
+)

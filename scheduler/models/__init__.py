@@ -15,7 +15,7 @@ from scheduler.models.choices import (
     WatermarkType,
     WindowStatus,
 )
-from scheduler.models.event import Event, WebhookDelivery
+from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run
 from scheduler.models.schedule import Schedule
@@ -26,5 +26,5 @@ __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "Condition", "Event", "GovernanceTick", "LoopLease", "Run",
     "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
-    "WatermarkState", "WatermarkType", "WebhookDelivery", "WindowStatus", "WorkloadClass",
+    "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

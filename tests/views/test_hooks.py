@@ -63,10 +63,12 @@ def test_get_is_a_json_405(client, hook):
     assert response.status_code == 405 and response["Allow"] == "POST" and "use POST" in response.json()["error"]
 
 
-def test_an_unknown_schedule_is_a_404(client):
-    response = client.post("/hooks/ghost", data=b"{}", content_type="application/json",
-                           headers=sign_webhook("x", b"{}", int(time.time())))
-    assert response.status_code == 404 and "unknown schedule 'ghost'" in response.json()["error"]
+def test_an_unknown_schedule_answers_exactly_like_a_bad_signature(client, hook):
+    unknown = client.post("/hooks/ghost", data=b"{}", content_type="application/json",
+                          headers=sign_webhook("x", b"{}", int(time.time())))
+    bad = _post_hook(client, hook, b"{}", secret="wrong")
+    assert unknown.status_code == bad.status_code == 401
+    assert unknown.content == bad.content and "ghost" not in unknown.content.decode()
 
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -201,3 +203,10 @@ def test_a_chunked_body_is_refused_with_411_not_read_as_empty(client, hook, on_o
                         headers={"Authorization": "Bearer tok-1", "Transfer-Encoding": "chunked"})
     assert event.status_code == 411
     assert not Run.objects.exists() and not Event.objects.exists()
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer"])
+def test_the_event_endpoint_takes_the_bearer_scheme_in_any_case(client, on_order, scheme):
+    response = client.post("/api/events/orders", data='{"status": "confirmed"}', content_type="application/json",
+                           headers={"Authorization": f"{scheme} tok-1"})
+    assert response.status_code == 202
