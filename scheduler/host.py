@@ -234,6 +234,21 @@ class SchedulerHost:
         breaker_reset(schedule=schedule_get(schedule_id), actor=reset_by,
                       reason=reason or "reset through SchedulerHost")
 
+    def next_fires(self, schedule: Any, count: int = 5, *, after: datetime | None = None) -> list[datetime]:
+        """The next fire instants (aware UTC) of a cron or interval schedule, Debian cron's DST rule."""
+        from scheduler.services.schedules import schedule_get
+        from scheduler.triggers.registry import get_trigger
+
+        found = schedule_get(schedule)
+        plugin = get_trigger(found.trigger_kind)
+        if not plugin.time_based:
+            raise ServiceError(f"'{found.name}' is a {found.trigger_kind} schedule; only time-based schedules "
+                               "have fire times", field="schedule")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise ServiceError(f"must be a whole number from 1 to 1000, got {count!r}", field="count")
+        return plugin.next_fires(found.trigger_config or {}, timezone=found.timezone,
+                                 after=after or timezone.now(), count=count)
+
     def get_active_runs(self) -> list[tuple[int, str, str]]:
         """(run id, pipeline or workflow id, status) of every QUEUED, WAITING or RUNNING run, oldest first."""
         return [
