@@ -62,11 +62,12 @@ class Watermarks:
 
         return list(WatermarkHistory.objects.filter(schedule=schedule_get(schedule)).order_by("-at", "-id")[:limit])
 
-    def set(self, schedule: str | int, value: Any, *, reason: str, actor: Any = "api") -> str:
+    def set(self, schedule: str | int, value: Any, *, reason: str, actor: Any = "api", force: bool = False) -> str:
+        """Set the mark; a datetime in the future is refused unless force=True."""
         from scheduler.services.schedules import schedule_get
         from scheduler.services.watermarks import watermark_set
 
-        return watermark_set(schedule=schedule_get(schedule), value=value, actor=actor, reason=reason)
+        return watermark_set(schedule=schedule_get(schedule), value=value, actor=actor, reason=reason, force=force)
 
     def reset(self, schedule: str | int, *, reason: str, actor: Any = "api") -> str:
         from scheduler.services.schedules import schedule_get
@@ -221,11 +222,12 @@ class SchedulerHost:
         return run_trigger_manual(schedule=schedule, actor=actor, params=override_params, reason=reason).pk
 
     def submit_backfill(self, schedule: Any, start: Any, end: Any, window: Any, *, reason: str,
-                        requested_by: Any = "api", max_parallel: int = 1) -> int:
+                        requested_by: Any = "api", max_parallel: int = 1, params: dict | None = None) -> int:
+        """Backfill [start, end) (datetime marks) in windows; `params` go to every window's run."""
         from scheduler.services.backfills import backfill_submit
 
         return backfill_submit(schedule=schedule, start=start, end=end, window=window, reason=reason,
-                               requested_by=requested_by, max_parallel=max_parallel).pk
+                               requested_by=requested_by, max_parallel=max_parallel, params=params).pk
 
     def reset_circuit_breaker(self, schedule_id: Any, reset_by: Any, reason: str = "") -> None:
         from scheduler.services.breakers import breaker_reset

@@ -46,6 +46,7 @@ from .windows import (
     advance,
     compute_window,
     compute_windows,
+    reached_until,
     split_windows,
 )
 
@@ -89,6 +90,7 @@ __all__ = [
     "advance",
     "compute_window",
     "compute_windows",
+    "reached_until",
     "split_windows",
     # cron
     "describe_cron",
