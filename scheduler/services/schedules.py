@@ -13,24 +13,33 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from django.db import transaction
-from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
 from scheduler.models import Condition, Schedule, TargetKind, WorkloadClass
-from scheduler.pipelines.registry import is_registered
+from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.dependencies import cycle_for
+from scheduler.services.errors import NotFound, ServiceError, check_text
+from scheduler.services.firing import compute_next_fire
+from scheduler.services.runs import validate_params
+from scheduler.services.webhooks import webhook_rotate_secret
 from scheduler.triggers.registry import get_trigger
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-EDITABLE = {
+#: Every field a person sets on a schedule, in the order the schedules file and
+#: `export_schedules` write them. The one list: the service's accepted keys
+#: (EDITABLE), the schedules file, its export and `SchedulerHost.schedules` read it.
+SCHEDULE_FIELDS: tuple[str, ...] = (
     "name", "description", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
-    "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "watermark_config", "condition",
-    "max_wait_seconds", "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
-    "max_runs_per_minute", "refresh_after_seconds", "retry_max_attempts", "retry_initial_delay", "retry_backoff",
-    "retry_max_delay", "retry_jitter", "alert_emails", "alert_webhook_url", "depends_on",
-}
+    "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "watermark_config",
+    "depends_on", "condition", "max_wait_seconds",
+    "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
+    "max_runs_per_minute", "refresh_after_seconds",
+    "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
+    "alert_emails", "alert_webhook_url",
+)
+EDITABLE = frozenset(SCHEDULE_FIELDS)
 NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
 POSITIVE_INT = ["breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
 
@@ -78,8 +87,6 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if schedule.target_kind not in TargetKind.values:
         raise ServiceError(f"must be one of {', '.join(TargetKind.values)}", field="target_kind")
     if not schedule.target_id or not is_registered(schedule.target_kind, schedule.target_id):
-        from scheduler.pipelines.registry import all_pipelines, all_workflows
-
         known = [p.id for p in (all_pipelines() if schedule.target_kind == TargetKind.PIPELINE else all_workflows())]
         raise ServiceError(
             f"unknown {schedule.target_kind} '{schedule.target_id}' (known: {', '.join(sorted(known)) or 'none'})",
@@ -120,8 +127,6 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     schedule.retry_jitter = _float(schedule.retry_jitter, "retry_jitter", minimum=0, maximum=1)
     if not isinstance(schedule.params, dict):
         raise ServiceError("must be a JSON object", field="params")
-    from scheduler.services.runs import validate_params
-
     for field in JSON_FIELDS:  # storable: no NUL, NaN, Infinity or runaway nesting
         validate_params(getattr(schedule, field), field=field)
     if schedule.alert_webhook_url and not schedule.alert_webhook_url.lower().startswith(("http://", "https://")):
@@ -132,8 +137,6 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if depends_on is not None:
         if schedule.trigger_kind == "upstream" and not depends_on:
             raise ServiceError("an 'upstream' trigger needs at least one upstream schedule", field="depends_on")
-        from scheduler.services.dependencies import cycle_for
-
         cycle = cycle_for(schedule.name, [u.name for u in depends_on])
         if cycle:
             raise ServiceError("would create a cycle: " + " -> ".join(cycle), field="depends_on")
@@ -174,17 +177,41 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
 
 
 def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
-    from scheduler.services.firing import compute_next_fire
-
     return compute_next_fire(schedule, after=now) if schedule.enabled else None
 
 
+def field_default(field: str) -> Any:
+    """The value a schedule gets for `field` when nobody sets it."""
+    if field == "depends_on":
+        return []
+    if field == "workload_class":
+        return "standard"
+    return Schedule._meta.get_field(field).get_default()
+
+
+def schedule_spec(schedule: Schedule, *, depends_on: list[str] | None = None) -> dict:
+    """Every SCHEDULE_FIELDS value of `schedule`, in that order, as plain data (names for relations).
+
+    For an unsaved schedule pass its upstream names in `depends_on`.
+    """
+    spec: dict[str, Any] = {}
+    for field in SCHEDULE_FIELDS:
+        if field == "workload_class":
+            spec[field] = schedule.workload_class.name if schedule.workload_class_id else None
+        elif field == "depends_on":
+            if depends_on is not None:
+                spec[field] = sorted(depends_on)
+            elif schedule.pk:
+                spec[field] = sorted(schedule.depends_on.values_list("name", flat=True))
+            else:
+                spec[field] = []
+        else:
+            spec[field] = getattr(schedule, field)
+    return spec
+
+
 def _snapshot(schedule: Schedule) -> dict:
-    data = model_to_dict(schedule, fields=sorted(EDITABLE - {"depends_on", "workload_class"}))
-    data["workload_class"] = schedule.workload_class.name if schedule.workload_class_id else None
-    if schedule.pk:
-        data["depends_on"] = sorted(schedule.depends_on.values_list("name", flat=True))
-    return data
+    return schedule_spec(schedule)
 
 
 def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, reason: str = "",
@@ -247,14 +274,10 @@ def schedule_delete(*, schedule: Schedule, actor: Any, reason: str = "", now: da
 
 def schedule_rotate_secret(*, schedule: Schedule, actor: Any, reason: str = "") -> str:
     """Kept for callers of the schedule API; the webhook service owns rotation."""
-    from scheduler.services.webhooks import webhook_rotate_secret
-
     return webhook_rotate_secret(schedule=schedule, actor=actor, reason=reason)
 
 
 def schedule_get(name_or_id: Any) -> Schedule:
-    from scheduler.services.errors import NotFound
-
     qs = Schedule.objects.select_related("workload_class")
     found = None
     if isinstance(name_or_id, Schedule):

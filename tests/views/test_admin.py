@@ -170,3 +170,17 @@ def test_the_admin_sets_a_watermark_through_the_service_and_refuses_a_future_one
     assert response.status_code == 302
     assert WatermarkState.objects.get(schedule=schedule).value == "2022-01-01T00:00:00+00:00"
     assert AuditEntry.objects.filter(action="watermark.set", reason="skip 2021", actor="ada").exists()
+
+
+def test_the_export_action_downloads_a_schedules_file_apply_reads_back(admin_client, make_schedule):
+    from scheduler.services.schedule_files import schedules_apply
+
+    a = make_schedule("alpha", priority=7)
+    make_schedule("beta")
+    response = admin_client.post(reverse("admin:scheduler_schedule_changelist"),
+                                 {"action": "export_yaml", "_selected_action": [a.pk]})
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="schedules.yaml"'
+    text = response.content.decode()
+    assert "name: alpha" in text and "priority: 7" in text and "name: beta" not in text
+    assert schedules_apply(text=text, actor="tests").summary["unchanged"] == 1
