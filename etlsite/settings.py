@@ -200,3 +200,9 @@ LOGGING = {
         "django_q": {"handlers": ["console"], "level": envstr("Q_LOG_LEVEL", "WARNING"), "propagate": False},
     },
 }
+
+# --- authoring settings ---
+# A cron or interval fire older than this when the dispatcher reaches it was missed (the cluster was
+# down); the schedule's catch-up policy decides what it becomes.
+ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
+# --- end authoring settings ---
