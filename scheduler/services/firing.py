@@ -18,7 +18,8 @@ from django.db import transaction
 from scheduler.core import ActiveRun, ConfigError, decide_catchup, decide_overlap
 from scheduler.models import CatchupPolicy, Run, RunStatus, Schedule
 from scheduler.services.errors import ServiceError
-from scheduler.services.runs import run_build, run_cancel
+from scheduler.services.finish import run_cancel, run_refused
+from scheduler.services.runs import run_build
 from scheduler.triggers.registry import get_trigger
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def fires_to_run(schedule: Schedule, *, now: datetime) -> list[datetime]:
 
 
 def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
-    """Turn due time-based schedules into runs; returns how many runs were created (queued or SKIPPED)."""
+    """Turn due time-based schedules into runs; returns how many runs were queued."""
     due = list(
         Schedule.objects.filter(enabled=True, next_fire_at__lte=now)
         .order_by("next_fire_at")
@@ -117,13 +118,16 @@ def _fire_one(schedule: Schedule, *, now: datetime, active: list[ActiveRun]) -> 
     decided = decide_catchup(schedule.catchup, fires, now=now, grace=grace, first=first)
     overlap = decide_overlap(schedule.overlap, active, [f.at for f in decided if not f.skip_reason])
     _cancel_active(overlap.cancel, reason=overlap.cancel_reason, now=now)
-    reasons = {f.at: f.skip_reason for f in decided if f.skip_reason}
-    reasons.update({f.at: f.skip_reason for f in overlap.fires if f.skip_reason})
+    skipped = [f for f in decided if f.skip_reason] + [f for f in overlap.fires if f.skip_reason]
+    for fire in sorted(skipped, key=lambda f: f.at):
+        # rare (a policy said no): one insert each, through the owner of final statuses
+        run_refused(schedule=schedule, status=RunStatus.SKIPPED, reason=fire.skip_reason,
+                    trigger_kind=schedule.trigger_kind, trigger_key=fire_key(schedule.trigger_kind, fire.at),
+                    logical_time=fire.at, triggered_by=schedule.trigger_kind, now=now)
     return [
         run_build(schedule=schedule, trigger_kind=schedule.trigger_kind, trigger_key=fire_key(schedule.trigger_kind, f.at),
-                  logical_time=f.at, triggered_by=schedule.trigger_kind, now=now,
-                  status=RunStatus.SKIPPED if reasons.get(f.at) else RunStatus.QUEUED, reason=reasons.get(f.at, ""))
-        for f in decided
+                  logical_time=f.at, triggered_by=schedule.trigger_kind, now=now)
+        for f in overlap.fires if not f.skip_reason
     ]
 
 
