@@ -20,7 +20,7 @@ from scheduler.services.runs import run_enqueue
 from scheduler.services.watermarks import watermark_config, watermark_state
 
 pytestmark = pytest.mark.django_db
-MIGRATION = "scheduler.migrations.0003_calendar_windows"
+MIGRATION = "scheduler.migrations.0004_calendar_windows"
 UTC = timezone.utc
 M = datetime(2013, 3, 10, tzinfo=UTC)  # the old mark: rows up to and including M were loaded
 US = timedelta(microseconds=1)

@@ -18,7 +18,7 @@ from django.db import migrations, models
 TICK = timedelta(microseconds=1)
 OPEN_WINDOWS = ("PENDING", "QUEUED", "RUNNING", "FAILED")
 OPEN_RUNS = ("QUEUED", "WAITING", "RUNNING")
-WHO = "migration 0003_calendar_windows"
+WHO = "migration 0004_calendar_windows"
 
 
 def _datetime_schedules(Schedule) -> set[int]:
@@ -73,7 +73,7 @@ def backwards(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0002_groups_and_classes'),
+        ('scheduler', '0003_overlap_and_catchup_policies'),
     ]
 
     operations = [
