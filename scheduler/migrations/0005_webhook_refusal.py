@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0002_groups_and_classes'),
+        ('scheduler', '0004_calendar_windows'),
     ]
 
     operations = [
