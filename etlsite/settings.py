@@ -232,3 +232,30 @@ MIDDLEWARE.insert(
     MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
     "scheduler.middleware.NoStoreForSignedInUsers",
 )
+
+# Alerts are delivered from their table by each cluster's `alerts` loop, through a pool of this many threads.
+ETL_ALERT_WORKERS = envint("ETL_ALERT_WORKERS", 2, minimum=1)
+ETL_ALERT_INTERVAL = envfloat("ETL_ALERT_INTERVAL", 1.0, minimum=0.05)
+# Alert webhooks into loopback, link-local (169.254.x) or private ranges are refused unless this is set.
+ETL_ALERT_ALLOW_PRIVATE_URLS = envbool("ETL_ALERT_ALLOW_PRIVATE_URLS", False)
+
+# Login throttling (django-axes): after ETL_LOGIN_FAILURE_LIMIT wrong passwords for one user from one address the
+# login is locked for ETL_LOGIN_COOLOFF_MINUTES; admins see and clear lock-outs in the admin (Axes > Access attempts).
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as django-axes requires
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("ETL_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = envint("ETL_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "scheduler.middleware.client_ip"  # behind the TLS proxy, the address the proxy saw
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
+# HTTPS=true (the site is served over TLS) turns on what goes with it unless set otherwise: Secure cookies (above),
+# a redirect from http, and HSTS for a year. BEHIND_TLS_PROXY=true trusts the proxy's X-Forwarded-Proto.
+if envbool("HTTPS", False):
+    SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", SECURE_HSTS_SECONDS > 0)
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", SECURE_HSTS_SECONDS > 0)

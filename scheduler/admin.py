@@ -8,7 +8,7 @@ from django.db import transaction
 from django.http import HttpResponse
 
 from scheduler.models import (
-    AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, WatermarkState, WorkloadClass,
+    AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, WatermarkState, WebhookRefusal, WorkloadClass,
 )
 from scheduler.services import schedules as schedule_services
 from scheduler.services.audit import audit_record
@@ -296,6 +296,15 @@ class BackfillAdmin(ReadOnlyAdmin):
 @admin.register(GovernanceTick)
 class GovernanceTickAdmin(ReadOnlyAdmin):
     list_display = ("started_at", "finished_at", "holder", "error")
+    show_full_result_count = False
+
+
+@admin.register(WebhookRefusal)
+class WebhookRefusalAdmin(ReadOnlyAdmin):
+    """Refused webhook requests, counted per schedule, reason and minute."""
+
+    list_display = ("window_start", "target", "code", "count", "status", "last_remote", "sample")
+    list_filter = ("code", "status")
     show_full_result_count = False
 
 

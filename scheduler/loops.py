@@ -91,6 +91,7 @@ class LeasedLoop(threading.Thread):
 
 
 def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
+    from scheduler.services.alerts import alerts_tick
     from scheduler.services.dispatch import dispatch_tick
     from scheduler.services.governance import governance_tick
 
@@ -98,6 +99,8 @@ def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
     loops = [
         LeasedLoop("dispatch", settings.ETL_DISPATCH_INTERVAL, dispatch_tick, holder),
         LeasedLoop("governance", settings.ETL_GOVERNANCE_INTERVAL, governance_tick, holder),
+        # alerts wait in their table, not behind pipelines in the worker queue: a small pool of their own sends them
+        LeasedLoop("alerts", settings.ETL_ALERT_INTERVAL, alerts_tick, holder),
     ]
     for loop in loops:
         loop.start()
@@ -105,7 +108,10 @@ def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
 
 
 def stop_loops(loops: list[LeasedLoop], timeout: float = 10.0) -> None:
+    from scheduler.services.alerts import alerts_shutdown
+
     for loop in loops:
         loop.stop()
     for loop in loops:
         loop.join(timeout)
+    alerts_shutdown()

@@ -52,3 +52,12 @@ class NoStoreForSignedInUsers:
         if user is not None and user.is_authenticated and not response.has_header("Cache-Control"):
             patch_cache_control(response, no_store=True, private=True)
         return response
+
+
+def client_ip(request) -> str:
+    """The caller's address for login throttling: behind our TLS proxy, the one it appended to X-Forwarded-For."""
+    if settings.SECURE_PROXY_SSL_HEADER:
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+        if forwarded:
+            return forwarded[-1]
+    return request.META.get("REMOTE_ADDR", "")

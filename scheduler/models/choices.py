@@ -117,5 +117,6 @@ class AlertKind(models.TextChoices):
 
 class AlertStatus(models.TextChoices):
     PENDING = "PENDING", "Pending"
+    SENDING = "SENDING", "Sending"
     SENT = "SENT", "Sent"
     FAILED = "FAILED", "Failed"

@@ -43,6 +43,11 @@ class Alert(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField()
     sent_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True, help_text="When a sender claimed it (status SENDING).")
+    next_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a FAILED alert is tried again; empty once it has no attempts left."
+    )
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="alert_due")]

@@ -7,10 +7,16 @@ that lasts many ticks alerts once. Channels are the schedule's own
 (ETL_ALERT_EMAILS, ETL_ALERT_WEBHOOK_URL signed with ETL_ALERT_WEBHOOK_SECRET).
 
 Delivery never runs on the caller's thread: a slow mail server or webhook
-receiver must not hold up a worker or the dispatcher. It runs in a daemon
-thread after commit (ETL_ALERTS_SYNC=True delivers inline, for tests). An
-alert whose thread died with its process stays PENDING and the governance
-loop sends it again.
+receiver must not hold up a worker or the dispatcher. The Alert rows are a
+durable queue, as healthchecks' Flip rows are: raising an alert only writes
+its row. In every cluster an `alerts` loop (one at a time, by lease) claims
+due rows with a compare-and-set (PENDING or due FAILED -> SENDING) and hands
+them to a bounded pool of ETL_ALERT_WORKERS threads; it claims no more rows
+than the pool has free threads, so an alert storm queues in the table, never
+in memory, and a process exit loses nothing: a row left SENDING by a dead
+process is released by governance and claimed again. Failed deliveries are
+retried with a doubling delay, up to MAX_DELIVERIES attempts.
+(ETL_ALERTS_SYNC=True delivers inline, for tests.)
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import json
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta
@@ -32,6 +39,7 @@ from django.utils import timezone
 from scheduler import signals
 from scheduler.models import Alert, AlertKind, AlertStatus, LoopLease, Run, Schedule
 from scheduler.selectors import governance_health
+from scheduler.services.netcheck import check_outgoing_url
 from scheduler.services.webhooks import sign_webhook
 
 log = logging.getLogger(__name__)
@@ -41,6 +49,8 @@ WEBHOOK_ATTEMPTS = 3
 WEBHOOK_BACKOFF = 0.5  # seconds before the 2nd attempt, doubling after
 RESEND_AFTER = timedelta(minutes=2)
 MAX_DELIVERIES = 5
+# a delivery takes at most WEBHOOK_ATTEMPTS * WEBHOOK_TIMEOUT plus backoff per channel; a claim older than this died
+CLAIM_TIMEOUT = timedelta(minutes=5)
 WATCHDOG_EVERY = timedelta(seconds=60)
 
 
@@ -85,24 +95,79 @@ def alert_raise(*, kind: str, incident_key: str, message: str, schedule: Schedul
         Alert.objects.filter(pk=alert.pk).update(status=AlertStatus.SENT, sent_at=now)
         alert.status = AlertStatus.SENT
         return alert
-    transaction.on_commit(lambda: _schedule_delivery(alert.pk))
+    if getattr(settings, "ETL_ALERTS_SYNC", False):
+        transaction.on_commit(lambda: alert_deliver(alert.pk))
+    # otherwise the row is the queue: a cluster's alerts loop claims it within ETL_ALERT_INTERVAL
     return alert
 
 
-def _schedule_delivery(alert_id: int) -> None:
-    if getattr(settings, "ETL_ALERTS_SYNC", False):
-        alert_deliver(alert_id)
-        return
-    threading.Thread(target=_deliver_in_thread, args=(alert_id,), name=f"alert-{alert_id}", daemon=True).start()
+# --- the durable queue: claim, and a bounded pool of senders --------------------
+
+def alerts_claim(*, now: datetime, limit: int) -> list[int]:
+    """Claim up to `limit` due alerts (compare-and-set to SENDING); returns the ids this caller now owns."""
+    if limit <= 0:
+        return []
+    due = (Alert.objects.filter(status=AlertStatus.PENDING)
+           | Alert.objects.filter(status=AlertStatus.FAILED, next_attempt_at__lte=now, attempts__lt=MAX_DELIVERIES))
+    claimed: list[int] = []
+    for alert_id, status in due.order_by("created_at", "id").values_list("id", "status")[: limit * 2]:
+        if len(claimed) >= limit:
+            break
+        if Alert.objects.filter(pk=alert_id, status=status).update(status=AlertStatus.SENDING, claimed_at=now):
+            claimed.append(alert_id)
+    return claimed
 
 
-def _deliver_in_thread(alert_id: int) -> None:
-    try:
-        alert_deliver(alert_id)
-    except Exception:
-        log.exception("alert %s could not be delivered", alert_id)
-    finally:
-        connection.close()
+class AlertSender:
+    """A fixed pool of threads fed from the Alert table, never holding more work than it has threads."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="etl-alert")
+        self.in_flight = 0
+        self.lock = threading.Lock()
+
+    def pump(self, *, now: datetime) -> list[int]:
+        with self.lock:
+            free = self.workers - self.in_flight
+        claimed = alerts_claim(now=now, limit=free)
+        for alert_id in claimed:
+            with self.lock:
+                self.in_flight += 1
+            self.pool.submit(self._send, alert_id)
+        return claimed
+
+    def _send(self, alert_id: int) -> None:
+        try:
+            alert_deliver(alert_id)
+        except Exception:
+            log.exception("alert %s could not be delivered", alert_id)
+        finally:
+            connection.close()
+            with self.lock:
+                self.in_flight -= 1
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Let the deliveries in flight finish; what is not finished stays SENDING and is claimed again later."""
+        self.pool.shutdown(wait=timeout is None or timeout > 0, cancel_futures=True)
+
+
+_sender: AlertSender | None = None
+
+
+def alerts_tick(*, now: datetime, holder: str = "") -> list[int]:
+    """The alerts loop's tick: hand due alerts to this process's bounded sender."""
+    global _sender
+    if _sender is None:
+        _sender = AlertSender(settings.ETL_ALERT_WORKERS)
+    return _sender.pump(now=now)
+
+
+def alerts_shutdown() -> None:
+    global _sender
+    if _sender is not None:
+        _sender.shutdown()
+        _sender = None
 
 
 # --- delivery ---------------------------------------------------------------
@@ -145,13 +210,14 @@ def post_json(url: str, payload: dict, *, secret: str = "", attempts: int = WEBH
     raise RuntimeError(f"{url}: {last}")
 
 
-def alert_deliver(alert_id: int, *, sleep=time.sleep) -> str:
+def alert_deliver(alert_id: int, *, sleep=time.sleep, now: datetime | None = None) -> str:
     """Send one alert through its channels; returns the new status."""
     close_old_connections()
     alert = Alert.objects.select_related("schedule").filter(pk=alert_id).first()
     if alert is None or alert.status == AlertStatus.SENT:
         return alert.status if alert else "missing"
-    Alert.objects.filter(pk=alert.pk).update(attempts=alert.attempts + 1)
+    attempts = alert.attempts + 1
+    Alert.objects.filter(pk=alert.pk).update(attempts=attempts)
     subject = f"[etl] {alert.get_kind_display()}: {alert.message.splitlines()[0][:120]}"
     errors: list[str] = []
     for channel in alert.channels:
@@ -159,12 +225,17 @@ def alert_deliver(alert_id: int, *, sleep=time.sleep) -> str:
             if channel.get("type") == "email":
                 send_mail(subject, alert.message, settings.DEFAULT_FROM_EMAIL, channel["to"], fail_silently=False)
             elif channel.get("type") == "webhook":
+                # again at delivery, after name resolution: a name may have come to point inside since it was saved
+                check_outgoing_url(channel["url"], field="alert_webhook_url", resolve=True)
                 post_json(channel["url"], _payload(alert), secret=settings.ETL_ALERT_WEBHOOK_SECRET, sleep=sleep)
         except Exception as exc:  # each channel on its own: a dead webhook must not stop the e-mail  # noqa: BLE001
             errors.append(f"{channel.get('type')}: {exc}"[:500])
     status = AlertStatus.FAILED if errors else AlertStatus.SENT
-    Alert.objects.filter(pk=alert.pk).update(status=status, error="\n".join(errors),
-                                             sent_at=None if errors else timezone.now())
+    now = now or timezone.now()
+    # the n-th failed attempt waits RESEND_AFTER * 2**(n-1) before the next; after MAX_DELIVERIES it stays FAILED
+    retry_at = now + RESEND_AFTER * 2 ** (attempts - 1) if errors and attempts < MAX_DELIVERIES else None
+    Alert.objects.filter(pk=alert.pk).update(status=status, error="\n".join(errors), next_attempt_at=retry_at,
+                                             sent_at=None if errors else now)
     return status
 
 
@@ -254,13 +325,10 @@ def governance_watchdog(*, now: datetime) -> None:
 
 
 def governance_alerts(*, now: datetime) -> list[int]:
-    """Governance: send again the alerts whose delivery died with its process or failed."""
-    candidates = Alert.objects.filter(
-        status__in=[AlertStatus.PENDING, AlertStatus.FAILED], created_at__lt=now - RESEND_AFTER,
-        attempts__lt=MAX_DELIVERIES,
-    ).values_list("id", "created_at", "attempts")[:100]
-    # back off: the n-th resend waits RESEND_AFTER * 2**n after the alert was raised
-    stale = [aid for aid, created, attempts in candidates if created + RESEND_AFTER * 2 ** attempts <= now][:20]
-    for alert_id in stale:
-        transaction.on_commit(lambda aid=alert_id: _schedule_delivery(aid))
-    return stale
+    """Governance: release alerts whose sender died mid-delivery (SENDING for too long), to be claimed again."""
+    stale = list(Alert.objects.filter(status=AlertStatus.SENDING, claimed_at__lt=now - CLAIM_TIMEOUT)
+                 .values_list("id", flat=True)[:100])
+    released = [aid for aid in stale
+                if Alert.objects.filter(pk=aid, status=AlertStatus.SENDING, claimed_at__lt=now - CLAIM_TIMEOUT)
+                .update(status=AlertStatus.FAILED, next_attempt_at=now)]
+    return released

@@ -22,6 +22,7 @@ from scheduler.services.audit import audit_record
 from scheduler.services.dependencies import cycle_for
 from scheduler.services.errors import NotFound, ServiceError, check_text
 from scheduler.services.firing import compute_next_fire
+from scheduler.services.netcheck import check_outgoing_url
 from scheduler.services.runs import validate_params
 from scheduler.services.webhooks import webhook_rotate_secret
 from scheduler.triggers.registry import get_trigger
@@ -140,8 +141,8 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         raise ServiceError("must be a JSON object", field="params")
     for field in JSON_FIELDS:  # storable: no NUL, NaN, Infinity or runaway nesting
         validate_params(getattr(schedule, field), field=field)
-    if schedule.alert_webhook_url and not schedule.alert_webhook_url.lower().startswith(("http://", "https://")):
-        raise ServiceError("must be an http:// or https:// URL", field="alert_webhook_url")
+    if schedule.alert_webhook_url:
+        check_outgoing_url(schedule.alert_webhook_url, field="alert_webhook_url")
     for address in filter(None, (a.strip() for a in (schedule.alert_emails or "").split(","))):
         if "@" not in address:
             raise ServiceError(f"{address!r} is not an e-mail address", field="alert_emails")

@@ -11,7 +11,7 @@ from scheduler import selectors
 from scheduler.models import Backfill, BackfillStatus, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
-from scheduler.views.common import action, page
+from scheduler.views.common import action, int_or_none, page
 from scheduler.views.forms import BackfillForm, ReasonForm
 
 # the service names its inputs from / to / window; the form's fields are longer
@@ -60,11 +60,12 @@ def backfill_submit(request):
     return render(request, "scheduler/backfills.html", context, status=400)
 
 
-def _progress(backfill: Backfill, windows) -> dict:
-    counts = {status: 0 for status in WindowStatus.values}
-    for window in windows:
-        counts[window.status] += 1
-    total = backfill.total_windows or len(windows)
+GRID_CELLS = 400  # the grid never draws more cells than this: larger backfills get a cell per block of windows
+WINDOW_PAGE = 100  # windows listed per page under the grid
+
+
+def _progress(backfill: Backfill, counts: dict[str, int]) -> dict:
+    total = backfill.total_windows or sum(counts.values())
     done = counts[WindowStatus.SUCCEEDED]
     failed = counts[WindowStatus.FAILED]
     return {
@@ -75,31 +76,38 @@ def _progress(backfill: Backfill, windows) -> dict:
         "running": counts[WindowStatus.QUEUED] + counts[WindowStatus.RUNNING],
         "pending": counts[WindowStatus.PENDING],
         "percent": round(100 * (done + failed) / total) if total else 100,
+        # changes whenever any window changes status: the grid reloads only then
+        "signature": "-".join(str(counts[s]) for s in WindowStatus.values),
     }
 
 
 @page("scheduler.view_backfill")
 def backfill_detail(request, backfill_id: int):
+    """The page; its poll asks only for the summary (one COUNT query) and reloads the grid when that changed."""
     backfill = get_object_or_404(Backfill.objects.select_related("schedule"), pk=backfill_id)
-    windows = selectors.backfill_windows(backfill)
-    progress = _progress(backfill, windows)
-    finished = backfill.status in (BackfillStatus.COMPLETED, BackfillStatus.CANCELLED) and not any(
-        w.status in OPEN_WINDOWS for w in windows
-    )
-    context = {
-        "backfill": backfill,
-        "windows": windows,
-        "progress": progress,
-        "finished": finished,
-        "statuses": WindowStatus.choices,
+    progress = _progress(backfill, selectors.backfill_counts(backfill))
+    open_windows = sum(progress["counts"][s] for s in OPEN_WINDOWS)
+    finished = backfill.status in (BackfillStatus.COMPLETED, BackfillStatus.CANCELLED) and not open_windows
+    context = {"backfill": backfill, "progress": progress, "finished": finished, "statuses": WindowStatus.choices}
+    part = request.GET.get("part")
+    if request.htmx and part == "summary":
+        response = render(request, "scheduler/backfill_detail.html#summary", context)
+        if request.GET.get("seen") != progress["signature"]:
+            response["HX-Trigger"] = "backfill-changed"
+        # the last swap shows the final numbers; 286 tells htmx to stop polling
+        return HttpResponseStopPolling(response.content, headers=response.headers) if finished else response
+    context["grid"] = selectors.backfill_grid(backfill, cells=GRID_CELLS)
+    if request.htmx and part == "grid":
+        return render(request, "scheduler/backfill_detail.html#grid", context)
+    start = max(0, min(int_or_none(request.GET.get("from")) or 0, max(0, backfill.total_windows - 1)))
+    context["page"] = {
+        "windows": selectors.backfill_window_page(backfill, start=start, size=WINDOW_PAGE),
+        "start": start,
+        "previous": max(0, start - WINDOW_PAGE) if start else None,
+        "next": start + WINDOW_PAGE if start + WINDOW_PAGE < backfill.total_windows else None,
+        "size": WINDOW_PAGE,
     }
-    if request.htmx and finished:
-        # the last swap shows the final grid; 286 tells htmx to stop polling
-        response = render(request, "scheduler/backfill_detail.html#grid", context)
-        return HttpResponseStopPolling(response.content)
-    return render(
-        request, "scheduler/backfill_detail.html#grid" if request.htmx else "scheduler/backfill_detail.html", context
-    )
+    return render(request, "scheduler/backfill_detail.html", context)
 
 
 def _control(request, backfill_id: int, service: str, done: str) -> HttpResponse:

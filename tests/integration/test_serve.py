@@ -78,7 +78,7 @@ def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
                    log_path=tmp_path / "serve.log")
         from scheduler.models import LoopLease
 
-        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 2, timeout=60, what="both loop leases",
+        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 3, timeout=60, what="every loop lease",
                    log_path=tmp_path / "serve.log")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0

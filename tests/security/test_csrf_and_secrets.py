@@ -98,6 +98,7 @@ def test_an_alert_delivery_logs_no_secret(make_schedule, settings, caplog, now):
     secret = "alert-secret-5b9f0c2e7d"
     settings.ETL_ALERT_WEBHOOK_SECRET = secret
     settings.ETL_ALERTS_SYNC = True
+    settings.ETL_ALERT_ALLOW_PRIVATE_URLS = True
     caplog.set_level(logging.DEBUG)
     # nothing listens on port 9: the delivery fails and its error is logged and stored
     schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1,

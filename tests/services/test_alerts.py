@@ -24,6 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def sync_alerts(settings, monkeypatch):
     settings.ETL_ALERTS_SYNC = True
+    settings.ETL_ALERT_ALLOW_PRIVATE_URLS = True  # the receivers here listen on 127.0.0.1
     settings.ETL_ALERT_EMAILS = []
     settings.ETL_ALERT_WEBHOOK_URL = ""
     settings.ETL_ALERT_WEBHOOK_SECRET = ""
@@ -227,14 +228,78 @@ def test_the_watchdog_never_breaks_the_dispatch_tick(now):
         alerts.governance_watchdog(now=now)  # logged, not raised
 
 
-def test_an_alert_left_pending_by_a_dead_process_is_sent_again_by_governance(now, settings):
+def test_an_alert_left_sending_by_a_dead_process_is_released_by_governance_and_sent(now, settings):
     settings.ETL_ALERT_EMAILS = ["ops@example.com"]
     alert = Alert.objects.create(kind=AlertKind.RUN_FAILED, incident_key="run_failed:999", message="lost",
-                                 channels=alerts.channels_for(None), created_at=now)
-    assert alerts.governance_alerts(now=now + timedelta(minutes=1)) == []
-    assert alerts.governance_alerts(now=now + timedelta(minutes=3)) == [alert.pk]
+                                 channels=alerts.channels_for(None), created_at=now, status=AlertStatus.SENDING,
+                                 claimed_at=now, attempts=1)
+    assert alerts.governance_alerts(now=now + timedelta(minutes=1)) == []  # its sender may still be at work
+    assert alerts.alerts_claim(now=now + timedelta(minutes=1), limit=5) == []
+    later = now + alerts.CLAIM_TIMEOUT + timedelta(seconds=1)
+    assert alerts.governance_alerts(now=later) == [alert.pk]
+    assert alerts.alerts_claim(now=later, limit=5) == [alert.pk]
+    assert alerts.alert_deliver(alert.pk, now=later) == AlertStatus.SENT
     alert.refresh_from_db()
-    assert alert.status == AlertStatus.SENT and len(mail.outbox) == 1
+    assert alert.status == AlertStatus.SENT and alert.attempts == 2 and len(mail.outbox) == 1
+
+
+def test_a_claim_is_a_compare_and_set(now, settings):
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    settings.ETL_ALERTS_SYNC = False
+    alert = alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key="k-claim", message="m", now=now)
+    assert alerts.alerts_claim(now=now, limit=5) == [alert.pk]
+    assert alerts.alerts_claim(now=now, limit=5) == []  # a second sender finds nothing to take
+    assert Alert.objects.get().status == AlertStatus.SENDING
+
+
+def test_a_failed_delivery_waits_twice_as_long_each_time_then_stops(now, settings):
+    settings.ETL_ALERTS_SYNC = False
+    alert = Alert.objects.create(kind=AlertKind.RUN_FAILED, incident_key="k-fail", message="m", created_at=now,
+                                 channels=[{"type": "webhook", "url": "ftp://nowhere"}])
+    waits = []
+    at = now
+    for _ in range(alerts.MAX_DELIVERIES):
+        assert alerts.alerts_claim(now=at, limit=1) == [alert.pk]
+        assert alerts.alert_deliver(alert.pk, now=at) == AlertStatus.FAILED
+        alert.refresh_from_db()
+        if alert.next_attempt_at is None:
+            break
+        waits.append(alert.next_attempt_at - at)
+        assert alerts.alerts_claim(now=alert.next_attempt_at - timedelta(seconds=1), limit=1) == []
+        at = alert.next_attempt_at
+    assert waits == [alerts.RESEND_AFTER * 2 ** n for n in range(alerts.MAX_DELIVERIES - 1)]
+    assert alert.attempts == alerts.MAX_DELIVERIES and alerts.alerts_claim(now=at + timedelta(days=9), limit=1) == []
+
+
+def test_an_alert_storm_starts_no_thread_and_queues_in_the_table(now, settings):
+    settings.ETL_ALERTS_SYNC = False
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    before = threading.active_count()
+    for i in range(200):
+        alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key=f"storm:{i}", message="m", now=now)
+    assert threading.active_count() == before
+    assert Alert.objects.filter(status=AlertStatus.PENDING).count() == 200 and not mail.outbox
+
+
+def test_the_sender_never_holds_more_alerts_than_it_has_threads(now, settings):
+    settings.ETL_ALERTS_SYNC = False
+    settings.ETL_ALERT_EMAILS = ["ops@example.com"]
+    for i in range(5):
+        alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key=f"b:{i}", message="m", now=now)
+    release, delivered = threading.Event(), []
+
+    def slow_delivery(alert_id, **kwargs):
+        release.wait(30)
+        delivered.append(alert_id)
+
+    sender = alerts.AlertSender(workers=2)
+    with mock.patch.object(alerts, "alert_deliver", slow_delivery):
+        first = sender.pump(now=now)
+        assert len(first) == 2 and sender.pump(now=now) == []  # both threads busy: nothing more is claimed
+        release.set()
+        sender.shutdown()
+    assert sorted(delivered) == sorted(first)
+    assert Alert.objects.filter(status=AlertStatus.PENDING).count() == 3
 
 
 def test_without_channels_an_alert_is_recorded_and_nothing_is_sent(make_schedule, now):
@@ -247,9 +312,47 @@ def test_without_channels_an_alert_is_recorded_and_nothing_is_sent(make_schedule
 def test_delivery_happens_off_the_callers_thread_by_default(make_schedule, now, settings):
     settings.ETL_ALERTS_SYNC = False
     settings.ETL_ALERT_EMAILS = ["ops@example.com"]
-    started = []
-    with mock.patch.object(alerts.threading, "Thread") as thread:
-        thread.return_value.start.side_effect = lambda: started.append(True)
-        alert = alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key="k1", message="m", now=now)
-    assert started == [True] and thread.call_args.kwargs["args"] == (alert.pk,)
+    alert = alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key="k1", message="m", now=now)
     assert Alert.objects.get().status == AlertStatus.PENDING and not mail.outbox
+    assert alerts.alerts_claim(now=now, limit=1) == [alert.pk]  # a cluster's alerts loop takes it from the table
+
+
+# --- alert webhook URLs into the scheduler's own network --------------------------------------
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/x", "http://localhost/hook", "http://169.254.169.254/latest",
+                                 "http://10.1.2.3/a", "http://192.168.0.9/", "http://[::1]/a", "http://0.0.0.0/",
+                                 "http://[::ffff:127.0.0.1]/a", "https://172.16.0.1/", "http://api.localhost/"])
+def test_an_alert_webhook_into_a_private_range_is_refused_at_save(make_schedule, settings, url):
+    from scheduler.services.errors import ServiceError
+
+    settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
+    with pytest.raises(ServiceError) as info:
+        make_schedule("s-private", alert_webhook_url=url)
+    assert info.value.field == "alert_webhook_url" and "ETL_ALERT_ALLOW_PRIVATE_URLS" in str(info.value)
+
+
+def test_a_private_alert_webhook_is_allowed_by_the_setting(make_schedule, settings):
+    settings.ETL_ALERT_ALLOW_PRIVATE_URLS = True
+    assert make_schedule("s-internal", alert_webhook_url="http://10.1.2.3/hook").alert_webhook_url
+
+
+def test_a_public_alert_webhook_is_accepted(make_schedule, settings):
+    settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
+    assert make_schedule("s-public", alert_webhook_url="https://hooks.example.com/etl").alert_webhook_url
+
+
+def test_delivery_checks_the_address_again_after_name_resolution(now, settings, monkeypatch):
+    import socket
+
+    from scheduler.services import netcheck
+
+    settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
+    settings.ETL_ALERT_WEBHOOK_URL = "https://hooks.example.com/etl"  # public when saved, internal when sent
+    monkeypatch.setattr(netcheck.socket, "getaddrinfo",
+                        lambda *a, **k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", 443))])
+    posted = []
+    monkeypatch.setattr(alerts, "post_json", lambda *a, **k: posted.append(a))
+    alert = alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key="k-private", message="m", now=now)
+    alert.refresh_from_db()
+    assert alert.status == AlertStatus.FAILED and "10.0.0.5" not in alert.error and "hooks.example.com" in alert.error
+    assert "ETL_ALERT_ALLOW_PRIVATE_URLS" in alert.error and posted == []

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from django.urls import reverse
 
 from scheduler.models import AuditEntry, Backfill, BackfillStatus, BackfillWindow, WindowStatus
@@ -57,23 +59,6 @@ def test_the_list_shows_progress_per_backfill(viewer_client, make_schedule):
     assert '<progress max="3" value="1">' in response.content.decode()
 
 
-def test_the_grid_polls_until_the_backfill_is_finished_then_stops_with_286(viewer_client, make_schedule):
-    from scheduler.services.backfills import backfill_submit
-
-    schedule = make_schedule("orders", watermark_config=WM)
-    backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
-    url = reverse("scheduler:backfill_detail", args=[backfill.pk])
-    live = viewer_client.get(url, headers={"HX-Request": "true"})
-    assert live.status_code == 200 and "hx-trigger" in live.content.decode()
-    assert live.content.decode().count('data-status="PENDING"') == 2
-
-    BackfillWindow.objects.filter(backfill=backfill).update(status=WindowStatus.SUCCEEDED)
-    Backfill.objects.filter(pk=backfill.pk).update(status=BackfillStatus.COMPLETED)
-    done = viewer_client.get(url, headers={"HX-Request": "true"})
-    assert done.status_code == 286
-    assert done.content.decode().count('data-status="SUCCEEDED"') == 2 and "hx-trigger" not in done.content.decode()
-
-
 def test_pause_resume_cancel_go_through_the_services(operator_client, operator, make_schedule):
     from scheduler.services.backfills import backfill_submit
 
@@ -124,3 +109,61 @@ def test_params_that_are_not_a_json_object_name_the_field(operator_client, make_
     response = _submit(operator_client, schedule, params='["table"]')
     assert response.status_code == 400 and response.context["form"].errors["params"]
     assert not Backfill.objects.exists()
+
+
+def test_the_poll_asks_for_the_summary_only_and_stops_with_286_when_finished(viewer_client, make_schedule):
+    from scheduler.services.backfills import backfill_submit
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
+    url = reverse("scheduler:backfill_detail", args=[backfill.pk])
+    page = viewer_client.get(url).content.decode()
+    assert page.count('data-status="PENDING"') == 2 and "part=summary" in page
+    live = viewer_client.get(url, {"part": "summary", "seen": "x"}, headers={"HX-Request": "true"})
+    body = live.content.decode()
+    assert live.status_code == 200 and "data-seq" not in body and "0 done" in body
+    assert live["HX-Trigger"] == "backfill-changed"  # the client's numbers were stale: the grid reloads
+    signature = re.search(r"seen=([0-9-]+)", body).group(1)  # what the client sends on its next poll
+    same = viewer_client.get(url, {"part": "summary", "seen": signature}, headers={"HX-Request": "true"})
+    assert "HX-Trigger" not in same, "nothing changed: the grid is not fetched again"
+
+    BackfillWindow.objects.filter(backfill=backfill).update(status=WindowStatus.SUCCEEDED)
+    Backfill.objects.filter(pk=backfill.pk).update(status=BackfillStatus.COMPLETED)
+    done = viewer_client.get(url, {"part": "summary", "seen": signature}, headers={"HX-Request": "true"})
+    assert done.status_code == 286 and "2 done" in done.content.decode() and "hx-trigger" not in done.content.decode()
+    grid = viewer_client.get(url, {"part": "grid"}, headers={"HX-Request": "true"}).content.decode()
+    assert grid.count('data-status="SUCCEEDED"') == 2
+
+
+def test_a_cancelled_backfill_stops_the_poll(viewer_client, make_schedule):
+    from scheduler.services.backfills import backfill_cancel, backfill_submit
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    backfill = backfill_submit(schedule=schedule, start="0", end="50", window="10", reason="r", requested_by="tests")
+    backfill_cancel(backfill=backfill, actor="tests", reason="wrong range")
+    url = reverse("scheduler:backfill_detail", args=[backfill.pk])
+    assert viewer_client.get(url, {"part": "summary"}, headers={"HX-Request": "true"}).status_code == 286
+
+
+def test_a_large_backfill_is_drawn_in_blocks_with_paging_into_its_windows(viewer_client, make_schedule, settings):
+    from scheduler.services.backfills import backfill_submit
+    from scheduler.views.backfills import GRID_CELLS, WINDOW_PAGE
+
+    schedule = make_schedule("orders", watermark_config=WM)
+    backfill = backfill_submit(schedule=schedule, start="0", end="2000", window="1", reason="r", requested_by="tests")
+    BackfillWindow.objects.filter(backfill=backfill, seq=7).update(status=WindowStatus.FAILED)
+    BackfillWindow.objects.filter(backfill=backfill, seq__gte=1000).update(status=WindowStatus.SUCCEEDED)
+    url = reverse("scheduler:backfill_detail", args=[backfill.pk])
+    page = viewer_client.get(url)
+    body = page.content.decode()
+    blocks = page.context["grid"]["blocks"]
+    assert len(blocks) <= GRID_CELLS and page.context["grid"]["block"] == 5
+    assert body.count("data-first=") == len(blocks) == 400 and "data-seq" not in body
+    assert blocks[1] | {} == {**blocks[1], "first": 5, "last": 9, "status": "FAILED"}  # the failure shows in its block
+    assert blocks[-1]["status"] == "SUCCEEDED" and blocks[0]["status"] == "PENDING"
+    assert body.count("data-window=") == WINDOW_PAGE
+    second = viewer_client.get(url, {"from": "1995"})
+    assert [w.seq for w in second.context["page"]["windows"]] == list(range(1995, 2000))
+    assert second.context["page"]["next"] is None and second.context["page"]["previous"] == 1995 - WINDOW_PAGE
+    for hostile in ("-5", "abc", "99999999999999999999"):
+        assert viewer_client.get(url, {"from": hostile}).status_code == 200
