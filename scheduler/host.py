@@ -203,7 +203,7 @@ class SchedulerHost:
         return any(loop.is_alive() for loop in self._loops)
 
     def start(self) -> None:
-        """Start the leased dispatch and governance loops in this process (workers run in qcluster)."""
+        """Start the leased dispatch, governance and alerts loops in this process (workers run in qcluster)."""
         if self.running:
             return
         from scheduler.loops import start_loops

@@ -1,4 +1,4 @@
-"""Supervised dispatch and governance loops, each guarded by a database lease.
+"""Supervised dispatch, governance and alerts loops, each guarded by a database lease.
 
 They run as threads inside `manage.py qcluster` (started after django-q2's
 Sentinel has forked, so no lock is inherited by a child). Every cluster runs

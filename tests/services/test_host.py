@@ -108,8 +108,8 @@ def test_start_runs_the_loops_in_process_and_stop_ends_them(host, make_schedule)
     host.start()
     try:
         assert host.running
-        host.start()  # a second start does not start a second pair of loops
-        assert len(host._loops) == 2
+        host.start()  # a second start does not start a second set of loops
+        assert [loop.loop_name for loop in host._loops] == ["dispatch", "governance", "alerts"]
     finally:
         host.stop()
     assert not host.running

@@ -1,4 +1,4 @@
-"""`manage.py qcluster`: django-q2's cluster plus our dispatch and governance loops."""
+"""`manage.py qcluster`: django-q2's cluster plus our dispatch, governance and alerts loops."""
 import logging
 import os
 import signal
@@ -11,7 +11,7 @@ log = logging.getLogger("scheduler.cluster")
 
 
 class Command(BaseCommand):
-    help = "Start a django-q2 cluster with the scheduler's dispatch and governance loops."
+    help = "Start a django-q2 cluster with the scheduler's dispatch, governance and alerts loops."
 
     def add_arguments(self, parser):
         parser.add_argument("-n", "--name", dest="cluster_name", default=None,
