@@ -6,12 +6,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.db.models.functions import Coalesce
 
 from scheduler.core import find_all_cycles, would_create_cycle
-from scheduler.models import Condition, Run, RunStatus, RunUpstream, Schedule
+from scheduler.models import CATCHUP_SKIP_REASON, OVERLAP_SKIP_REASON, Condition, Run, RunStatus, RunUpstream, Schedule
 
 SUCCESSISH = {RunStatus.SUCCEEDED, RunStatus.SKIPPED}
+# a fire its overlap or catch-up policy did not run is not an outcome of the upstream
+NOT_RUN = Q(status=RunStatus.SKIPPED) & (Q(reason__startswith=OVERLAP_SKIP_REASON)
+                                         | Q(reason__startswith=CATCHUP_SKIP_REASON))
 FAILISH = {RunStatus.FAILED, RunStatus.BLOCKED}
 
 
@@ -102,7 +106,8 @@ def verdicts(subjects: list[Subject]) -> dict[Any, Verdict]:
 
     Matching rule: for each upstream, the pinned run if there is one (the run
     that triggered the downstream run); else the latest live run of the
-    upstream (not a backfill window, not cancelled) whose logical time is not
+    upstream (not a backfill window, not cancelled, not a fire its overlap or
+    catch-up policy skipped) whose logical time is not
     after the downstream run's and not older than its schedule's
     `max_upstream_age_seconds`.
     """
@@ -123,6 +128,7 @@ def verdicts(subjects: list[Subject]) -> dict[Any, Verdict]:
         rows = (
             Run.objects.filter(schedule_id__in=[u.pk for u in upstreams], backfill__isnull=True)
             .exclude(status=RunStatus.CANCELLED)
+            .exclude(NOT_RUN)
             .annotate(at=Coalesce("logical_time", "queued_at"))
             .filter(at__gte=low, at__lte=high)
             .values_list("schedule_id", "at", "id", "status")
