@@ -40,6 +40,8 @@ from .queue import QueuedItem, plan_admissions, queue_order
 from .ratelimit import next_allowed_start
 from .retry import RetryPolicy, with_retry
 from .windows import (
+    INT64_MAX,
+    INT64_MIN,
     WatermarkConfig,
     WatermarkState,
     WatermarkType,
@@ -47,10 +49,13 @@ from .windows import (
     advance,
     compute_window,
     compute_windows,
+    reached_until,
     split_windows,
 )
 
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
     # errors
     "ConfigError",
     "CycleError",
@@ -95,6 +100,7 @@ __all__ = [
     "advance",
     "compute_window",
     "compute_windows",
+    "reached_until",
     "split_windows",
     # cron
     "describe_cron",

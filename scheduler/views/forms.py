@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from datetime import timezone as dt_timezone
 
 from django import forms
@@ -44,8 +44,9 @@ class RunFilterForm(forms.Form):
         if "since" in data:
             data["since"] = _day_start(data["since"])
         if "until" in data:
-            data["until"] = _day_start(data["until"]) + _ONE_DAY
-        return data
+            # the last day the date picker offers (9999-12-31) has no next day: it means "no upper bound"
+            data["until"] = None if data["until"] == date.max else _day_start(data["until"]) + _ONE_DAY
+        return {k: v for k, v in data.items() if v is not None}
 
 
 class AuditFilterForm(forms.Form):
@@ -90,6 +91,7 @@ class RunNowForm(forms.Form):
 class WatermarkForm(forms.Form):
     value = forms.CharField(required=False, max_length=64, help_text="Empty resets the mark to its initial value.")
     reason = forms.CharField(max_length=500, help_text="Why: kept in the audit log.")
+    force = forms.BooleanField(required=False, label="Allow a mark in the future")
 
 
 class ReasonForm(forms.Form):
@@ -98,10 +100,14 @@ class ReasonForm(forms.Form):
 
 class BackfillForm(forms.Form):
     schedule = forms.ModelChoiceField(queryset=Schedule.objects.order_by("name"), to_field_name="name")
-    range_from = forms.CharField(max_length=64, label="From", help_text="ISO date-time or integer (exclusive)")
-    range_to = forms.CharField(max_length=64, label="To", help_text="ISO date-time or integer (inclusive)")
+    range_from = forms.CharField(
+        max_length=64, label="From", help_text="ISO date-time (included) or integer (excluded)"
+    )
+    range_to = forms.CharField(max_length=64, label="To", help_text="ISO date-time (excluded) or integer (included)")
     window_size = forms.CharField(
         max_length=32, help_text="Seconds for datetime marks (86400 = a day), a count for integer marks"
     )
     max_parallel = forms.IntegerField(min_value=1, max_value=100, initial=1)
+    params = JSONObjectField(required=False, label="Params (JSON object)",
+                             help_text='Given to every window\'s run, e.g. {"table": "fact_orders_replay"}')
     reason = forms.CharField(max_length=500)

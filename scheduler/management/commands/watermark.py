@@ -2,6 +2,7 @@
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
+from scheduler.management.cli import check_number
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
 
 
@@ -14,6 +15,7 @@ class Command(BaseCommand):
         group.add_argument("--set", dest="value", help="New value: ISO 8601 datetime or integer, per the mark's type.")
         group.add_argument("--reset", action="store_true", help="Forget the mark; the next run starts at 'initial'.")
         parser.add_argument("--reason", default="", help="Why (required with --set and --reset).")
+        parser.add_argument("--force", action="store_true", help="Allow --set to a datetime in the future.")
         parser.add_argument("--actor", default="cli", help="Who changes it (default: cli).")
         parser.add_argument("--history", type=int, default=5, help="History entries to show (default 5).")
         parser.add_argument("--json", action="store_true", help="Print JSON.")
@@ -28,6 +30,7 @@ class Command(BaseCommand):
             watermark_state,
         )
 
+        check_number(options["history"], option="--history")
         schedule = get_schedule(options["schedule"])
         config = watermark_config(schedule)
         if config is None:
@@ -38,14 +41,15 @@ class Command(BaseCommand):
             if options["reset"]:
                 watermark_reset(schedule=schedule, actor=options["actor"], reason=options["reason"])
             elif options["value"] is not None:
-                watermark_set(schedule=schedule, value=options["value"], actor=options["actor"], reason=options["reason"])
+                watermark_set(schedule=schedule, value=options["value"], actor=options["actor"],
+                              reason=options["reason"], force=options["force"])
         except EtlError as exc:
             raise bad_input(exc) from None
         value = encode_value(watermark_state(schedule, config).value) or None
         history = [
             {"at": h.at.isoformat(), "kind": h.kind, "old": h.old_value or None, "new": h.new_value or None,
              "run": h.run_id, "actor": h.actor, "reason": h.reason}
-            for h in WatermarkHistory.objects.filter(schedule=schedule).order_by("-at", "-id")[: max(0, options["history"])]
+            for h in WatermarkHistory.objects.filter(schedule=schedule).order_by("-at", "-id")[: options["history"]]
         ]
         if options["json"]:
             dump(self, {"schedule": schedule.name, "type": config.type.value, "column": config.column,

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0003_overlap_and_catchup_policies'),
+        ('scheduler', '0005_webhook_refusal'),
     ]
 
     operations = [
