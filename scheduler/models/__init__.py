@@ -18,6 +18,7 @@ from scheduler.models.choices import (
 from scheduler.models.event import Event, WebhookDelivery
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run
+from scheduler.models.runlog import RunLogLine
 from scheduler.models.schedule import Schedule
 from scheduler.models.watermark import WatermarkHistory, WatermarkState
 from scheduler.models.workload import WorkloadClass
@@ -25,6 +26,6 @@ from scheduler.models.workload import WorkloadClass
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "Condition", "Event", "GovernanceTick", "LoopLease", "Run",
-    "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
+    "RunLogLine", "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WindowStatus", "WorkloadClass",
 ]

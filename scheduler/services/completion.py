@@ -40,8 +40,8 @@ def on_run_final(run: Run, *, now: datetime) -> None:
         from scheduler.services.breakers import breaker_trial_released
 
         breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
-    if run.status == RunStatus.CANCELLED:
-        return  # a person stopped it: downstreams neither start nor block
+    if run.status == RunStatus.CANCELLED or not run.propagate:
+        return  # a person stopped it, or re-ran just this one: downstreams neither start nor block
     queue: deque[Run] = deque([run])
     seen: set[int] = set()
     while queue:

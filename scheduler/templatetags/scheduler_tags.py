@@ -34,3 +34,13 @@ def pretty_json(value) -> str:
 @register.filter
 def lower_status(value) -> str:
     return str(value or "none").lower()
+
+
+# Polled parts are morphed (idiomorph, vendored under static/scheduler/vendor/),
+# not replaced: focus, scroll and a half-typed reason survive a refresh.
+MORPH_SWAP = "morph:{morphStyle:'outerHTML',ignoreActiveValue:true}"
+
+
+@register.simple_tag
+def morph_swap() -> str:
+    return MORPH_SWAP

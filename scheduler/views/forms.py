@@ -105,3 +105,15 @@ class BackfillForm(forms.Form):
     )
     max_parallel = forms.IntegerField(min_value=1, max_value=100, initial=1)
     reason = forms.CharField(max_length=500)
+
+
+class RerunForm(forms.Form):
+    downstream = forms.BooleanField(required=False, label="and then its downstream")
+    reason = forms.CharField(required=False, max_length=500, label="Reason")
+
+
+TIMELINE_HOURS = [(1, "1 hour"), (3, "3 hours"), (6, "6 hours"), (12, "12 hours"), (24, "24 hours"), (48, "48 hours")]
+
+
+class TimelineForm(forms.Form):
+    hours = forms.TypedChoiceField(choices=TIMELINE_HOURS, coerce=int, required=False, label="Last")
