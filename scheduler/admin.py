@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.http import HttpResponse
 
 from scheduler.models import AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, WorkloadClass
 from scheduler.services import schedules as schedule_services
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError
+from scheduler.services.schedule_files import schedules_export
 
 SCHEDULE_STATE_FIELDS = (
     "next_fire_at",
@@ -84,7 +86,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     search_fields = ("name", "target_id", "description")
     readonly_fields = SCHEDULE_STATE_FIELDS
     filter_horizontal = ("depends_on",)
-    actions = ["enable", "disable", "run_now", "reset_breaker"]
+    actions = ["enable", "disable", "run_now", "reset_breaker", "export_yaml"]
 
     def save_model(self, request, obj, form, change):
         """Save through the schedule service so the audit log and next fire time are kept."""
@@ -140,6 +142,14 @@ class ScheduleAdmin(admin.ModelAdmin):
         for schedule in queryset:
             breaker_reset(schedule=schedule, actor=request.user, reason="admin action")
         self.message_user(request, f"Reset {queryset.count()} breaker(s).")
+
+    @admin.action(description="Export selected as a schedules file (YAML)", permissions=["view"])
+    def export_yaml(self, request, queryset):
+        """The file `manage.py apply_schedules` reads: move admin-made schedules into version control."""
+        response = HttpResponse(schedules_export(list(queryset.values_list("name", flat=True))),
+                                content_type="application/yaml; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="schedules.yaml"'
+        return response
 
     def has_toggle_permission(self, request):
         return request.user.has_perm("scheduler.toggle_schedule")
