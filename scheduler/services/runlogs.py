@@ -61,16 +61,16 @@ class RunLogCapture(logging.Handler):
         at = datetime.fromtimestamp(record.created, tz=dt_timezone.utc)
         self.add(text, level=record.levelname, source=record.name, at=at)
 
-    def note(self, message: str, *, level: str = "INFO") -> None:
-        """A line of the scheduler's own about this run."""
-        self.add(message, level=level, source=SCHEDULER, at=self.clock())
+    def note(self, message: str, *, level: str = "INFO", force: bool = False) -> None:
+        """A line of the scheduler's own about this run (`force`: kept even past the cap)."""
+        self.add(message, level=level, source=SCHEDULER, at=self.clock(), force=force)
 
-    def add(self, message: str, *, level: str, source: str, at: datetime) -> None:
+    def add(self, message: str, *, level: str, source: str, at: datetime, force: bool = False) -> None:
         if len(message) > self.max_line:
             message = message[: self.max_line] + f" … [{len(message) - self.max_line} characters cut]"
         size = len(message.encode("utf-8", "replace"))
         with self._mutex:
-            if self._bytes + size > self.max_bytes:
+            if self._bytes + size > self.max_bytes and not force:
                 self.dropped += 1
                 return
             self._bytes += size
@@ -102,14 +102,12 @@ class RunLogCapture(logging.Handler):
             .values("status", "rows_loaded", "reason", "watermark_after", "started_at", "finished_at")
             .first()
         )
+        # the closing lines go in whatever the cap says: they are what a reader needs most
         if row is not None:
-            self.note(_outcome_text(row), level="ERROR" if row["status"] == RunStatus.FAILED else "INFO")
+            self.note(_outcome_text(row), level="ERROR" if row["status"] == RunStatus.FAILED else "INFO", force=True)
         if self.dropped:
-            # past the cap: the note goes in whatever the cap says, it is what the reader needs most
-            with self._mutex:
-                self._bytes = 0
-                dropped, self.dropped = self.dropped, 0
-            self.note(f"log cap of {self.max_bytes} bytes reached: {dropped} later line(s) not kept", level="WARNING")
+            self.note(f"log cap of {self.max_bytes} bytes reached: {self.dropped} later line(s) not kept",
+                      level="WARNING", force=True)
         self.save()
 
 
@@ -159,7 +157,7 @@ def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now) -
     try:
         yield capture
     except BaseException:
-        capture.note("the run stopped on an unexpected error", level="ERROR")
+        capture.note("the run stopped on an unexpected error", level="ERROR", force=True)
         raise
     finally:
         with _active_guard:
