@@ -201,6 +201,20 @@ LOGGING = {
     },
 }
 
+# --- serve settings ---
+# Static files are served by WhiteNoise from STATIC_ROOT (filled by `collectstatic`,
+# which `manage.py serve` runs first), with DEBUG off exactly as in production.
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "whitenoise.middleware.WhiteNoiseMiddleware"
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+ETL_ADDR = envstr("ETL_ADDR", "127.0.0.1:8000")
+ETL_WEB_WORKERS = envint("ETL_WEB_WORKERS", 2, minimum=1)
+ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
+
 # --- oncall settings ---
 ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", 256 * 1024, minimum=1024)  # per run; later lines are counted, not kept
 ETL_RUN_LOG_MAX_LINE = envint("ETL_RUN_LOG_MAX_LINE", 16 * 1024, minimum=200)  # one line (a traceback is one line)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 
 from scheduler import selectors
 from scheduler.models import Run, RunStatus
 from scheduler.services.errors import ServiceError
 from scheduler.services.reruns import rerun_offers
+from scheduler.services.reruns import run_rerun as run_rerun_service
 from scheduler.views import charts
 from scheduler.views.common import action, int_or_none, page, partial
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
@@ -121,8 +126,6 @@ def run_log(request, run_id: int):
 
 @action("scheduler.trigger_schedule")
 def run_rerun(request, run_id: int):
-    from scheduler.services.reruns import run_rerun as rerun
-
     run = get_object_or_404(Run.objects.select_related("schedule"), pk=run_id)
     form = RerunForm(request.POST)
     if not form.is_valid():
@@ -131,7 +134,7 @@ def run_rerun(request, run_id: int):
         return redirect("scheduler:run_detail", run_id=run.pk)
     downstream = form.cleaned_data["downstream"]
     try:
-        new = rerun(run=run, actor=request.user, downstream=downstream, reason=form.cleaned_data["reason"])
+        new = run_rerun_service(run=run, actor=request.user, downstream=downstream, reason=form.cleaned_data["reason"])
     except ServiceError as exc:
         messages.error(request, str(exc))
         return redirect("scheduler:run_detail", run_id=run.pk)
@@ -182,11 +185,6 @@ def skipped_list(request):
 @page("scheduler.view_run")
 def timeline(request):
     """A Gantt of the last hours: one row per schedule, queue wait pale, execution solid."""
-    from datetime import timedelta
-
-    from django.conf import settings
-    from django.urls import reverse
-
     form = TimelineForm(request.GET or None)
     hours = settings.ETL_TIMELINE_HOURS
     if form.is_bound and form.is_valid() and form.cleaned_data["hours"]:
