@@ -56,7 +56,11 @@ class Pipeline:
         self.source = source
         self.transform: Transform = transform if transform is not None else IdentityTransform()
         self.sink = sink
+        # what the pipeline's author declared (None: let the scheduler decide)
+        self.declared_policy = policy
         self.policy = policy if policy is not None else RetryPolicy()
+        # called before each in-process retry; raising the error passed in stops retrying
+        self.on_retry: Callable[[int, BaseException, float], None] | None = None
         self.refresh_after = refresh_after
         self.watermark_column = watermark_column
         self.sleep = sleep
@@ -66,7 +70,7 @@ class Pipeline:
         # Materialise inside the retry: a generator source can fail half-way
         # through iteration, and that failure must be retried as well.
         raw = with_retry(
-            self.policy, lambda: list(self.source.extract()), sleep=sleep or self.sleep, on_retry=self._log_retry
+            self.policy, lambda: list(self.source.extract()), sleep=sleep or self.sleep, on_retry=self._before_retry
         )
         log.info("extracted %d record(s) from %r", len(raw), self.source)
         rows: list[dict] = []
@@ -76,7 +80,9 @@ class Pipeline:
         log.info("loaded %d row(s) into %r", count, self.sink)
         return PipelineResult(rows=count, max_value=self._max_value(rows))
 
-    def _log_retry(self, attempt: int, exc: BaseException, wait: float) -> None:
+    def _before_retry(self, attempt: int, exc: BaseException, wait: float) -> None:
+        if self.on_retry is not None:
+            self.on_retry(attempt, exc, wait)  # may raise: no retry, so no "retry in" line
         log.warning(
             "extract attempt %d of %d failed (%s: %s); retry in %.1f s",
             attempt, self.policy.max_attempts, type(exc).__name__, exc, wait,

@@ -6,6 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from scheduler.models import ActorKind, AuditEntry
+from scheduler.services.errors import check_text
 
 
 def actor_name(actor: Any) -> tuple[str, str]:
@@ -13,8 +14,6 @@ def actor_name(actor: Any) -> tuple[str, str]:
     if actor is None:
         return "system", ActorKind.SYSTEM
     if isinstance(actor, str):
-        from scheduler.services.errors import check_text
-
         check_text(actor, field="actor")
         if actor.startswith("user:"):
             return actor[5:], ActorKind.USER
