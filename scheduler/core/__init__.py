@@ -34,6 +34,7 @@ from .dag import (
 from .errors import ConfigError, CycleError, EtlError, PermanentError
 from .executor import Executor, RunReport
 from .ledger import Ledger, MemoryLedger, Outcome, RunRecord
+from .overlap import ActiveRun, Fire, OverlapDecision, decide_catchup, decide_overlap
 from .pipeline import IdentityTransform, Pipeline, PipelineResult, Sink, Source, Transform
 from .queue import QueuedItem, plan_admissions, queue_order
 from .ratelimit import next_allowed_start
@@ -77,6 +78,11 @@ __all__ = [
     "descendants",
     "find_all_cycles",
     "find_cycle",
+    "ActiveRun",
+    "Fire",
+    "OverlapDecision",
+    "decide_catchup",
+    "decide_overlap",
     "gate",
     "invert",
     "topological_order",

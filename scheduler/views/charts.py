@@ -221,10 +221,11 @@ class Timeline:
     plot_w: float
     row_h: float
     now_x: float
+    zone: str = "UTC"
 
 
 def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: int = 170, row_h: int = 24,
-                   href=lambda run: "", schedule_href=lambda schedule_id: "") -> Timeline:
+                   href=lambda run: "", schedule_href=lambda schedule_id: "", tz=timezone.utc) -> Timeline:
     """One row per schedule; per run a pale bar for its queue wait and a solid bar for its execution.
 
     A run still waiting or running reaches `end` (now). A run that never
@@ -252,7 +253,8 @@ def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: in
             x, x2 = x_of(started), x_of(stop)
         wait = (started - run.queued_at).total_seconds() if started else None
         ran = (stop - started).total_seconds() if started else None
-        title = f"#{run.pk} {run.schedule.name} {run.status.lower()}: queued {run.queued_at:%H:%M:%S} UTC"
+        queued = run.queued_at.astimezone(tz)
+        title = f"#{run.pk} {run.schedule.name} {run.status.lower()}: queued {queued:%H:%M:%S} {queued.tzname()}"
         if wait is not None:
             title += f", waited {wait:.1f} s, ran {ran:.1f} s"
         elif run.finished_at is None:
@@ -266,12 +268,14 @@ def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: in
     for i, row in enumerate(ordered):
         row.y = top + i * row_h
     step = next((s for s in TICK_STEPS if span / s <= 12), TICK_STEPS[-1])
-    first = start.timestamp() // step * step + step
+    # ticks on round local times: a whole-hour zone offset keeps UTC's round marks round
+    offset = end.astimezone(tz).utcoffset().total_seconds()
+    t = (start.timestamp() + offset) // step * step + step - offset
     ticks = []
-    t = first
     while t < end.timestamp():
-        moment = datetime.fromtimestamp(t, tz=timezone.utc)
+        moment = datetime.fromtimestamp(t, tz=tz)
         ticks.append((x_of(moment), moment.strftime("%H:%M" if step < 86400 else "%m-%d")))
         t += step
     height = top + max(len(ordered), 1) * row_h + 6
-    return Timeline(ordered, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, x_of(end))
+    zone = end.astimezone(tz).tzname() or "UTC"
+    return Timeline(ordered, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, x_of(end), zone)

@@ -195,6 +195,7 @@ def timeline(request):
         selectors.timeline_runs(start=start, end=now), start=start, end=now,
         href=lambda run: reverse("scheduler:run_detail", args=[run.pk]),
         schedule_href=lambda pk: reverse("scheduler:schedule_detail", args=[pk]),
+        tz=timezone.get_current_timezone(),
     )
     context = {"form": form, "chart": chart, "hours": hours, "start": start, "now": now}
     return render(request, partial(request, "scheduler/timeline.html", "chart"), context)
