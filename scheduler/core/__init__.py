@@ -47,6 +47,7 @@ from .windows import (
     advance,
     compute_window,
     compute_windows,
+    reached_until,
     split_windows,
 )
 
@@ -95,6 +96,7 @@ __all__ = [
     "advance",
     "compute_window",
     "compute_windows",
+    "reached_until",
     "split_windows",
     # cron
     "describe_cron",

@@ -187,5 +187,5 @@ def window_note(capture: RunLogCapture, window) -> None:
     if window is None:
         capture.note("no watermark: the pipeline reads what it reads")
     else:
-        capture.note(f"window ({window.low if window.low is not None else 'start'}, {window.high}]")
+        capture.note(f"window {window}")
 
