@@ -7,7 +7,11 @@ from scheduler.models.choices import (
     AlertStatus,
     BackfillStatus,
     BreakerStatus,
+    CATCHUP_SKIP_REASON,
+    CatchupPolicy,
     Condition,
+    OverlapPolicy,
+    OVERLAP_SKIP_REASON,
     RunStatus,
     TargetKind,
     TriggerKind,
@@ -24,7 +28,7 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "Condition", "Event", "GovernanceTick", "LoopLease", "Run",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "Run",
     "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WindowStatus", "WorkloadClass",
 ]

@@ -130,3 +130,17 @@ def test_an_inverted_range_is_reported_on_the_to_field(operator_client, make_sch
     assert response.status_code == 400
     assert response.context["form"].errors == {"range_to": ["must be after from (0 <= 60)"]}
     assert not Backfill.objects.exists()
+
+
+def test_params_submitted_on_the_page_go_with_the_backfill(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = _submit(operator_client, schedule, params='{"table": "orders_replay"}')
+    assert response.status_code == 302
+    assert Backfill.objects.get().params == {"table": "orders_replay"}
+
+
+def test_params_that_are_not_a_json_object_name_the_field(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = _submit(operator_client, schedule, params='["table"]')
+    assert response.status_code == 400 and response.context["form"].errors["params"]
+    assert not Backfill.objects.exists()
