@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from datetime import timezone as dt_timezone
 
 from django import forms
@@ -44,8 +44,9 @@ class RunFilterForm(forms.Form):
         if "since" in data:
             data["since"] = _day_start(data["since"])
         if "until" in data:
-            data["until"] = _day_start(data["until"]) + _ONE_DAY
-        return data
+            # the last day the date picker offers (9999-12-31) has no next day: it means "no upper bound"
+            data["until"] = None if data["until"] == date.max else _day_start(data["until"]) + _ONE_DAY
+        return {k: v for k, v in data.items() if v is not None}
 
 
 class AuditFilterForm(forms.Form):
@@ -110,3 +111,15 @@ class BackfillForm(forms.Form):
     params = JSONObjectField(required=False, label="Params (JSON object)",
                              help_text='Given to every window\'s run, e.g. {"table": "fact_orders_replay"}')
     reason = forms.CharField(max_length=500)
+
+
+class RerunForm(forms.Form):
+    downstream = forms.BooleanField(required=False, label="and then its downstream")
+    reason = forms.CharField(required=False, max_length=500, label="Reason")
+
+
+TIMELINE_HOURS = [(1, "1 hour"), (3, "3 hours"), (6, "6 hours"), (12, "12 hours"), (24, "24 hours"), (48, "48 hours")]
+
+
+class TimelineForm(forms.Form):
+    hours = forms.TypedChoiceField(choices=TIMELINE_HOURS, coerce=int, required=False, label="Last")

@@ -90,3 +90,13 @@ def test_the_diff_compares_nested_values_by_key():
     assert [(r["key"], r["new"], r["kind"]) for r in audit_changes(None, {"windows": 4})] == [("windows", "4", "value")]
     assert audit_changes(None, None) == []
     assert audit_changes({"a": 1}, {})[0]["kind"] == "removed"
+
+
+def test_the_last_day_the_picker_offers_is_no_upper_bound_on_the_page_and_the_csv(viewer_client, db):
+    entry = _entry("alice", "run.trigger", 1)
+    params = {"since": "0001-01-01", "until": "9999-12-31"}
+    page = viewer_client.get(reverse("scheduler:audit"), params)
+    assert page.status_code == 200 and [e.pk for e in page.context["entries"]] == [entry.pk]
+    export = viewer_client.get(reverse("scheduler:audit_csv"), params)
+    rows = list(csv.reader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert export.status_code == 200 and [r[1] for r in rows[1:]] == ["alice"]
