@@ -223,6 +223,15 @@ ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
 ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
 # --- end authoring settings ---
 
+# --- oncall settings ---
+ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", 256 * 1024, minimum=1024)  # per run; later lines are counted, not kept
+ETL_RUN_LOG_MAX_LINE = envint("ETL_RUN_LOG_MAX_LINE", 16 * 1024, minimum=200)  # one line (a traceback is one line)
+ETL_RUN_LOG_LEVEL = envstr("ETL_RUN_LOG_LEVEL", "INFO").upper()
+if ETL_RUN_LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+    raise ImproperlyConfigured(f"ETL_RUN_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR, not {ETL_RUN_LOG_LEVEL!r}")
+ETL_TIMELINE_HOURS = envint("ETL_TIMELINE_HOURS", 6, minimum=1)  # how far back the timeline looks by default
+# --- end oncall settings ---
+
 # --- hardening settings ---
 # With DEBUG off Django sends request errors only to mail_admins: log every 500 (with its traceback) and every
 # refused request (django.security: bad Host, CSRF) to the console, where the process manager collects them.
