@@ -98,7 +98,7 @@ def backfill_detail(request, backfill_id: int):
     finished = backfill.status in (BackfillStatus.COMPLETED, BackfillStatus.CANCELLED) and not open_windows
     context = {"backfill": backfill, "progress": progress, "finished": finished, "statuses": WindowStatus.choices}
     part = request.GET.get("part")
-    if request.htmx and part == "summary":
+    if request.htmx and part != "grid":  # the poll (and any other htmx request) gets the summary
         response = render(request, "scheduler/backfill_detail.html#summary", context)
         if request.GET.get("seen") != progress["signature"]:
             response["HX-Trigger"] = "backfill-changed"
