@@ -10,6 +10,7 @@ from scheduler.models.choices import (
     CATCHUP_SKIP_REASON,
     CatchupPolicy,
     Condition,
+    FreshnessMeasure,
     OverlapPolicy,
     OVERLAP_SKIP_REASON,
     RunStatus,
@@ -28,7 +29,7 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "Run",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "Run",
     "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WindowStatus", "WorkloadClass",
 ]
