@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.http import HttpResponse
 
-from scheduler.models import AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, WorkloadClass
+from scheduler.models import (
+    AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, WatermarkState, WorkloadClass,
+)
 from scheduler.services import schedules as schedule_services
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError
@@ -285,6 +288,7 @@ class BackfillAdmin(ReadOnlyAdmin):
         "range_to",
         "window_size",
         "total_windows",
+        "params",
         "requested_by",
     )
     list_filter = ("status",)
@@ -294,3 +298,56 @@ class BackfillAdmin(ReadOnlyAdmin):
 class GovernanceTickAdmin(ReadOnlyAdmin):
     list_display = ("started_at", "finished_at", "holder", "error")
     show_full_result_count = False
+
+
+class WatermarkForm(forms.ModelForm):
+    """Set a mark through the audited service: a reason is required, a future datetime needs `force`."""
+
+    reason = forms.CharField(max_length=500, help_text="Why: kept in the audit log and the mark's history.")
+    force = forms.BooleanField(required=False, help_text="Allow a datetime mark in the future.")
+
+    class Meta:
+        model = WatermarkState
+        fields = ["value"]
+
+    def clean(self):
+        from scheduler.services.watermarks import watermark_set
+
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        # validate and store in one go; save_model then has nothing left to write
+        try:
+            with transaction.atomic():
+                watermark_set(schedule=self.instance.schedule, value=cleaned.get("value") or None,
+                              actor=self.request_user, reason=cleaned.get("reason", ""),
+                              force=cleaned.get("force", False))
+        except ServiceError as exc:
+            field = exc.field if exc.field in self.fields else None
+            self.add_error(field, str(exc))
+        return cleaned
+
+
+@admin.register(WatermarkState)
+class WatermarkStateAdmin(admin.ModelAdmin):
+    form = WatermarkForm
+    list_display = ("schedule", "value", "updated_at", "updated_by_run")
+    readonly_fields = ("schedule", "updated_at", "updated_by_run")
+    search_fields = ("schedule__name",)
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.request_user = request.user
+        return form
+
+    def save_model(self, request, obj, form, change):
+        """Stored by watermark_set in the form's clean (audited, history kept)."""
+
+    def has_add_permission(self, request):
+        return False  # a mark comes into being with its schedule's first load
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.has_perm("scheduler.manage_watermark")

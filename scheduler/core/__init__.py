@@ -48,6 +48,7 @@ from .windows import (
     advance,
     compute_window,
     compute_windows,
+    reached_until,
     split_windows,
 )
 
@@ -98,6 +99,7 @@ __all__ = [
     "advance",
     "compute_window",
     "compute_windows",
+    "reached_until",
     "split_windows",
     # cron
     "describe_cron",

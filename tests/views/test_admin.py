@@ -159,6 +159,23 @@ def test_the_audit_log_is_read_only_in_the_admin(admin_client, db):
     assert AuditEntry.objects.filter(pk=entry.pk).exists()
 
 
+def test_the_admin_sets_a_watermark_through_the_service_and_refuses_a_future_one(admin_client, make_schedule):
+    from scheduler.models import WatermarkState
+    from scheduler.services.watermarks import watermark_set
+
+    schedule = make_schedule("dated", watermark_config={"type": "datetime", "column": "ts",
+                                                        "initial": "2020-01-01T00:00:00+00:00"})
+    watermark_set(schedule=schedule, value="2021-01-01T00:00:00+00:00", actor="tests", reason="start")
+    url = reverse("admin:scheduler_watermarkstate_change", args=[schedule.pk])
+    response = admin_client.post(url, {"value": "2999-01-01T00:00:00+00:00", "reason": "typo"})
+    assert response.status_code == 200 and "is in the future" in response.content.decode()
+    assert WatermarkState.objects.get(schedule=schedule).value == "2021-01-01T00:00:00+00:00"
+    response = admin_client.post(url, {"value": "2022-01-01T00:00:00+00:00", "reason": "skip 2021"})
+    assert response.status_code == 302
+    assert WatermarkState.objects.get(schedule=schedule).value == "2022-01-01T00:00:00+00:00"
+    assert AuditEntry.objects.filter(action="watermark.set", reason="skip 2021", actor="ada").exists()
+
+
 def test_the_export_action_downloads_a_schedules_file_apply_reads_back(admin_client, make_schedule):
     from scheduler.services.schedule_files import schedules_apply
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0003_overlap_and_catchup_policies'),
+        ('scheduler', '0004_calendar_windows'),
     ]
 
     operations = [
