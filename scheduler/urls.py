@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/skipped/", pages.skipped_list, name="skipped"),
     path("runs/<int:run_id>/", pages.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel", pages.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/rerun-from-failure", pages.run_rerun_failed, name="run_rerun_failed"),
     path("schedules/", schedules.schedule_list, name="schedules"),
     path("schedules/graph/", schedules.dependency_graph, name="graph"),
     path("schedules/<int:schedule_id>/", schedules.schedule_detail, name="schedule_detail"),
