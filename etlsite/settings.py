@@ -222,3 +222,13 @@ ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
 # down); the schedule's catch-up policy decides what it becomes.
 ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
 # --- end authoring settings ---
+
+# --- hardening settings ---
+# With DEBUG off Django sends request errors only to mail_admins: log every 500 (with its traceback) and every
+# refused request (django.security: bad Host, CSRF) to the console, where the process manager collects them.
+LOGGING["loggers"]["django.request"] = {"handlers": ["console"], "level": "ERROR", "propagate": False}
+LOGGING["loggers"]["django.security"] = {"handlers": ["console"], "level": "WARNING", "propagate": False}
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "scheduler.middleware.NoStoreForSignedInUsers",
+)

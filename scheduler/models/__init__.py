@@ -20,7 +20,7 @@ from scheduler.models.choices import (
     WatermarkType,
     WindowStatus,
 )
-from scheduler.models.event import Event, WebhookDelivery
+from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
 from scheduler.models.node import NodeRecord
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run
@@ -32,5 +32,5 @@ __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
     "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
-    "WatermarkState", "WatermarkType", "WebhookDelivery", "WindowStatus", "WorkloadClass",
+    "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

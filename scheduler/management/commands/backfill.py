@@ -4,7 +4,7 @@ import time
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
-from scheduler.management.cli import parse_params
+from scheduler.management.cli import check_number, parse_params
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
 
 FINISHED = ("COMPLETED", "CANCELLED")
@@ -65,6 +65,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         from scheduler.services.backfills import backfill_progress, backfill_submit
 
+        check_number(options["poll"], option="--poll")  # before the backfill exists: a re-run would duplicate it
         schedule = get_schedule(options["schedule"])
         try:
             backfill = backfill_submit(

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0004_calendar_windows'),
+        ('scheduler', '0005_webhook_refusal'),
     ]
 
     operations = [
