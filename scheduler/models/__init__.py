@@ -24,6 +24,7 @@ from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
 from scheduler.models.node import NodeRecord
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run
+from scheduler.models.runlog import RunLogLine
 from scheduler.models.schedule import Schedule
 from scheduler.models.watermark import WatermarkHistory, WatermarkState
 from scheduler.models.workload import WorkloadClass
@@ -31,6 +32,6 @@ from scheduler.models.workload import WorkloadClass
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
-    "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
+    "RunLogLine", "RunStatus", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

@@ -229,8 +229,8 @@ def _after_final(run: Run, *, now: datetime) -> None:
     if run.backfill_id is not None:
         _backfill_window_done(run, now=now)
         return  # backfill windows never drive the live dependency graph
-    if run.status == S.CANCELLED:
-        return  # a person stopped it: downstreams neither start nor block
+    if run.status == S.CANCELLED or not run.propagate:
+        return  # a person stopped it, or re-ran just this one: downstreams neither start nor block
     propagate(run, now=now)
 
 

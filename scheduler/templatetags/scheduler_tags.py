@@ -81,3 +81,13 @@ def ago(value: datetime, now: datetime | None = None) -> str:
 @register.filter(name="ago")
 def ago_filter(value) -> str:
     return ago(value) if value else "—"
+
+
+# Polled parts are morphed (idiomorph, vendored under static/scheduler/vendor/),
+# not replaced: focus, scroll and a half-typed reason survive a refresh.
+MORPH_SWAP = "morph:{morphStyle:'outerHTML',ignoreActiveValue:true}"
+
+
+@register.simple_tag
+def morph_swap() -> str:
+    return MORPH_SWAP

@@ -11,7 +11,7 @@ from scheduler import selectors
 from scheduler.models import Backfill, BackfillStatus, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
-from scheduler.views.common import action, page
+from scheduler.views.common import action, page, partial
 from scheduler.views.forms import BackfillForm, ReasonForm
 
 # the service names its inputs from / to / window; the form's fields are longer
@@ -31,7 +31,7 @@ def _service(name: str):
 def backfill_list(request):
     initial = {"schedule": request.GET.get("schedule")} if request.GET.get("schedule") else None
     context = {"backfills": selectors.backfills_with_progress()[:100], "form": BackfillForm(initial=initial)}
-    return render(request, "scheduler/backfills.html", context)
+    return render(request, partial(request, "scheduler/backfills.html", "table"), context)
 
 
 @action("scheduler.manage_backfill")
@@ -74,7 +74,10 @@ def _progress(backfill: Backfill, windows) -> dict:
         "counts": counts,
         "running": counts[WindowStatus.QUEUED] + counts[WindowStatus.RUNNING],
         "pending": counts[WindowStatus.PENDING],
-        "percent": round(100 * (done + failed) / total) if total else 100,
+        "cancelled": counts[WindowStatus.CANCELLED],
+        # a cancelled window is settled too: a cancelled backfill's bar reaches its end
+        "settled": done + failed + counts[WindowStatus.CANCELLED],
+        "percent": round(100 * (done + failed + counts[WindowStatus.CANCELLED]) / total) if total else 100,
     }
 
 

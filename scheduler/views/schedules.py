@@ -18,13 +18,16 @@ from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
 @page("scheduler.view_schedule")
 def schedule_list(request):
     now = timezone.now()
+    schedules = list(selectors.schedules_with_last_run())
+    recent = selectors.recent_runs_by_schedule(s.pk for s in schedules)
     rows = [
         {
             "schedule": s,
             "trigger_text": selectors.describe_trigger(s),
             "fires": selectors.next_fire_times(s, now=now, count=2),
+            **selectors.strip_summary(recent.get(s.pk, [])),
         }
-        for s in selectors.schedules_with_last_run()
+        for s in schedules
     ]
     return render(request, "scheduler/schedules.html", {"rows": rows, "run_now_form": RunNowForm()})
 
@@ -124,6 +127,8 @@ def schedule_breaker_reset(request, schedule_id: int):
     reason = (form.cleaned_data["reason"] if form.is_valid() else "") or "reset from the dashboard"
     breaker_reset(schedule=schedule, actor=request.user, reason=reason)
     messages.success(request, f"Breaker of {schedule.name} reset to closed.")
+    if _safe_next(request):
+        return redirect(request.POST["next"])
     return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
 
 
