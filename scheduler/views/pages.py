@@ -33,7 +33,9 @@ def overview(request):
 @page("scheduler.view_run")
 def run_list(request):
     form = RunFilterForm(request.GET or None)
-    filters = form.filters() if form.is_bound and form.is_valid() else {}
+    if form.is_bound:
+        form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
+    filters = form.filters()
     result = selectors.runs_keyset_page(
         filters,
         before=int_or_none(request.GET.get("before")),
@@ -83,7 +85,8 @@ def run_detail(request, run_id: int):
         Run.objects.select_related("schedule", "workload_class", "blocked_by", "backfill"), pk=run_id
     )
     now = timezone.now()
-    context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final}
+    context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final,
+               "upstreams": selectors.run_upstreams(run)}
     if run.started_at:
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
     if run.started_at:

@@ -38,6 +38,7 @@ def _form(standard_class, **overrides) -> dict:
         "watermark_config": "{}",
         "condition": "ALL_SUCCESS",
         "max_wait_seconds": "3600",
+        "max_upstream_age_seconds": "86400",
         "breaker_threshold": "5",
         "breaker_cooldown_seconds": "300",
         "breaker_max_cooldown_seconds": "3600",
@@ -196,3 +197,15 @@ def test_the_admin_reruns_a_failed_workflow_run_from_its_failure(admin_client, m
     admin_client.post(reverse("admin:scheduler_run_changelist"),
                       {"action": "rerun_from_failure", "_selected_action": [failed.pk, done.pk]})
     assert list(Run.objects.filter(retry_of__isnull=False).values_list("retry_of_id", flat=True)) == [failed.pk]
+
+
+def test_every_bad_field_is_reported_under_its_own_field_with_its_name_said_once(admin_client, standard_class):
+    response = admin_client.post(ADD, _form(standard_class, trigger_kind="cron", trigger_config={"cron": "99 * * * *"},
+                                            target_id="no.such.pipeline", breaker_threshold="0"))
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert set(errors) >= {"trigger_config", "target_id", "breaker_threshold"}, errors
+    [cron] = errors["trigger_config"]
+    assert cron.startswith("cron: ") and "trigger_config" not in cron and "cron: cron" not in cron
+    assert errors["breaker_threshold"] == ["must be >= 1, got 0"]
+    assert not Schedule.objects.filter(name="orders").exists()
