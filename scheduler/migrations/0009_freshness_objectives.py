@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0006_oncall_logs_reruns'),
+        ('scheduler', '0008_node_records'),
     ]
 
     operations = [
