@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0007_run_upstreams'),
+        ('scheduler', '0009_freshness_objectives'),
     ]
 
     operations = [
