@@ -84,7 +84,8 @@ def run_detail(request, run_id: int):
         Run.objects.select_related("schedule", "workload_class", "blocked_by", "backfill"), pk=run_id
     )
     now = timezone.now()
-    context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final}
+    context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final,
+               "upstreams": selectors.run_upstreams(run)}
     if run.started_at:
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
     if run.started_at:

@@ -38,6 +38,7 @@ def _form(standard_class, **overrides) -> dict:
         "watermark_config": "{}",
         "condition": "ALL_SUCCESS",
         "max_wait_seconds": "3600",
+        "max_upstream_age_seconds": "86400",
         "breaker_threshold": "5",
         "breaker_cooldown_seconds": "300",
         "breaker_max_cooldown_seconds": "3600",
