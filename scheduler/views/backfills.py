@@ -51,8 +51,13 @@ def backfill_submit(request):
                 requested_by=request.user,
             )
         except ServiceError as exc:
-            field = SERVICE_FIELDS.get((exc.field or "").split(".")[0], exc.field)
-            form.add_error(field if field in form.fields else None, str(exc))
+            for error in exc.errors:  # every problem under its own field, each said once
+                name = (error.field or "").split(".")[0]
+                field = SERVICE_FIELDS.get(name, name)
+                if field in form.fields:
+                    form.add_error(field, error.message_under(name))
+                else:
+                    form.add_error(None, str(error))
         else:
             messages.success(request, f"Backfill {backfill.pk} submitted with {backfill.total_windows} windows.")
             return redirect("scheduler:backfill_detail", backfill_id=backfill.pk)

@@ -32,7 +32,9 @@ def overview(request):
 @page("scheduler.view_run")
 def run_list(request):
     form = RunFilterForm(request.GET or None)
-    filters = form.filters() if form.is_bound and form.is_valid() else {}
+    if form.is_bound:
+        form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
+    filters = form.filters()
     result = selectors.runs_keyset_page(
         filters,
         before=int_or_none(request.GET.get("before")),

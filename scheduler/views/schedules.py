@@ -85,7 +85,11 @@ def schedule_run_now(request, schedule_id: int):
                 reason=form.cleaned_data["reason"],
             )
         except ServiceError as exc:
-            form.add_error("params" if exc.field == "params" else None, str(exc))
+            for error in exc.errors:
+                if (error.field or "").split(".")[0] == "params":
+                    form.add_error("params", error.message_under("params"))
+                else:
+                    form.add_error(None, str(error))
         else:
             messages.success(request, f"Queued run {run.pk} of {schedule.name}.")
             return redirect("scheduler:run_detail", run_id=run.pk)
@@ -112,7 +116,11 @@ def schedule_watermark(request, schedule_id: int):
                 messages.success(request, f"Watermark of {schedule.name} set to {stored}.")
             return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
         except ServiceError as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+            for error in exc.errors:
+                if error.field in form.fields:
+                    form.add_error(error.field, error.message_under(error.field))
+                else:
+                    form.add_error(None, str(error))
     return render(
         request, "scheduler/schedule_detail.html", _detail_context(request, schedule, watermark_form=form), status=400
     )
