@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
-from scheduler.models import GovernanceTick, LoopLease, Run, RunStatus, WorkloadClass
+from scheduler.models import GovernanceTick, LoopLease, Run, RunStatus, RunUpstream, WorkloadClass
+from scheduler.services.dependencies import verdict_for
 
 
 def active_runs():
@@ -406,6 +407,24 @@ def audit_counts(qs) -> dict:
             qs.order_by().annotate(day=TruncDate("at")).values("day").annotate(n=Count("id")).order_by("-day")[:31]
         ),
     }
+
+
+def run_upstreams(run: Run) -> list[dict]:
+    """The upstream runs `run` stands for: recorded when it was triggered, admitted or blocked.
+
+    A run still waiting shows the runs it is being judged on now.
+    """
+    rows = [
+        {"schedule": link.upstream_schedule, "run": link.upstream_run, "pinned": link.pinned, "live": False}
+        for link in RunUpstream.objects.filter(run=run).select_related("upstream_schedule", "upstream_run")
+        .order_by("upstream_schedule__name")
+    ]
+    if run.status in (RunStatus.QUEUED, RunStatus.WAITING) and run.backfill_id is None:
+        recorded = {row["schedule"].pk for row in rows}
+        matches = [m for m in verdict_for(run).matches if m.upstream.pk not in recorded]
+        found = Run.objects.in_bulk([m.run_id for m in matches if m.run_id])
+        rows += [{"schedule": m.upstream, "run": found.get(m.run_id), "pinned": m.pinned, "live": True} for m in matches]
+    return rows
 
 
 # --- on-call: what needs a person, run logs, time ---------------------------

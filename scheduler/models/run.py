@@ -106,3 +106,28 @@ class Run(models.Model):
         if self.started_at and self.queued_at:
             return (self.started_at - self.queued_at).total_seconds()
         return None
+
+
+class RunUpstream(models.Model):
+    """Which upstream run a downstream run stands for, one row per (run, upstream schedule).
+
+    `pinned` rows name the upstream run that triggered the run (or joined it
+    while it waited); the others record the upstream run matched by logical
+    time when the run was admitted or blocked (docs/semantics.md, Dependencies).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="upstream_links")
+    upstream_schedule = models.ForeignKey("scheduler.Schedule", on_delete=models.CASCADE, related_name="+")
+    upstream_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="downstream_links",
+        help_text="Empty when no upstream run matched (the condition tolerated it).",
+    )
+    pinned = models.BooleanField(default=False, help_text="The upstream run that triggered this run.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "upstream_schedule"], name="run_upstream_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} stands for run {self.upstream_run_id} of {self.upstream_schedule_id}"

@@ -33,7 +33,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 SCHEDULE_FIELDS: tuple[str, ...] = (
     "name", "description", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
     "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
-    "watermark_config", "depends_on", "condition", "max_wait_seconds",
+    "watermark_config", "depends_on", "condition", "max_wait_seconds", "max_upstream_age_seconds",
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
     "max_runs_per_minute", "refresh_after_seconds",
     "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
@@ -41,7 +41,7 @@ SCHEDULE_FIELDS: tuple[str, ...] = (
 )
 EDITABLE = frozenset(SCHEDULE_FIELDS)
 NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
-POSITIVE_INT = ["breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
+POSITIVE_INT = ["max_upstream_age_seconds", "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
 
 
 INT_MAX = 2**31 - 1  # the columns are 32-bit integers: a bigger value would be a database error, not a message

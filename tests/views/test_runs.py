@@ -142,6 +142,21 @@ def test_run_detail_names_the_upstream_that_blocked_it(viewer_client, make_sched
     assert reverse("scheduler:schedule_detail", args=[up.pk]) in page
 
 
+def test_run_detail_shows_the_upstream_runs_the_run_stands_for(viewer_client, make_schedule, make_run, now):
+    from scheduler.models import RunUpstream
+
+    extract, other = make_schedule("extract"), make_schedule("other")
+    load = make_schedule("load", depends_on=[extract, other], trigger_kind="upstream")
+    up = make_run(extract, RunStatus.SUCCEEDED, logical_time=now - timedelta(minutes=10))
+    run = make_run(load, RunStatus.WAITING, logical_time=now - timedelta(minutes=10))
+    RunUpstream.objects.create(run=run, upstream_schedule=extract, upstream_run=up, pinned=True)
+    page = viewer_client.get(reverse("scheduler:run_detail", args=[run.pk])).content.decode()
+    assert 'id="upstream-runs"' in page
+    assert reverse("scheduler:run_detail", args=[up.pk]) in page and "it triggered this run" in page
+    # still waiting: the other upstream has no run of its logical time yet
+    assert "none yet" in page and "(judged now)" in page
+
+
 def test_run_detail_draws_a_workflow_report_as_table_and_graph(viewer_client, make_schedule, make_run):
     schedule = make_schedule("wf", target_kind="workflow", target_id=_any_workflow())
     report = {
