@@ -296,6 +296,12 @@ class SchedulerHost:
         return plugin.next_fires(found.trigger_config or {}, timezone=found.timezone,
                                  after=after or timezone.now(), count=count)
 
+    def rerun_from_failure(self, run_id: int, *, actor: Any = "api", reason: str = "") -> int:
+        """Queue a new run of a failed workflow run that skips its succeeded nodes; returns its id."""
+        from scheduler.services.nodes import run_rerun_from_failure
+
+        return run_rerun_from_failure(run=self.storage.get(run_id), actor=actor, reason=reason).pk
+
     def get_active_runs(self) -> list[tuple[int, str, str]]:
         """(run id, pipeline or workflow id, status) of every QUEUED, WAITING or RUNNING run, oldest first."""
         return [

@@ -10,6 +10,7 @@ from scheduler.models.choices import (
     CATCHUP_SKIP_REASON,
     CatchupPolicy,
     Condition,
+    NodeOutcome,
     OverlapPolicy,
     OVERLAP_SKIP_REASON,
     RunStatus,
@@ -20,6 +21,7 @@ from scheduler.models.choices import (
     WindowStatus,
 )
 from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
+from scheduler.models.node import NodeRecord
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run, RunUpstream
 from scheduler.models.runlog import RunLogLine
@@ -29,7 +31,7 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "Run",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
     "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

@@ -120,3 +120,10 @@ class AlertStatus(models.TextChoices):
     PENDING = "PENDING", "Pending"
     SENT = "SENT", "Sent"
     FAILED = "FAILED", "Failed"
+
+
+class NodeOutcome(models.TextChoices):
+    """How one node of a workflow run ended (the executor's Outcome)."""
+
+    SUCCESS = "SUCCESS", "Succeeded"
+    FAILED = "FAILED", "Failed"

@@ -189,6 +189,16 @@ def test_the_export_action_downloads_a_schedules_file_apply_reads_back(admin_cli
     assert schedules_apply(text=text, actor="tests").summary["unchanged"] == 1
 
 
+def test_the_admin_reruns_a_failed_workflow_run_from_its_failure(admin_client, make_schedule, make_run):
+    from scheduler.models import TargetKind
+
+    schedule = make_schedule("wf", target_kind=TargetKind.WORKFLOW, target_id="demo.nightly")
+    failed, done = make_run(schedule, RunStatus.FAILED), make_run(schedule, RunStatus.SUCCEEDED)
+    admin_client.post(reverse("admin:scheduler_run_changelist"),
+                      {"action": "rerun_from_failure", "_selected_action": [failed.pk, done.pk]})
+    assert list(Run.objects.filter(retry_of__isnull=False).values_list("retry_of_id", flat=True)) == [failed.pk]
+
+
 def test_every_bad_field_is_reported_under_its_own_field_with_its_name_said_once(admin_client, standard_class):
     response = admin_client.post(ADD, _form(standard_class, trigger_kind="cron", trigger_config={"cron": "99 * * * *"},
                                             target_id="no.such.pipeline", breaker_threshold="0"))
