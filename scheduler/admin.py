@@ -23,6 +23,7 @@ SCHEDULE_STATE_FIELDS = (
     "breaker_opened_at",
     "breaker_current_cooldown_seconds",
     "breaker_trial_run",
+    "freshness_breached_at",
     "created_at",
     "updated_at",
 )

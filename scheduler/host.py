@@ -20,6 +20,7 @@ from django.utils import timezone
 from scheduler.core import EtlError
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule, WatermarkHistory
 from scheduler.services.errors import NotFound, ServiceError
+from scheduler.services.freshness import freshness_status
 from scheduler.services.schedule_files import Plan, schedules_apply, schedules_export
 from scheduler.services.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
 
@@ -280,6 +281,10 @@ class SchedulerHost:
 
         breaker_reset(schedule=schedule_get(schedule_id), actor=reset_by,
                       reason=reason or "reset through SchedulerHost")
+
+    def freshness(self, *, now: datetime | None = None) -> list[dict]:
+        """Each enabled schedule with a freshness objective: age, objective, breached (as `manage.py freshness --json`)."""
+        return [row.as_dict() for row in freshness_status(now=now or timezone.now())]
 
     def next_fires(self, schedule: Any, count: int = 5, *, after: datetime | None = None) -> list[datetime]:
         """The next fire instants (aware UTC) of a cron or interval schedule, Debian cron's DST rule."""

@@ -10,6 +10,7 @@ from scheduler.models.choices import (
     CATCHUP_SKIP_REASON,
     CatchupPolicy,
     Condition,
+    FreshnessMeasure,
     NodeOutcome,
     OverlapPolicy,
     OVERLAP_SKIP_REASON,
@@ -31,7 +32,9 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
-    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange", "WatermarkHistory",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
+    "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
+    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange",
+    "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

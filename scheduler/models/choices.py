@@ -114,6 +114,12 @@ class AlertKind(models.TextChoices):
     BREAKER_OPENED = "breaker_opened", "Circuit breaker opened"
     DEPENDENCY_TIMEOUT = "dependency_timeout", "Dependency timeout"
     GOVERNANCE_LATE = "governance_late", "Governance loop late"
+    FRESHNESS_BREACHED = "freshness_breached", "Freshness objective breached"
+
+
+class FreshnessMeasure(models.TextChoices):
+    LAST_SUCCESS = "last_success", "Age of the last success"
+    WATERMARK = "watermark", "Watermark lag behind now"
 
 
 class AlertStatus(models.TextChoices):

@@ -44,6 +44,8 @@ def _form(standard_class, **overrides) -> dict:
         "breaker_max_cooldown_seconds": "3600",
         "max_runs_per_minute": "0",
         "refresh_after_seconds": "",
+        "freshness_max_age_seconds": "",
+        "freshness_measure": "last_success",
         "retry_max_attempts": "3",
         "retry_initial_delay": "1.0",
         "retry_backoff": "2.0",
