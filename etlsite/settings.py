@@ -200,3 +200,12 @@ LOGGING = {
         "django_q": {"handlers": ["console"], "level": envstr("Q_LOG_LEVEL", "WARNING"), "propagate": False},
     },
 }
+
+# --- teams settings ---
+# Object permissions (django-rules): an operator acts only on schedules of a team they belong to.
+AUTHENTICATION_BACKENDS = [
+    "rules.permissions.ObjectPermissionBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+ETL_DEFAULT_TEAM = envstr("ETL_DEFAULT_TEAM", "default")  # owner of schedules made without one
+ETL_TEAMS_VIEW_ALL = envbool("ETL_TEAMS_VIEW_ALL", True)  # viewers and operators see other teams read-only

@@ -20,6 +20,7 @@ from django.utils import timezone
 from scheduler.core import EtlError
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule, WatermarkHistory
 from scheduler.services.errors import NotFound, ServiceError
+from scheduler.services.teams import authorize
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +67,17 @@ class Watermarks:
         from scheduler.services.schedules import schedule_get
         from scheduler.services.watermarks import watermark_set
 
-        return watermark_set(schedule=schedule_get(schedule), value=value, actor=actor, reason=reason)
+        target = schedule_get(schedule)
+        authorize(actor=actor, perm="scheduler.manage_watermark", obj=target)
+        return watermark_set(schedule=target, value=value, actor=actor, reason=reason)
 
     def reset(self, schedule: str | int, *, reason: str, actor: Any = "api") -> str:
         from scheduler.services.schedules import schedule_get
         from scheduler.services.watermarks import watermark_reset
 
-        return watermark_reset(schedule=schedule_get(schedule), actor=actor, reason=reason)
+        target = schedule_get(schedule)
+        authorize(actor=actor, perm="scheduler.manage_watermark", obj=target)
+        return watermark_reset(schedule=target, actor=actor, reason=reason)
 
 
 class Backfills:
@@ -90,6 +95,11 @@ class Backfills:
             qs = qs.filter(status=status)
         return list(qs[:limit])
 
+    def _allowed(self, backfill_id: int, actor: Any) -> Backfill:
+        backfill = self.get(backfill_id)
+        authorize(actor=actor, perm="scheduler.manage_backfill", obj=backfill)
+        return backfill
+
     def progress(self, backfill_id: int) -> dict[str, int]:
         from scheduler.services.backfills import backfill_progress
 
@@ -98,22 +108,22 @@ class Backfills:
     def pause(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
         from scheduler.services.backfills import backfill_pause
 
-        backfill_pause(backfill=self.get(backfill_id), actor=actor, reason=reason)
+        backfill_pause(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def resume(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
         from scheduler.services.backfills import backfill_resume
 
-        backfill_resume(backfill=self.get(backfill_id), actor=actor, reason=reason)
+        backfill_resume(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def cancel(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
         from scheduler.services.backfills import backfill_cancel
 
-        backfill_cancel(backfill=self.get(backfill_id), actor=actor, reason=reason)
+        backfill_cancel(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def retry_failed(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> int:
         from scheduler.services.backfills import backfill_retry_failed
 
-        return backfill_retry_failed(backfill=self.get(backfill_id), actor=actor, reason=reason)
+        return backfill_retry_failed(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
 
 class AuditLog:
@@ -218,20 +228,26 @@ class SchedulerHost:
         from scheduler.services.runs import run_trigger_manual
 
         schedule = self._schedule_for(schedule_or_pipeline_id)
+        authorize(actor=actor, perm="scheduler.trigger_schedule", obj=schedule)
         return run_trigger_manual(schedule=schedule, actor=actor, params=override_params, reason=reason).pk
 
     def submit_backfill(self, schedule: Any, start: Any, end: Any, window: Any, *, reason: str,
                         requested_by: Any = "api", max_parallel: int = 1) -> int:
         from scheduler.services.backfills import backfill_submit
+        from scheduler.services.schedules import schedule_get
 
-        return backfill_submit(schedule=schedule, start=start, end=end, window=window, reason=reason,
+        target = schedule_get(schedule)
+        authorize(actor=requested_by, perm="scheduler.manage_backfill", obj=target)
+        return backfill_submit(schedule=target, start=start, end=end, window=window, reason=reason,
                                requested_by=requested_by, max_parallel=max_parallel).pk
 
     def reset_circuit_breaker(self, schedule_id: Any, reset_by: Any, reason: str = "") -> None:
         from scheduler.services.breakers import breaker_reset
         from scheduler.services.schedules import schedule_get
 
-        breaker_reset(schedule=schedule_get(schedule_id), actor=reset_by,
+        target = schedule_get(schedule_id)
+        authorize(actor=reset_by, perm="scheduler.reset_breaker", obj=target)
+        breaker_reset(schedule=target, actor=reset_by,
                       reason=reason or "reset through SchedulerHost")
 
     def get_active_runs(self) -> list[tuple[int, str, str]]:

@@ -17,7 +17,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
-from scheduler.models import Condition, Schedule, TargetKind, WorkloadClass
+from scheduler.models import Condition, Schedule, TargetKind, Team, WorkloadClass
 from scheduler.pipelines.registry import is_registered
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError, check_text
@@ -29,7 +29,7 @@ EDITABLE = {
     "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "watermark_config", "condition",
     "max_wait_seconds", "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
     "max_runs_per_minute", "refresh_after_seconds", "retry_max_attempts", "retry_initial_delay", "retry_backoff",
-    "retry_max_delay", "retry_jitter", "alert_emails", "alert_webhook_url", "depends_on",
+    "retry_max_delay", "retry_jitter", "alert_emails", "alert_webhook_url", "depends_on", "owner",
 }
 NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
 POSITIVE_INT = ["breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
@@ -170,6 +170,17 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
         data["workload_class"] = found
     elif "workload_class" in data and not isinstance(wc, WorkloadClass):
         raise ServiceError(f"must be a workload class name, got {wc!r}", field="workload_class")
+    owner = data.get("owner")
+    if isinstance(owner, str):
+        found = Team.objects.filter(name=owner).first() if "\x00" not in owner else None
+        if found is None:
+            known = ", ".join(Team.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
+            raise ServiceError(f"unknown team '{owner}' (known: {known})", field="owner")
+        data["owner"] = found
+    elif owner is None and "owner" in data:
+        data.pop("owner")  # no owner named: the default team on create, unchanged on update
+    elif "owner" in data and not isinstance(owner, Team):
+        raise ServiceError(f"must be a team name, got {owner!r}", field="owner")
     return data, upstreams
 
 
@@ -180,8 +191,9 @@ def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
 
 
 def _snapshot(schedule: Schedule) -> dict:
-    data = model_to_dict(schedule, fields=sorted(EDITABLE - {"depends_on", "workload_class"}))
+    data = model_to_dict(schedule, fields=sorted(EDITABLE - {"depends_on", "workload_class", "owner"}))
     data["workload_class"] = schedule.workload_class.name if schedule.workload_class_id else None
+    data["owner"] = schedule.owner.name if schedule.owner_id else None
     if schedule.pk:
         data["depends_on"] = sorted(schedule.depends_on.values_list("name", flat=True))
     return data
@@ -197,6 +209,8 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
         if creating:
             if "workload_class" not in data:
                 data["workload_class"], _ = WorkloadClass.objects.get_or_create(name="standard")
+            if "owner" not in data:
+                data["owner"] = Team.objects.get(pk=Team.default_team_id())
             schedule = Schedule(**data)
             before = None
         else:
