@@ -201,6 +201,20 @@ LOGGING = {
     },
 }
 
+# --- serve settings ---
+# Static files are served by WhiteNoise from STATIC_ROOT (filled by `collectstatic`,
+# which `manage.py serve` runs first), with DEBUG off exactly as in production.
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "whitenoise.middleware.WhiteNoiseMiddleware"
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+ETL_ADDR = envstr("ETL_ADDR", "127.0.0.1:8000")
+ETL_WEB_WORKERS = envint("ETL_WEB_WORKERS", 2, minimum=1)
+ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
+
 # --- teams settings ---
 # Object permissions (django-rules): an operator acts only on schedules of a team they belong to.
 AUTHENTICATION_BACKENDS = [

@@ -5,12 +5,14 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
 
 from scheduler.models import AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, Team, WorkloadClass
 from scheduler.services import schedules as schedule_services
 from scheduler.services import teams as team_services
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError
+from scheduler.services.schedule_files import schedules_export
 
 def _visible(queryset, user, team_field: str):
     """Narrow a queryset to the teams `user` may see (every team while ETL_TEAMS_VIEW_ALL is on)."""
@@ -122,7 +124,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     search_fields = ("name", "target_id", "description")
     readonly_fields = SCHEDULE_STATE_FIELDS
     filter_horizontal = ("depends_on",)
-    actions = ["enable", "disable", "run_now", "reset_breaker"]
+    actions = ["enable", "disable", "run_now", "reset_breaker", "export_yaml"]
 
     def get_queryset(self, request):
         """Other teams' schedules only while ETL_TEAMS_VIEW_ALL is on (then read-only: has_change_permission)."""
@@ -224,6 +226,14 @@ class ScheduleAdmin(admin.ModelAdmin):
             breaker_reset(schedule=schedule, actor=request.user, reason="admin action")
             done += 1
         self.message_user(request, f"Reset {done} breaker(s).")
+
+    @admin.action(description="Export selected as a schedules file (YAML)", permissions=["view"])
+    def export_yaml(self, request, queryset):
+        """The file `manage.py apply_schedules` reads: move admin-made schedules into version control."""
+        response = HttpResponse(schedules_export(list(queryset.values_list("name", flat=True))),
+                                content_type="application/yaml; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="schedules.yaml"'
+        return response
 
     def has_toggle_permission(self, request):
         return request.user.has_perm("scheduler.toggle_schedule")

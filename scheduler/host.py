@@ -20,7 +20,9 @@ from django.utils import timezone
 from scheduler.core import EtlError
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule, WatermarkHistory
 from scheduler.services.errors import NotFound, ServiceError
-from scheduler.services.teams import authorize
+from scheduler.services.schedule_files import Plan, schedules_apply, schedules_export
+from scheduler.services.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
+from scheduler.services.teams import authorize, authorize_owner_change, team_get
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,57 @@ class Backfills:
         return backfill_retry_failed(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
 
+class Schedules:
+    """Schedules from code: the same checks, next-fire computation and audit entries as the admin.
+
+        host.schedules.create("orders_sync", target_id="shop.orders", trigger_kind="cron",
+                              trigger_config={"cron": "0 * * * *"}, timezone="Europe/Berlin")
+        host.schedules.update("orders_sync", priority=7, reason="month end")
+        host.schedules.get("orders_sync")          # the Schedule
+        host.schedules.spec("orders_sync")         # its fields as the schedules file writes them
+        host.schedules.delete("orders_sync", reason="replaced by orders_v2")
+
+    Field names are those of the schedules file (`SCHEDULE_FIELDS`); a bad
+    value raises ServiceError naming the field and changes nothing.
+    """
+
+    def get(self, name: str | int) -> Schedule:
+        return schedule_get(name)
+
+    def list(self) -> list[Schedule]:
+        return list(Schedule.objects.select_related("workload_class").order_by("name"))
+
+    def spec(self, name: str | int) -> dict:
+        return schedule_spec(schedule_get(name))
+
+    def create(self, name: str, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:
+        authorize(actor=actor, perm="scheduler.add_schedule")
+        if fields.get("owner") is not None:
+            authorize_owner_change(actor=actor, schedule=Schedule(name=name), team=team_get(fields["owner"]))
+        return schedule_save(data={"name": name, **fields}, actor=actor, reason=reason)
+
+    def update(self, name: str | int, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:
+        schedule = schedule_get(name)
+        authorize(actor=actor, perm="scheduler.change_schedule", obj=schedule)
+        if fields.get("owner") is not None:
+            authorize_owner_change(actor=actor, schedule=schedule, team=team_get(fields["owner"]))
+        return schedule_save(data=fields, schedule=schedule, actor=actor, reason=reason)
+
+    def delete(self, name: str | int, *, actor: Any = "api", reason: str = "") -> None:
+        schedule = schedule_get(name)
+        authorize(actor=actor, perm="scheduler.delete_schedule", obj=schedule)
+        schedule_delete(schedule=schedule, actor=actor, reason=reason)
+
+    def apply(self, text: str, *, prune: bool = False, dry_run: bool = False, actor: Any = "api",
+              reason: str = "") -> Plan:
+        """Apply a schedules file's text, as `manage.py apply_schedules` does."""
+        return schedules_apply(text=text, actor=actor, prune=prune, dry_run=dry_run, reason=reason)
+
+    def export(self, names: list[str] | None = None) -> str:
+        """The schedules file text for all schedules, or those named."""
+        return schedules_export(names)
+
+
 class AuditLog:
     """The append-only audit log, newest first."""
 
@@ -159,6 +212,7 @@ class SchedulerHost:
         self.watermarks = Watermarks()
         self.backfills = Backfills()
         self.audit_log = AuditLog()
+        self.schedules = Schedules()
 
     # --- lifecycle ----------------------------------------------------------
 

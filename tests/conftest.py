@@ -108,3 +108,18 @@ def operator(make_user, default_team):
 @pytest.fixture
 def viewer(make_user):
     return make_user("victor", "viewer")
+
+
+@pytest.fixture
+def throwaway_redis():
+    """A redis-server of the test's own on a free port (never the machine's): flush or restart it freely."""
+    from tests.throwaway import ThrowawayRedis, Unavailable
+
+    try:
+        server = ThrowawayRedis()
+    except Unavailable as exc:
+        pytest.skip(f"needs a throwaway Redis: {exc}")
+    try:
+        yield server.start()
+    finally:
+        server.stop()

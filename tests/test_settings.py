@@ -29,6 +29,8 @@ def _check(env: dict) -> subprocess.CompletedProcess:
         ({"SECRET_KEY": "short"}, "SECRET_KEY: must be at least 32 characters"),
         ({"ETL_DISPATCH_INTERVAL": "-1"}, "ETL_DISPATCH_INTERVAL: must be >="),
         ({"DATABASE_URL": "nosuchdb://x/y"}, "DATABASE_URL"),
+        ({"ETL_WEB_WORKERS": "0"}, "ETL_WEB_WORKERS: must be >="),
+        ({"ETL_WEB_THREADS": "many"}, "ETL_WEB_THREADS: expected an integer"),
     ],
 )
 def test_a_bad_environment_variable_stops_start_up_naming_it(env, message):

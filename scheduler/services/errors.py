@@ -6,6 +6,7 @@ class ServiceError(EtlError):
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
+        self.problem = message
         super().__init__(message if not field or field in message else f"{field}: {message}")
 
 

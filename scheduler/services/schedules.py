@@ -12,8 +12,8 @@ import secrets
 from datetime import datetime
 from typing import Any, Iterable
 
+from django.conf import settings
 from django.db import transaction
-from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
@@ -24,13 +24,19 @@ from scheduler.services.errors import ServiceError, check_text
 from scheduler.triggers.registry import get_trigger
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-EDITABLE = {
-    "name", "description", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
-    "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "watermark_config", "condition",
-    "max_wait_seconds", "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
-    "max_runs_per_minute", "refresh_after_seconds", "retry_max_attempts", "retry_initial_delay", "retry_backoff",
-    "retry_max_delay", "retry_jitter", "alert_emails", "alert_webhook_url", "depends_on", "owner",
-}
+#: Every field a person sets on a schedule, in the order the schedules file and
+#: `export_schedules` write them. The one list: the service's accepted keys
+#: (EDITABLE), the schedules file, its export and `SchedulerHost.schedules` read it.
+SCHEDULE_FIELDS: tuple[str, ...] = (
+    "name", "description", "owner", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
+    "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "watermark_config",
+    "depends_on", "condition", "max_wait_seconds",
+    "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
+    "max_runs_per_minute", "refresh_after_seconds",
+    "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
+    "alert_emails", "alert_webhook_url",
+)
+EDITABLE = frozenset(SCHEDULE_FIELDS)
 NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
 POSITIVE_INT = ["breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
 
@@ -190,13 +196,42 @@ def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
     return compute_next_fire(schedule, after=now) if schedule.enabled else None
 
 
+def field_default(field: str) -> Any:
+    """The value a schedule gets for `field` when nobody sets it."""
+    if field == "depends_on":
+        return []
+    if field == "workload_class":
+        return "standard"
+    if field == "owner":
+        return settings.ETL_DEFAULT_TEAM
+    return Schedule._meta.get_field(field).get_default()
+
+
+def schedule_spec(schedule: Schedule, *, depends_on: list[str] | None = None) -> dict:
+    """Every SCHEDULE_FIELDS value of `schedule`, in that order, as plain data (names for relations).
+
+    For an unsaved schedule pass its upstream names in `depends_on`.
+    """
+    spec: dict[str, Any] = {}
+    for field in SCHEDULE_FIELDS:
+        if field == "workload_class":
+            spec[field] = schedule.workload_class.name if schedule.workload_class_id else None
+        elif field == "owner":
+            spec[field] = schedule.owner.name if schedule.owner_id else None
+        elif field == "depends_on":
+            if depends_on is not None:
+                spec[field] = sorted(depends_on)
+            elif schedule.pk:
+                spec[field] = sorted(schedule.depends_on.values_list("name", flat=True))
+            else:
+                spec[field] = []
+        else:
+            spec[field] = getattr(schedule, field)
+    return spec
+
+
 def _snapshot(schedule: Schedule) -> dict:
-    data = model_to_dict(schedule, fields=sorted(EDITABLE - {"depends_on", "workload_class", "owner"}))
-    data["workload_class"] = schedule.workload_class.name if schedule.workload_class_id else None
-    data["owner"] = schedule.owner.name if schedule.owner_id else None
-    if schedule.pk:
-        data["depends_on"] = sorted(schedule.depends_on.values_list("name", flat=True))
-    return data
+    return schedule_spec(schedule)
 
 
 def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, reason: str = "",

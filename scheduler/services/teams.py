@@ -65,13 +65,14 @@ def authorize(*, actor: Any, perm: str, obj: Any = None) -> None:
 
 def authorize_owner_change(*, actor: Any, schedule: Schedule, team: Team) -> None:
     """Giving a schedule to a team: edit rights on it, and (unless acting for all teams) membership of `team`."""
-    authorize(actor=actor, perm="scheduler.change_schedule", obj=schedule)
+    if schedule.pk:
+        authorize(actor=actor, perm="scheduler.change_schedule", obj=schedule)
     user = resolve_user(actor)
     if user is None or acts_for_all(user) or team.pk in member_team_ids(user):
         return
     message = (f"permission denied: {user.get_username()} may not give schedule '{schedule.name}' to team "
                f"'{team.name}': {user.get_username()} is not a member")
-    audit_record(actor=user, action="permission.denied", target=schedule,
+    audit_record(actor=user, action="permission.denied", target=schedule if schedule.pk else None,
                  after={"permission": "scheduler.change_schedule", "owner": team.name}, reason=message)
     raise PermissionRefused(message)
 

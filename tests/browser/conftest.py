@@ -1,13 +1,26 @@
-"""Playwright driving Debian's Chromium against pytest-django's live server."""
+"""Playwright driving Debian's Chromium against the server exactly as `make run` starts it.
+
+The server is `manage.py serve` in a child process (gunicorn, DEBUG off, static
+files collected and served by WhiteNoise) on the test database, not pytest's
+live server, which serves static files by itself and so hides a missing asset.
+It runs with `--no-cluster`: the tests drive the run path by hand.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.integration.cluster import ROOT, child_database_url, wait_until
 from tests.views.conftest import make_run  # noqa: F401  (the run factory, shared)
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls from
@@ -74,9 +87,78 @@ def browser():
         browser.close()
 
 
+@dataclass
+class Server:
+    url: str
+    log_path: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def server(django_db_setup, django_db_blocker, tmp_path_factory):
+    """`manage.py serve --no-cluster` on a free port against the test database, for the whole session."""
+    with django_db_blocker.unblock():
+        database_url = child_database_url()
+    port = _free_port()
+    work = tmp_path_factory.mktemp("serve")
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DEBUG": "false",
+        "STATIC_ROOT": str(work / "static"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    log_path = work / "serve.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--no-cluster", "--addr", f"127.0.0.1:{port}", "--grace", "5"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: proc.poll() is not None or _answers(f"{url}/accounts/login/"), timeout=90,
+                   what="manage.py serve", log_path=log_path)
+        if proc.poll() is not None:
+            pytest.fail(f"manage.py serve exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}")
+        yield Server(url=url, log_path=log_path)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+
 @pytest.fixture
-def page(browser, live_server):
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 860})
+def page(browser, server):
+    context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 860})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def phone(browser, server):
+    """A page at a phone's width (390 px), touch and all."""
+    context = browser.new_context(
+        base_url=server.url, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
     context.set_default_timeout(15_000)
     page = context.new_page()
     yield page

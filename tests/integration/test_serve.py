@@ -27,9 +27,49 @@ def _answers(url: str) -> bool:
         return False
 
 
+def _head(url: str) -> tuple[int, dict]:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return response.status, dict(response.headers)
+
+
+def test_serve_answers_on_gunicorn_with_static_files_and_debug_off(tmp_path):
+    """ETL_ADDR picks the address; the stylesheet and htmx come from WhiteNoise, as in production."""
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": child_database_url(), "DEBUG": "false", "ETL_ADDR": f"127.0.0.1:{port}",
+           "STATIC_ROOT": str(tmp_path / "static")}
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--no-cluster"], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
+                   log_path=tmp_path / "serve.log")
+        status, headers = _head(f"http://127.0.0.1:{port}/accounts/login/")
+        assert headers.get("Server", "").startswith("gunicorn")
+        status, headers = _head(f"http://127.0.0.1:{port}/static/scheduler/app.css")
+        assert status == 200 and headers["Content-Type"].startswith("text/css")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2) as response:
+            html = response.read().decode()
+        htmx = html.split('<script src="', 1)[1].split('"', 1)[0]
+        assert _head(f"http://127.0.0.1:{port}{htmx}")[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_bad_addr_is_refused_with_the_option_named(tmp_path):
+    result = subprocess.run([sys.executable, "manage.py", "serve", "--addr", "localhost:http"], cwd=ROOT,
+                            env={**os.environ, "DATABASE_URL": child_database_url()}, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode != 0
+    assert "--addr: expected HOST:PORT" in result.stderr
+
+
 def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
     port = _free_port()
-    env = {**os.environ, "DATABASE_URL": child_database_url(), "ETL_GOVERNANCE_INTERVAL": "1"}
+    env = {**os.environ, "DATABASE_URL": child_database_url(), "ETL_GOVERNANCE_INTERVAL": "1",
+           "STATIC_ROOT": str(tmp_path / "static")}
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--addr", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

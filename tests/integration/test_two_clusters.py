@@ -6,7 +6,6 @@ Both clusters share one Redis queue (ETL_QUEUE_NAME) and differ only by
 """
 from __future__ import annotations
 
-import os
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,24 +20,14 @@ from tests.integration.cluster import kill_cluster, start_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-REDIS_URL = os.environ.get("ETL_ITEST_REDIS_URL", "redis://127.0.0.1:6379/5")
 LEASE_SECONDS = 3
 
 
 @pytest.fixture
-def redis_db():
+def redis_db(throwaway_redis):
     if connection.vendor != "postgresql":
         pytest.skip("two-cluster tests need PostgreSQL (set DATABASE_URL=postgres://...); SQLite serialises writers")
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as exc:
-        pytest.skip(f"two-cluster tests need Redis at {REDIS_URL}: {exc}")
-    client.flushdb()
-    yield REDIS_URL
-    client.flushdb()
+    return throwaway_redis.url
 
 
 def _env(redis_url: str) -> dict:

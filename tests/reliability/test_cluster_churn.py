@@ -7,7 +7,6 @@ prove nothing.
 """
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,32 +20,22 @@ from scheduler.services.runs import run_trigger_manual
 from tests.integration.cluster import kill_cluster, start_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-REDIS_URL = os.environ.get("ETL_RELIABILITY_REDIS_URL", "redis://127.0.0.1:6379/6")
 LEASE_SECONDS = 3
 KILLS = 3
 LIMIT = 2
 ENV = {
-    "REDIS_URL": REDIS_URL, "Q_WORKERS": "3", "ETL_PIPELINE_MODULES": "scheduler.pipelines.demo,tests.reliability.pipelines",
+    "Q_WORKERS": "3", "ETL_PIPELINE_MODULES": "scheduler.pipelines.demo,tests.reliability.pipelines",
     "ETL_LEASE_SECONDS": str(LEASE_SECONDS), "ETL_STUCK_SECONDS": "3", "ETL_HEARTBEAT_SECONDS": "0.5",
     "ETL_GOVERNANCE_INTERVAL": "0.5", "ETL_DISPATCH_INTERVAL": "0.05",
 }
 
 
 @pytest.fixture
-def redis_db():
+def redis_db(throwaway_redis):
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL + Redis (DATABASE_URL=postgres://...): SQLite serialises writers, "
                     "so two clusters on it prove nothing")
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as exc:
-        pytest.skip(f"needs Redis at {REDIS_URL}: {exc}")
-    client.flushdb()
-    yield
-    client.flushdb()
+    return throwaway_redis.url
 
 
 class LeaseWatch:
@@ -117,7 +106,7 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
     logs = {name: tmp_path / f"{name}.log" for name in ("c1", "c2")}
     watch, kills = LeaseWatch(), []
     dead: dict[str, float] = {}  # lease holder -> when its cluster was killed
-    c1 = start_cluster("c1", log_path=logs["c1"], extra_env=ENV)
+    c1 = start_cluster("c1", log_path=logs["c1"], extra_env={**ENV, "REDIS_URL": redis_db})
     c2 = None
     try:
         # c1 alone first, so it holds both leases when it is killed the first time
@@ -129,7 +118,7 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
                                      params={"record": str(record), "sleep": 0.3})
         burst = make_schedule("burst", target_id="reliability.start_end", workload_class="narrow",
                               retry_max_attempts=6, params={"record": str(record), "sleep": 1.5})
-        c2 = start_cluster("c2", log_path=logs["c2"], extra_env=ENV)
+        c2 = start_cluster("c2", log_path=logs["c2"], extra_env={**ENV, "REDIS_URL": redis_db})
         wait_until(lambda: "governance loop started" in logs["c2"].read_text(), timeout=30, what="c2 to start",
                    log_path=logs["c2"])
         for cycle in range(KILLS):
@@ -147,7 +136,7 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
                     dead.setdefault(lease.holder, kills[-1])
             wait_until(watch.held_by_live(dead), timeout=LEASE_SECONDS + 15,
                        what=f"a live cluster to hold both leases (cycle {cycle})", log_path=logs["c2"])
-            c1 = start_cluster("c1", log_path=logs["c1"], extra_env=ENV)
+            c1 = start_cluster("c1", log_path=logs["c1"], extra_env={**ENV, "REDIS_URL": redis_db})
             wait_until(lambda n=cycle + 2: logs["c1"].read_text().count("governance loop started") >= n, timeout=30,
                        what="c1 to come back", log_path=logs["c1"])
         Schedule.objects.filter(pk=every_second.pk).update(enabled=False)

@@ -1,13 +1,13 @@
 """PostgreSQL restarted with runs in flight, Redis restarted with tasks queued: the cluster recovers.
 
-These restart the machine's real services, so they run only on the PostgreSQL
-pass (where Redis is used as the broker too) and only as root.
+Each test starts its own throwaway PostgreSQL (initdb in a temporary directory,
+a free port) and Redis (a free port) and restarts those: the machine's own
+services are never touched. They run on either pass (the test's own database
+is left alone); they skip with a reason when initdb or redis-server is missing.
 """
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -17,19 +17,29 @@ from django.db import connection
 from scheduler.models import Run, RunStatus
 from scheduler.services.runs import run_trigger_manual
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
+from tests.throwaway import ThrowawayPostgres, ThrowawayRedis, Unavailable, default_database
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(os.geteuid() != 0, reason="restarting services needs root"),
-]
-REDIS = "redis://127.0.0.1:6379/7"
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 MODULES = "scheduler.pipelines.demo,tests.reliability.pipelines"
 
 
-def _require_postgres():
-    if connection.vendor != "postgresql":
-        pytest.skip("restarts PostgreSQL and Redis: runs on the PostgreSQL pass")
+@pytest.fixture
+def servers():
+    """A throwaway PostgreSQL (Django's `default` for the test) and a throwaway Redis."""
+    started = []
+    try:
+        try:
+            postgres, redis = ThrowawayPostgres(), ThrowawayRedis()
+        except Unavailable as exc:
+            pytest.skip(f"needs a throwaway PostgreSQL and Redis: {exc}")
+        started += [postgres, redis]
+        postgres.start()
+        redis.start()
+        with default_database(postgres.url):
+            yield postgres, redis
+    finally:
+        for server in reversed(started):
+            server.stop()
 
 
 def _executions(log: Path) -> Counter:
@@ -50,20 +60,6 @@ def _all_final(ids) -> bool:
         return False
 
 
-def _restart_postgres() -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True, timeout=120)
-    connection.close()  # our own connection died with the server
-
-
-def _restart_redis() -> None:
-    subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"], timeout=30)
-    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "",
-                    "--appendonly", "no"], check=True, timeout=30)
-    wait_until(lambda: subprocess.run(["redis-cli", "-p", "6379", "ping"], capture_output=True).returncode == 0,
-               timeout=30, what="redis to answer")
-
-
 def _assert_logged_clearly(clog: Path, *needles: str) -> None:
     """The outage is named in the log, and the log is a handful of errors, not a crash loop."""
     text = clog.read_text()
@@ -77,19 +73,20 @@ def _trigger(schedule, n, log, seconds):
             for _ in range(n)]
 
 
-def test_a_postgresql_restart_with_runs_in_flight_loses_and_doubles_nothing(make_schedule, tmp_path):
-    _require_postgres()
+def test_a_postgresql_restart_with_runs_in_flight_loses_and_doubles_nothing(servers, make_schedule, tmp_path):
+    postgres, redis = servers
     import tests.reliability.pipelines  # noqa: F401
 
     schedule = make_schedule("sleepy_pg", target_id="reliability.sleepy", retry_max_attempts=3)
     log, clog = tmp_path / "exec.db", tmp_path / "cluster.log"
     ids = _trigger(schedule, 6, log, 1.0)
     proc = start_cluster("pgrestart", log_path=clog, extra_env={
-        "ETL_PIPELINE_MODULES": MODULES, "REDIS_URL": REDIS, "ETL_STUCK_SECONDS": "4"})
+        "ETL_PIPELINE_MODULES": MODULES, "REDIS_URL": redis.url, "ETL_STUCK_SECONDS": "4"})
     try:
         wait_until(lambda: Run.objects.filter(pk__in=ids, status=RunStatus.RUNNING, started_at__isnull=False).exists(),
                    timeout=60, what="a run in flight", log_path=clog)
-        _restart_postgres()
+        postgres.restart()
+        connection.close()  # our own connection died with the server
         wait_until(lambda: _all_final(ids), timeout=120, what="every run to end", log_path=clog)
         assert proc.poll() is None, "the cluster died instead of recovering"
     finally:
@@ -105,23 +102,22 @@ def test_a_postgresql_restart_with_runs_in_flight_loses_and_doubles_nothing(make
     assert all(1 <= counts[i] <= attempts[i] for i in ids), (counts, attempts)
 
 
-def test_a_redis_restart_with_tasks_queued_loses_and_doubles_nothing(make_schedule, tmp_path, settings):
-    _require_postgres()
+def test_a_redis_restart_with_tasks_queued_loses_and_doubles_nothing(servers, make_schedule, tmp_path):
+    postgres, redis = servers
     import tests.reliability.pipelines  # noqa: F401
     from scheduler.models import WorkloadClass
 
     WorkloadClass.objects.filter(name="standard").update(concurrency_limit=10)
     schedule = make_schedule("sleepy_redis", target_id="reliability.sleepy", retry_max_attempts=3)
     log, clog = tmp_path / "exec.db", tmp_path / "cluster.log"
-    subprocess.run(["redis-cli", "-n", "7", "flushdb"], timeout=30)
     ids = _trigger(schedule, 8, log, 0.5)
     proc = start_cluster("redisrestart", log_path=clog, extra_env={
-        "ETL_PIPELINE_MODULES": MODULES, "REDIS_URL": REDIS, "Q_WORKERS": "1", "ETL_STUCK_SECONDS": "3"})
+        "ETL_PIPELINE_MODULES": MODULES, "REDIS_URL": redis.url, "Q_WORKERS": "1", "ETL_STUCK_SECONDS": "3"})
     try:
         # admitted runs wait in Redis behind the single worker
         wait_until(lambda: Run.objects.filter(pk__in=ids, status=RunStatus.RUNNING, started_at__isnull=True).count() >= 3,
                    timeout=60, what="tasks queued in Redis", log_path=clog)
-        _restart_redis()
+        redis.restart()
         wait_until(lambda: _all_final(ids), timeout=120, what="every run to end", log_path=clog)
         assert proc.poll() is None, "the cluster died instead of recovering"
     finally:

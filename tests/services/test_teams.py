@@ -252,3 +252,26 @@ def test_a_breaker_alert_goes_to_the_team_once_with_its_webhook_signed_by_the_te
     assert [m.to for m in mail.outbox] == [["billing@example.com"]]
     assert [(url, secret) for url, _sig, secret in posted] == [("https://hooks.example/billing",
                                                                 team.alert_webhook_secret)]
+
+
+# --- the schedules file carries the owner -------------------------------------------------
+
+
+def test_the_schedules_file_carries_the_owner(billing):
+    from scheduler.services.schedule_files import ScheduleFileError, schedules_apply, schedules_export
+
+    text = "schedules:\n  - name: invoices\n    target_id: demo.noop\n    owner: billing\n"
+    schedules_apply(text=text, actor="tests")
+    assert Schedule.objects.get(name="invoices").owner == billing
+    assert "owner: billing" in schedules_export(["invoices"])
+    with pytest.raises(ScheduleFileError, match="owner.*unknown team 'nobody'"):
+        schedules_apply(text=text.replace("billing", "nobody"), actor="tests")
+    assert Schedule.objects.get(name="invoices").owner == billing
+
+
+def test_the_host_holds_schedule_edits_to_the_actors_teams(make_schedule, outsider, billing):
+    host = SchedulerHost()
+    make_schedule("orders")
+    with pytest.raises(PermissionRefused, match="oscar lacks the permission scheduler.change_schedule"):
+        host.schedules.update("orders", priority=9, actor="oscar")
+    assert Schedule.objects.get(name="orders").priority == 5

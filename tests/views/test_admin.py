@@ -153,3 +153,17 @@ def test_the_audit_log_is_read_only_in_the_admin(admin_client, db):
     assert admin_client.get(reverse("admin:scheduler_auditentry_add")).status_code == 403
     admin_client.post(reverse("admin:scheduler_auditentry_delete", args=[entry.pk]), {"post": "yes"})
     assert AuditEntry.objects.filter(pk=entry.pk).exists()
+
+
+def test_the_export_action_downloads_a_schedules_file_apply_reads_back(admin_client, make_schedule):
+    from scheduler.services.schedule_files import schedules_apply
+
+    a = make_schedule("alpha", priority=7)
+    make_schedule("beta")
+    response = admin_client.post(reverse("admin:scheduler_schedule_changelist"),
+                                 {"action": "export_yaml", "_selected_action": [a.pk]})
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="schedules.yaml"'
+    text = response.content.decode()
+    assert "name: alpha" in text and "priority: 7" in text and "name: beta" not in text
+    assert schedules_apply(text=text, actor="tests").summary["unchanged"] == 1

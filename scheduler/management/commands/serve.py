@@ -1,27 +1,74 @@
-"""`serve`: the web server and a cluster together in the foreground; Ctrl-C stops both cleanly."""
-import os
+"""`serve`: the web server (gunicorn) and a cluster together in the foreground; Ctrl-C stops both cleanly.
+
+This is how `make run` brings the product up, and how the browser tests start it:
+static files are collected and then served by WhiteNoise with DEBUG off, the web
+side runs on gunicorn (not the development server).
+"""
+import ipaddress
 import signal
 import subprocess
 import sys
 import time
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """'127.0.0.1:8000', '[::1]:8000', '0.0.0.0:80' or ':8000' -> (host, port); a clear error otherwise."""
+    host, sep, port_text = addr.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise CommandError(f"--addr: expected HOST:PORT such as 127.0.0.1:8000, got {addr!r}")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise CommandError(f"--addr: port must be 1-65535, got {port}")
+    host = host.strip("[]") or "127.0.0.1"
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise CommandError(f"--addr: {host!r} is not an IP address (or localhost)") from None
+    return host, port
 
 
 class Command(BaseCommand):
-    help = "Run the web server (runserver) and a qcluster together; Ctrl-C or SIGTERM stops both."
+    help = "Run the web server (gunicorn, static files by WhiteNoise) and a qcluster; Ctrl-C or SIGTERM stops both."
 
     def add_arguments(self, parser):
-        parser.add_argument("--addr", default=os.environ.get("ETL_ADDR", "127.0.0.1:8000"))
+        parser.add_argument(
+            "--addr", default=settings.ETL_ADDR, help="HOST:PORT to listen on (default: ETL_ADDR or 127.0.0.1:8000)."
+        )
         parser.add_argument("--grace", type=float, default=30.0, help="Seconds to wait for a clean stop.")
+        parser.add_argument(
+            "--no-cluster", action="store_true",
+            help="Web only: for a machine whose clusters run elsewhere (and the browser tests, which drive runs).",
+        )
 
     def handle(self, *args, **opts):
+        host, port = parse_addr(opts["addr"])
+        if opts["grace"] <= 0:
+            raise CommandError(f"--grace: must be a positive number of seconds, got {opts['grace']}")
+        call_command("collectstatic", interactive=False, verbosity=0)
+        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         manage = [sys.executable, sys.argv[0]] if sys.argv[0].endswith("manage.py") else [sys.executable, "manage.py"]
         procs = {
-            "web": subprocess.Popen([*manage, "runserver", "--noreload", opts["addr"]]),
-            "cluster": subprocess.Popen([*manage, "qcluster"]),
+            "web": subprocess.Popen([
+                sys.executable, "-m", "gunicorn", "etlsite.wsgi",
+                "--chdir", str(settings.BASE_DIR),
+                "--bind", bind,
+                "--workers", str(settings.ETL_WEB_WORKERS),
+                "--threads", str(settings.ETL_WEB_THREADS),
+                "--graceful-timeout", str(int(opts["grace"])),
+                # one shared default socket path would make two servers on a machine fight over it
+                "--no-control-socket",
+            ]),
         }
-        self.stdout.write(self.style.SUCCESS(f"web on http://{opts['addr']}/  ·  cluster started  ·  Ctrl-C stops both"))
+        if not opts["no_cluster"]:
+            procs["cluster"] = subprocess.Popen([*manage, "qcluster"])
+        what = "cluster not started (--no-cluster)" if opts["no_cluster"] else "cluster started"
+        self.stdout.write(self.style.SUCCESS(f"web on http://{bind}/  ·  {what}  ·  Ctrl-C stops both"))
+        self.stdout.flush()
         stopping = {"at": None}
 
         def stop(signum, frame):
