@@ -12,7 +12,7 @@ from scheduler.host import SchedulerHost
 from scheduler.models import Alert, AuditEntry, Backfill, Run, Schedule, Team
 from scheduler.services import alerts
 from scheduler.services.errors import ServiceError
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs import run_cancel, run_trigger_manual
 from scheduler.services.schedules import schedule_save
 from scheduler.services.teams import (
     PermissionRefused,
@@ -73,9 +73,10 @@ def test_an_unknown_owner_is_refused_naming_the_field(make_schedule, owner, text
 def test_audit_entries_carry_the_owning_team(make_schedule, billing, now):
     schedule = make_schedule("orders", owner="billing")
     run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    run_cancel(run=run, actor="tests", reason="r")
     entries = AuditEntry.objects.filter(target_type__in=["schedule", "run"])
+    assert {e.action for e in entries} == {"schedule.create", "run.trigger", "run.cancel"}
     assert {e.team_id for e in entries} == {billing.pk}
-    assert AuditEntry.objects.get(action="run.trigger", target_id=str(run.pk)).team_id == billing.pk
 
 
 # --- the rule ----------------------------------------------------------------------
