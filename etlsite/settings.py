@@ -211,6 +211,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# after the session and auth middleware: the viewer's display zone lives in their session
+MIDDLEWARE.append("scheduler.middleware.DisplayTimezoneMiddleware")
 ETL_ADDR = envstr("ETL_ADDR", "127.0.0.1:8000")
 ETL_WEB_WORKERS = envint("ETL_WEB_WORKERS", 2, minimum=1)
 ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)

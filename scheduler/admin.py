@@ -331,7 +331,7 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel selected runs", permissions=["cancel"])
     def cancel(self, request, queryset):
-        from scheduler.services.runs import run_cancel
+        from scheduler.services.finish import run_cancel
 
         done = 0
         for run in _permitted(self, request, "scheduler.cancel_run", queryset.select_related("schedule")):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from scheduler.views import api, audit, backfills, hooks, metrics, pages, schedules
+from scheduler.views import api, audit, backfills, hooks, metrics, pages, prefs, schedules
 
 app_name = "scheduler"
 
@@ -25,6 +25,7 @@ urlpatterns = [
     path("backfills/<int:backfill_id>/resume", backfills.backfill_resume, name="backfill_resume"),
     path("backfills/<int:backfill_id>/cancel", backfills.backfill_cancel, name="backfill_cancel"),
     path("backfills/<int:backfill_id>/retry", backfills.backfill_retry, name="backfill_retry"),
+    path("preferences/", prefs.preferences, name="preferences"),
     path("audit/", audit.audit_report, name="audit"),
     path("audit/export.csv", audit.audit_csv, name="audit_csv"),
     path("metrics", metrics.metrics, name="metrics"),

@@ -53,7 +53,11 @@ class Pipeline:
         self.source = source
         self.transform: Transform = transform if transform is not None else IdentityTransform()
         self.sink = sink
+        # what the pipeline's author declared (None: let the scheduler decide)
+        self.declared_policy = policy
         self.policy = policy if policy is not None else RetryPolicy()
+        # called before each in-process retry; raising the error passed in stops retrying
+        self.on_retry: Callable[[int, BaseException, float], None] | None = None
         self.refresh_after = refresh_after
         self.watermark_column = watermark_column
         self.sleep = sleep
@@ -63,7 +67,7 @@ class Pipeline:
         # Materialise inside the retry: a generator source can fail half-way
         # through iteration, and that failure must be retried as well.
         raw = with_retry(
-            self.policy, lambda: list(self.source.extract()), sleep=sleep or self.sleep
+            self.policy, lambda: list(self.source.extract()), sleep=sleep or self.sleep, on_retry=self.on_retry
         )
         rows: list[dict] = []
         for record in raw:

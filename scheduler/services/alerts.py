@@ -33,7 +33,9 @@ from django.utils import timezone
 
 from scheduler import signals
 from scheduler.models import Alert, AlertKind, AlertStatus, LoopLease, Run, Schedule
+from scheduler.selectors import governance_health
 from scheduler.services.teams import team_alert_channels, team_webhook_secret
+from scheduler.services.webhooks import sign_webhook
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +130,6 @@ def _payload(alert: Alert) -> dict:
 def post_json(url: str, payload: dict, *, secret: str = "", attempts: int = WEBHOOK_ATTEMPTS,
               timeout: float = WEBHOOK_TIMEOUT, backoff: float | None = None, sleep=time.sleep) -> None:
     """POST signed JSON with retries; raises the last error when every attempt failed."""
-    from scheduler.services.webhooks import sign_webhook
-
     if not url.lower().startswith(("http://", "https://")):
         raise ValueError(f"alert webhook URL must be http(s), got {url!r}")
     body = json.dumps(payload, sort_keys=True).encode()
@@ -230,8 +230,6 @@ def governance_late_alert(*, now: datetime) -> Alert | None:
     held its lease for a few governance intervals (a fresh install is not an
     incident).
     """
-    from scheduler.selectors import governance_health
-
     health = governance_health(now)
     if not health["late"]:
         return None

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from scheduler.models import ActorKind, AuditEntry, Team
 from scheduler.permissions import owner_id_of
+from scheduler.services.errors import check_text
 
 
 def actor_name(actor: Any) -> tuple[str, str]:
@@ -14,8 +15,6 @@ def actor_name(actor: Any) -> tuple[str, str]:
     if actor is None:
         return "system", ActorKind.SYSTEM
     if isinstance(actor, str):
-        from scheduler.services.errors import check_text
-
         check_text(actor, field="actor")
         if actor.startswith("user:"):
             return actor[5:], ActorKind.USER

@@ -10,28 +10,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count
+from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler.core import ConfigError, split_windows
-from scheduler.models import Backfill, BackfillStatus, BackfillWindow, RunStatus, Schedule, TriggerKind, WindowStatus
-from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError, check_text
-from scheduler.services.runs import run_enqueue, run_transition
+from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus
+from scheduler.services.audit import actor_name, audit_record
+from scheduler.services.errors import NotFound, ServiceError, check_text
+from scheduler.services.finish import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress, run_finish
+from scheduler.services.runs import run_enqueue
+from scheduler.services.schedules import schedule_get
 from scheduler.services.watermarks import encode_value, parse_user_value, watermark_config
 
 S = RunStatus
-RUN_TO_WINDOW = {
-    S.SUCCEEDED: WindowStatus.SUCCEEDED,
-    S.SKIPPED: WindowStatus.SUCCEEDED,
-    S.FAILED: WindowStatus.FAILED,
-    S.BLOCKED: WindowStatus.FAILED,
-    S.CANCELLED: WindowStatus.CANCELLED,
-}
-OPEN_WINDOWS = (WindowStatus.PENDING, WindowStatus.QUEUED, WindowStatus.RUNNING)
-
-
 # --- submit -------------------------------------------------------------------
 
 def _window_size(config, window: Any) -> timedelta | int:
@@ -75,9 +66,6 @@ def _positive_int(value: Any, field: str) -> int:
 def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, window: Any, reason: str,
                     requested_by: Any, max_parallel: Any = 1, now: datetime | None = None) -> Backfill:
     """Split [start, end) into windows, store them all, and let the dispatcher pump them."""
-    from scheduler.services.audit import actor_name
-    from scheduler.services.schedules import schedule_get
-
     schedule = schedule_get(schedule)
     config = watermark_config(schedule)
     if config is None:
@@ -129,36 +117,27 @@ def backfill_pump(*, now: datetime) -> int:
         pending = list(BackfillWindow.objects.filter(backfill=backfill, status=WindowStatus.PENDING).order_by("seq")[:free])
         if not pending:
             with transaction.atomic():
-                _maybe_complete(backfill, now=now)
+                backfill_complete_if_done(backfill, now=now)
             continue
         for window in pending:
             with transaction.atomic():
                 attempt = window.attempts + 1
+                # claim the window first: one cancelled between our read and here gets no run
+                if not BackfillWindow.objects.filter(pk=window.pk, status=WindowStatus.PENDING).update(
+                    status=WindowStatus.QUEUED, attempts=attempt
+                ):
+                    continue
                 run = run_enqueue(
                     schedule=backfill.schedule, trigger_kind=TriggerKind.BACKFILL,
                     trigger_key=f"backfill:{backfill.pk}:{window.seq}:{attempt}", backfill=backfill,
                     window=(window.low, window.high), triggered_by=backfill.requested_by, now=now,
                 )
                 if run is None:
+                    transaction.set_rollback(True)  # queued already by another dispatcher: undo the claim
                     continue
-                if BackfillWindow.objects.filter(pk=window.pk, status=WindowStatus.PENDING).update(
-                    status=WindowStatus.QUEUED, run=run, attempts=attempt
-                ):
-                    created += 1
-                else:
-                    # cancelled between our read and this write: take the run back
-                    run_transition(run, new=S.CANCELLED, now=now, reason="backfill window no longer pending")
+                BackfillWindow.objects.filter(pk=window.pk).update(run=run)
+                created += 1
     return created
-
-
-def backfill_on_run_final(run, *, now: datetime) -> None:
-    status = RUN_TO_WINDOW.get(run.status)
-    if status is None:
-        return
-    BackfillWindow.objects.filter(backfill_id=run.backfill_id, run_id=run.pk).update(status=status)
-    backfill = Backfill.objects.filter(pk=run.backfill_id).first()
-    if backfill is not None:
-        _maybe_complete(backfill, now=now)
 
 
 def backfill_on_run_started(run) -> None:
@@ -170,45 +149,12 @@ def backfill_on_run_started(run) -> None:
     )
 
 
-def _maybe_complete(backfill: Backfill, *, now: datetime) -> None:
-    if backfill.status != BackfillStatus.ACTIVE:
-        return
-    if BackfillWindow.objects.filter(backfill=backfill, status__in=OPEN_WINDOWS).exists():
-        return
-    if Backfill.objects.filter(pk=backfill.pk, status=BackfillStatus.ACTIVE).update(
-        status=BackfillStatus.COMPLETED, finished_at=now
-    ):
-        progress = backfill_progress(backfill)
-        audit_record(actor="dispatcher", action="backfill.complete", target=backfill,
-                     before={"status": BackfillStatus.ACTIVE}, after={"status": BackfillStatus.COMPLETED, **progress},
-                     at=now)
-        backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
-
-
-def backfill_progress(backfill: Backfill) -> dict[str, int]:
-    """done / failed / running / queued / pending / cancelled / total window counts."""
-    counts = dict(
-        BackfillWindow.objects.filter(backfill=backfill).values_list("status").annotate(n=Count("id")).order_by()
-    )
-    return {
-        "total": backfill.total_windows,
-        "done": counts.get(WindowStatus.SUCCEEDED, 0),
-        "failed": counts.get(WindowStatus.FAILED, 0),
-        "running": counts.get(WindowStatus.RUNNING, 0),
-        "queued": counts.get(WindowStatus.QUEUED, 0),
-        "pending": counts.get(WindowStatus.PENDING, 0),
-        "cancelled": counts.get(WindowStatus.CANCELLED, 0),
-    }
-
-
 # --- operator actions -----------------------------------------------------------
 
 def _locked(backfill: Backfill | int) -> Backfill:
     pk = backfill.pk if isinstance(backfill, Backfill) else backfill
     found = Backfill.objects.select_for_update().filter(pk=pk).first()
     if found is None:
-        from scheduler.services.errors import NotFound
-
         raise NotFound(f"unknown backfill {pk}", field="backfill")
     return found
 
@@ -264,8 +210,6 @@ def backfill_retry_failed(*, backfill: Backfill | int, actor: Any, reason: str =
 
 def backfill_cancel(*, backfill: Backfill | int, actor: Any, reason: str = "", now: datetime | None = None) -> Backfill:
     """Stop for good, leaving nothing stranded: queued and running runs and pending windows are cancelled."""
-    from scheduler.models import Run
-
     now = now or timezone.now()
     with transaction.atomic():
         locked = _change_status(backfill, allowed=(BackfillStatus.ACTIVE, BackfillStatus.PAUSED),
@@ -275,16 +219,20 @@ def backfill_cancel(*, backfill: Backfill | int, actor: Any, reason: str = "", n
         for run in Run.objects.filter(backfill=locked, status__in=RunStatus.active()):
             # CAS: a worker finishing at this instant wins or loses cleanly;
             # a RUNNING run's worker sees its final CAS fail and discards the result
-            run_transition(run, new=S.CANCELLED, now=now, reason=why[:500])
+            run_finish(run=run, status=S.CANCELLED, now=now, reason=why)
         BackfillWindow.objects.filter(backfill=locked, status__in=OPEN_WINDOWS).update(status=WindowStatus.CANCELLED)
     return locked
+
+
+__all__ = [
+    "backfill_cancel", "backfill_on_run_started", "backfill_pause", "backfill_progress", "backfill_pump",
+    "backfill_resume", "backfill_retry_failed", "backfill_submit",
+]
 
 
 def _insert_windows(backfill_id: int, pairs) -> None:
     """All windows as plain tuples in multi-row INSERTs: building 87,600 model
     instances for bulk_create cost more than the inserts themselves."""
-    from django.db import connection
-
     table = BackfillWindow._meta.db_table
     pending = WindowStatus.PENDING.value
     rows = [(backfill_id, i, encode_value(a), encode_value(b), pending, 0) for i, (a, b) in enumerate(pairs)]

@@ -85,6 +85,9 @@ def breaker_admit(*, schedule_id: int, run: Run, now: datetime) -> tuple[bool, s
     schedule = _locked(schedule_id)
     if schedule.breaker_status == BreakerStatus.CLOSED:
         return True, ""
+    if schedule.breaker_status == BreakerStatus.HALF_OPEN and schedule.breaker_trial_run_id == run.pk:
+        # the test run itself, re-queued after its worker was lost: it is still the test run
+        return True, ""
     state = breaker_state(schedule)
     ok, new, reason = core_admit(state, breaker_settings(schedule), now)
     if ok and new != state:
@@ -104,12 +107,15 @@ def breaker_on_result(*, schedule_id: int, run: Run, succeeded: bool, now: datet
             return
         new = record_success(state, breaker_settings(schedule))
         _save(schedule, new, trial_run_id=None, actor="breaker", reason=f"run {run.pk} succeeded", now=now)
-    elif state.status == BreakerStatus.HALF_OPEN and schedule.breaker_trial_run_id not in (None, run.pk):
-        # a run admitted before the breaker opened failed late: count it, the trial decides
+    elif state.status == BreakerStatus.HALF_OPEN and schedule.breaker_trial_run_id != run.pk:
+        # A run admitted before the breaker opened failed late (with or without
+        # a test run in flight): count it, but only the test run's own result
+        # re-opens the breaker and doubles the cooldown.
+        trial = schedule.breaker_trial_run_id
         new = BreakerState(status=state.status, failures=state.failures + 1, opened_at=state.opened_at,
-                           cooldown=state.cooldown, trial_in_flight=True)
-        _save(schedule, new, trial_run_id=schedule.breaker_trial_run_id, actor="breaker",
-              reason=f"run {run.pk} failed while the test run is in flight", now=now)
+                           cooldown=state.cooldown, trial_in_flight=trial is not None)
+        _save(schedule, new, trial_run_id=trial, actor="breaker",
+              reason=f"run {run.pk} (admitted before the breaker opened) failed; it is not the test run", now=now)
     else:
         new = record_failure(state, breaker_settings(schedule), now)
         trial = None if new.status != BreakerStatus.HALF_OPEN else schedule.breaker_trial_run_id

@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django_q.tasks import async_task
 from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
@@ -13,8 +14,10 @@ from scheduler.core import next_allowed_start
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule, TriggerKind, WorkloadClass
 from scheduler.services import dependencies
 from scheduler.services.alerts import governance_watchdog
+from scheduler.services.backfills import backfill_pump
 from scheduler.services.breakers import breaker_admit, breaker_trial_released
-from scheduler.services.completion import on_run_final
+from scheduler.services.finish import run_finish
+from scheduler.services.firing import fire_due_schedules
 from scheduler.services.runs import run_transition
 
 log = logging.getLogger(__name__)
@@ -65,8 +68,7 @@ def _gate_dependencies(run: Run, *, now: datetime) -> bool:
     if verdict.action == "admit":
         return True
     if verdict.action == "block":
-        if run_transition(run, new=S.BLOCKED, now=now, reason=verdict.reason[:500], blocked_by=verdict.upstream):
-            on_run_final(run, now=now)
+        run_finish(run=run, status=S.BLOCKED, now=now, reason=verdict.reason, blocked_by=verdict.upstream)
         return False
     if run.status == S.QUEUED:
         run_transition(run, new=S.WAITING, now=now, reason=verdict.reason[:500])
@@ -139,15 +141,13 @@ def _try_admit(run: Run, *, now: datetime, holder: str, running_watermarked: set
         return False
     fresh = _fresh_reason(run, now=now)
     if fresh:
-        if run_transition(run, new=S.SKIPPED, now=now, reason=fresh[:500]):
-            on_run_final(run, now=now)
+        run_finish(run=run, status=S.SKIPPED, now=now, reason=fresh)
         return False
     if _held_back(run, now=now, running_watermarked=running_watermarked):
         return False
     ok, why = breaker_admit(schedule_id=run.schedule_id, run=run, now=now)
     if not ok:
-        if run_transition(run, new=S.BLOCKED, now=now, reason=why, blocked_by=run.schedule):
-            on_run_final(run, now=now)
+        run_finish(run=run, status=S.BLOCKED, now=now, reason=why, blocked_by=run.schedule)
         return False
     token = uuid.uuid4().hex
     if not run_transition(run, new=S.RUNNING, now=now, admitted_at=now, heartbeat_at=now,
@@ -162,18 +162,27 @@ def _try_admit(run: Run, *, now: datetime, holder: str, running_watermarked: set
 
 
 def enqueue_execution(run_id: int, token: str) -> None:
-    from django_q.tasks import async_task
-
     async_task("scheduler.tasks.execute_run", run_id, token, task_name=f"run-{run_id}-{token[:8]}",
                timeout=settings.Q_TIMEOUT)
 
 
+def run_redispatch(run: Run, *, now: datetime) -> bool:
+    """Governance: an admitted run no worker picked up (a lost broker message) is sent again.
+
+    A new token makes the old message, should it still arrive, stale.
+    """
+    token = uuid.uuid4().hex
+    with transaction.atomic():
+        changed = Run.objects.filter(
+            pk=run.pk, status=S.RUNNING, started_at__isnull=True, dispatch_token=run.dispatch_token
+        ).update(dispatch_token=token, heartbeat_at=now)
+        if changed:
+            transaction.on_commit(lambda: enqueue_execution(run.pk, token))
+    return bool(changed)
+
+
 def dispatch_tick(*, now: datetime, holder: str) -> dict:
-    from scheduler.services.firing import fire_due_schedules
-
     fired = fire_due_schedules(now=now)
-    from scheduler.services.backfills import backfill_pump
-
     pumped = backfill_pump(now=now)
     released = release_waiting(now=now)
     admitted = admit_runs(now=now, holder=holder)

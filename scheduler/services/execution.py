@@ -1,31 +1,29 @@
 """A worker executes one admitted run: heartbeats, the pipeline or workflow, the outcome."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
 import threading
 import traceback
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Callable
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from scheduler import signals
-from scheduler.core import Executor, Outcome, RetryPolicy, RunRecord, RunReport, Window, compute_window
+from scheduler.core import Executor, Outcome, Pipeline, RetryPolicy, RunRecord, RunReport, Window, compute_window
 from scheduler.core.errors import PermanentError
 from scheduler.models import Run, RunStatus, Schedule, TargetKind
 from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
 from scheduler.services.backfills import backfill_on_run_started
-from scheduler.services.breakers import breaker_on_result
-from scheduler.services.completion import on_run_final
-from scheduler.services.runs import run_enqueue, run_transition
-from scheduler.services.watermarks import (
-    decode_value, encode_value, watermark_advance, watermark_config, watermark_state,
-)
+from scheduler.services.finish import Loaded, run_finish
+from scheduler.services.watermarks import decode_value, encode_value, watermark_config, watermark_state
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -155,64 +153,93 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
         try:
             config, window, capped = _window_for(run, now)
         except NothingToRead as exc:
-            return _finish(run, token, new=S.SKIPPED, reason=str(exc), clock=clock)
+            return _report(run, token, new=S.SKIPPED, reason=str(exc), clock=clock)
         ctx = RunContext(
             run_id=run.pk, schedule=run.schedule.name, window=window, params=dict(run.params or {}),
             logical_time=run.logical_time, attempt=run.attempt,
             watermark_column=config.column if config else None,
         )
         try:
-            rows, max_value, report = _run_target(run, ctx, clock)
+            rows, max_value, report = _run_target(run, token, ctx, clock)
         except Exception as exc:
-            return _finish_failure(run, token, exc, clock=clock)
+            return _report_failure(run, token, exc, clock=clock)
         if report is not None and not report.ok:
             failed = report.failed[0] if report.failed else (report.blocked[0] if report.blocked else "?")
             reason = next((r.reason for r in report.records if r.task_id == failed and r.reason), "")
-            return _finish(run, token, new=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500],
+            return _report(run, token, new=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500],
                            error=reason, rows=rows, report=report, clock=clock)
-        return _finish(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
+        return _report(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
                        max_value=max_value, report=report, clock=clock)
     finally:
         pump.unregister(run_id)
 
 
-def _run_target(run: Run, ctx: RunContext, clock) -> tuple[int, Any, RunReport | None]:
+def retry_policy_for(pipeline: Pipeline, schedule: Schedule, budget_left: int) -> RetryPolicy:
+    """The in-process retry policy of one execution (precedence in docs/semantics.md, "Retries").
+
+    The back-off shape is the pipeline's own declared policy when it declares
+    one, else the schedule's retry_* settings; the number of attempts is never
+    more than what is left of the run's one budget (`max_attempts`).
+    """
+    base = pipeline.declared_policy or retry_policy(schedule)
+    return dataclasses.replace(base, max_attempts=max(1, min(base.max_attempts, budget_left)))
+
+
+def _spend_attempt(run: Run, token: str) -> Callable[[int, BaseException, float], None]:
+    """The hook before each in-process retry: count it on the run, or stop when the budget is spent."""
+
+    def on_retry(_attempt: int, exc: BaseException, _wait: float) -> None:
+        # Counted in the database at once, so governance (re-queueing a lost
+        # worker's run) and the worker draw from the same budget.
+        spent = Run.objects.filter(
+            pk=run.pk, status=S.RUNNING, dispatch_token=token, attempt__lt=F("max_attempts")
+        ).update(attempt=F("attempt") + 1)
+        if not spent:
+            raise exc  # budget spent (or the run was taken away): no further try
+        run.attempt += 1
+
+    return on_retry
+
+
+def _prepare(pipeline: Pipeline, run: Run, token: str) -> Pipeline:
+    pipeline.policy = retry_policy_for(pipeline, run.schedule, run.max_attempts - run.attempt + 1)
+    pipeline.on_retry = _spend_attempt(run, token)
+    return pipeline
+
+
+def _run_target(run: Run, token: str, ctx: RunContext, clock) -> tuple[int, Any, RunReport | None]:
     schedule = run.schedule
-    policy = retry_policy(schedule)
     if schedule.target_kind == TargetKind.WORKFLOW:
         workflow = get_workflow(schedule.target_id)
         executor = Executor(DbLedger(schedule), clock=clock)
         for node_id, factory in workflow.nodes.items():
-            pipeline = factory(ctx)
-            pipeline.policy = policy
-            executor.add_pipeline(node_id, pipeline)
+            executor.add_pipeline(node_id, _prepare(factory(ctx), run, token))
         for upstream, downstream in workflow.deps:
             executor.add_dep(downstream, upstream)
         report = executor.run()
         return report.rows, None, report
     spec = get_pipeline(schedule.target_id)
-    pipeline = spec.factory(ctx)
-    pipeline.policy = policy
+    pipeline = _prepare(spec.factory(ctx), run, token)
     if ctx.watermark_column and not pipeline.watermark_column:
         pipeline.watermark_column = ctx.watermark_column
     result = pipeline.run()
     return result.rows, result.max_value, None
 
 
-def _finish_failure(run: Run, token: str, exc: BaseException, *, clock) -> str:
+def _report_failure(run: Run, token: str, exc: BaseException, *, clock) -> str:
     permanent = isinstance(exc, PermanentError) or getattr(exc, "permanent", False)
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:]
     reason = f"{type(exc).__name__}: {exc}"[:500]
     if permanent:
         reason = f"permanent error, not retried: {reason}"[:500]
-    return _finish(run, token, new=S.FAILED, reason=reason, error=text, clock=clock)
+    return _report(run, token, new=S.FAILED, reason=reason, error=text, clock=clock)
 
 
-def _finish(run: Run, token: str, *, new: str, clock, reason: str = "", error: str = "", rows: int | None = None,
+def _report(run: Run, token: str, *, new: str, clock, reason: str = "", error: str = "", rows: int | None = None,
             config=None, window=None, capped: bool = False, max_value: Any = None,
             report: RunReport | None = None) -> str:
     now = clock()
-    fields: dict[str, Any] = {"reason": reason, "heartbeat_at": now}
+    fields: dict[str, Any] = {"heartbeat_at": now}
     if error:
         fields["error"] = error
     if rows is not None:
@@ -221,62 +248,11 @@ def _finish(run: Run, token: str, *, new: str, clock, reason: str = "", error: s
         fields["report"] = report.to_dict()
     if window is not None:
         fields["window_low"], fields["window_high"] = encode_value(window.low), encode_value(window.high)
-    with transaction.atomic():
-        if not run_transition(run, new=new, now=now, extra_filter={"dispatch_token": token}, **fields):
-            log.info("run %s was changed by someone else (cancelled or lost); result discarded", run.pk)
-            return "discarded"
-        if new == S.SUCCEEDED and config is not None and run.backfill_id is None:
-            from scheduler.core import advance
-
-            state = watermark_state(run.schedule, config)
-            moved = advance(config, state, window, max_value)
-            # the mark moves in the same transaction as the run's success
-            if moved.value is not None and moved != state:
-                watermark_advance(schedule=run.schedule, run=run, new_value=moved.value, now=now)
-                Run.objects.filter(pk=run.pk).update(watermark_after=encode_value(moved.value))
-            if capped:
-                # max_window split a long gap: the next slice runs right after this one
-                run_enqueue(schedule=run.schedule, trigger_kind=run.trigger_kind,
-                            trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(window.high)}",
-                            params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
-        if new in (S.SUCCEEDED, S.FAILED):
-            breaker_on_result(schedule_id=run.schedule_id, run=run, succeeded=new == S.SUCCEEDED, now=now)
-        on_run_final(run, now=now)
+    loaded = Loaded(config, window, max_value, capped) if config is not None else None
+    if not run_finish(run=run, status=new, now=now, reason=reason, token=token, fields=fields, loaded=loaded):
+        log.info("run %s was changed by someone else (cancelled or lost); result discarded", run.pk)
+        return "discarded"
     return new
 
 
-def requeue_or_fail_lost(run: Run, *, now: datetime, why: str) -> str:
-    """Governance: a RUNNING run whose worker is gone. Re-queue while attempts remain."""
-    with transaction.atomic(savepoint=False):  # the governance tick holds the transaction
-        if run.attempt < run.max_attempts:
-            ok = run_transition(
-                run, new=S.QUEUED, now=now, extra_filter={"dispatch_token": run.dispatch_token},
-                attempt=run.attempt + 1, started_at=None, admitted_at=None, heartbeat_at=None, dispatch_token="",
-                worker_id="", reason=f"{why}; re-queued (attempt {run.attempt + 1}/{run.max_attempts})"[:500],
-            )
-            return "requeued" if ok else "changed"
-        ok = run_transition(run, new=S.FAILED, now=now, extra_filter={"dispatch_token": run.dispatch_token},
-                            reason=f"{why} (attempt {run.attempt}/{run.max_attempts})"[:500])
-        if ok:
-            breaker_on_result(schedule_id=run.schedule_id, run=run, succeeded=False, now=now)
-            on_run_final(run, now=now)
-        return "failed" if ok else "changed"
-
-
-def redispatch(run: Run, *, now: datetime) -> bool:
-    """Governance: an admitted run no worker picked up (a lost broker message)."""
-    import uuid
-
-    from scheduler.services.dispatch import enqueue_execution
-
-    token = uuid.uuid4().hex
-    with transaction.atomic(savepoint=False):
-        changed = Run.objects.filter(
-            pk=run.pk, status=S.RUNNING, started_at__isnull=True, dispatch_token=run.dispatch_token
-        ).update(dispatch_token=token, heartbeat_at=now)
-        if changed:
-            transaction.on_commit(lambda: enqueue_execution(run.pk, token))
-    return bool(changed)
-
-
-__all__ = ["execute_run", "redispatch", "requeue_or_fail_lost", "timedelta"]
+__all__ = ["execute_run", "retry_policy_for"]

@@ -16,11 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.models import GovernanceTick, Run, RunStatus
+from scheduler.services import alerts
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_cooldowns
-from scheduler.services.completion import on_run_final
-from scheduler.services.execution import redispatch, requeue_or_fail_lost
-from scheduler.services.runs import run_transition
+from scheduler.services.dispatch import run_redispatch
+from scheduler.services.finish import run_finish, runs_lost
+from scheduler.services.webhooks import webhook_prune
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -34,14 +35,10 @@ def dependency_timeouts(*, now: datetime) -> list[int]:
         waited = now - run.queued_at
         if waited <= timedelta(seconds=run.schedule.max_wait_seconds):
             continue
-        with transaction.atomic():
-            waiting_for = run.reason
-            reason = f"dependency timeout: waited more than {run.schedule.max_wait_seconds} s ({waiting_for})"[:500]
-            if run_transition(run, new=S.FAILED, now=now, reason=reason):
-                audit_record(actor="governance", action="run.dependency_timeout", target=run,
-                             before={"status": S.WAITING}, after={"status": S.FAILED}, reason=reason, at=now)
-                on_run_final(run, now=now)
-                failed.append(run.pk)
+        reason = f"dependency timeout: waited more than {run.schedule.max_wait_seconds} s ({run.reason})"[:500]
+        if run_finish(run=run, status=S.FAILED, now=now, reason=reason, actor="governance",
+                      audit_action="run.dependency_timeout"):
+            failed.append(run.pk)
     return failed
 
 
@@ -63,33 +60,21 @@ def stuck_runs(*, now: datetime, stuck_seconds: float | None = None) -> dict[str
     # is still a compare-and-set, so a concurrent worker or person wins cleanly.
     with transaction.atomic():
         for run in lost:
-            if run.started_at is None:
-                if redispatch(run, now=now):
-                    out["redispatched"].append(run.pk)
-                    audit_record(actor="governance", action="run.redispatch", target=run,
-                                 reason="admitted but no worker picked it up: message sent again", at=now)
-                continue
-            why = f"worker lost: no heartbeat from {run.worker_id or 'its worker'} since {run.heartbeat_at:%H:%M:%S} UTC"
-            outcome = requeue_or_fail_lost(run, now=now, why=why)
-            if outcome in ("requeued", "failed"):
-                out[outcome].append(run.pk)
-                audit_record(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
-                             before={"status": S.RUNNING, "worker": run.worker_id}, after={"status": run.status},
-                             reason=why[:500], at=now)
+            if run.started_at is None and run_redispatch(run, now=now):
+                out["redispatched"].append(run.pk)
+                audit_record(actor="governance", action="run.redispatch", target=run,
+                             reason="admitted but no worker picked it up: message sent again", at=now)
+        out.update(runs_lost(runs=[run for run in lost if run.started_at is not None], now=now))
     return out
 
 
 def prune(*, now: datetime) -> dict[str, int]:
     """Old webhook signatures (past any replay window) and old tick records."""
-    from scheduler.services.webhooks import webhook_prune
-
     ticks, _ = GovernanceTick.objects.filter(started_at__lt=now - TICKS_KEPT).delete()
     return {"webhook_deliveries": webhook_prune(now=now), "ticks": ticks}
 
 
 def _jobs() -> list[tuple[str, Callable[..., object]]]:
-    from scheduler.services import alerts
-
     return [
         ("dependency_timeouts", dependency_timeouts),
         ("stuck", stuck_runs),

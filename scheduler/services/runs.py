@@ -14,19 +14,18 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from scheduler import signals
 from scheduler.models import Run, RunStatus, Schedule, TriggerKind
-from scheduler.services.audit import audit_record
+from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_text
 
 log = logging.getLogger(__name__)
 S = RunStatus
 
+# The moves of a run that are not its end. Every final status (and a lost
+# run's re-queue) belongs to scheduler/services/finish.py.
 LEGAL: dict[str, frozenset[str]] = {
-    S.QUEUED: frozenset({S.WAITING, S.RUNNING, S.BLOCKED, S.SKIPPED, S.CANCELLED, S.FAILED}),
-    S.WAITING: frozenset({S.QUEUED, S.RUNNING, S.BLOCKED, S.SKIPPED, S.CANCELLED, S.FAILED}),
-    # RUNNING -> QUEUED: re-queued after a lost worker or a cluster stop
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.QUEUED, S.SKIPPED, S.CANCELLED}),
+    S.QUEUED: frozenset({S.WAITING, S.RUNNING}),
+    S.WAITING: frozenset({S.QUEUED, S.RUNNING}),
 }
 
 
@@ -35,40 +34,18 @@ def is_legal(old: str, new: str) -> bool:
 
 
 def run_transition(run: Run, *, new: str, now: datetime | None = None, extra_filter: dict | None = None, **fields: Any) -> bool:
-    """CAS the run from its current status to `new`; update `run` in place on success."""
+    """CAS the run from its current status to a non-final `new` (wait, release, admit); update `run` in place."""
     old = run.status
     if not is_legal(old, new):
-        raise ServiceError(f"a {old} run cannot become {new}", field="status")
-    now = now or timezone.now()
-    if new in RunStatus.final() and "finished_at" not in fields:
-        fields["finished_at"] = now
+        hint = " (final transitions go through scheduler.services.finish)" if new in RunStatus.final() else ""
+        raise ServiceError(f"a {old} run cannot become {new}{hint}", field="status")
     changed = Run.objects.filter(pk=run.pk, status=old, **(extra_filter or {})).update(status=new, **fields)
     if not changed:
         return False
     run.status = new
     for key, value in fields.items():
         setattr(run, key, value)
-    _send_after_commit(run, new, old)
     return True
-
-
-def _send_after_commit(run: Run, new: str, old: str) -> None:
-    if new not in (S.SUCCEEDED, S.SKIPPED, S.FAILED, S.BLOCKED) and (new, old) != (S.QUEUED, S.RUNNING):
-        return  # no signal for this transition (admission, waiting): spare the re-fetch after commit
-    def send() -> None:
-        # the in-memory run already holds the committed values: no re-fetch
-        fresh = run
-        # run_started is sent by the worker when it really starts (execution.py)
-        if new in (S.SUCCEEDED, S.SKIPPED):
-            signals.run_completed.send(sender=Run, run=fresh)
-        elif new == S.FAILED:
-            signals.run_failed.send(sender=Run, run=fresh, final=True)
-        elif new == S.QUEUED and old == S.RUNNING:
-            signals.run_failed.send(sender=Run, run=fresh, final=False)
-        elif new == S.BLOCKED:
-            signals.run_blocked.send(sender=Run, run=fresh)
-
-    transaction.on_commit(send)
 
 
 def validate_params(params: Any, *, field: str = "params") -> dict:
@@ -107,7 +84,7 @@ def run_build(
     window: tuple[str, str] | None = None,
     now: datetime,
 ) -> Run:
-    """An unsaved run of `schedule` (for run_enqueue, and for bulk inserts by the dispatcher)."""
+    """An unsaved run of `schedule` (for run_enqueue, bulk inserts, and finish.run_refused)."""
     merged = {**(schedule.params or {}), **(params or {})}
     run = Run(
         schedule=schedule,
@@ -150,7 +127,12 @@ def run_enqueue(
     window: tuple[str, str] | None = None,
     now: datetime | None = None,
 ) -> Run | None:
-    """Create a run; None when a run with this trigger key already exists (a double fire)."""
+    """Create a run; None when a run with this trigger key already exists (a double fire).
+
+    A run born final (a refused trigger) is finish.run_refused's job.
+    """
+    if status in RunStatus.final():
+        raise ServiceError(f"a new run cannot start {status}; use finish.run_refused", field="status")
     run = run_build(
         schedule=schedule, trigger_kind=trigger_kind, trigger_key=trigger_key, params=params,
         logical_time=logical_time, triggered_by=triggered_by, status=status, reason=reason, blocked_by=blocked_by,
@@ -161,8 +143,6 @@ def run_enqueue(
             run.save(force_insert=True)
     except IntegrityError:
         return None  # the unique (schedule, trigger_key) constraint: someone fired it already
-    if status == S.BLOCKED:
-        _send_after_commit(run, S.BLOCKED, S.QUEUED)
     return run
 
 
@@ -175,8 +155,6 @@ def run_trigger_manual(
     if not schedule.enabled:
         raise ServiceError(f"schedule '{schedule.name}' is disabled; enable it first", field="schedule")
     now = now or timezone.now()
-    from scheduler.services.audit import actor_name
-
     who, _kind = actor_name(actor)
     with transaction.atomic():
         run = run_enqueue(
@@ -191,20 +169,3 @@ def run_trigger_manual(
         assert run is not None  # a fresh uuid cannot collide
         audit_record(actor=actor, action="run.trigger", target=schedule, after={"run": run.pk, "params": params}, reason=reason)
     return run
-
-
-def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None) -> bool:
-    """Cancel a run that is not final. A RUNNING run's worker finds out at its next CAS."""
-    if run.is_final:
-        raise ServiceError(f"run {run.pk} is already {run.status}", field="run")
-    now = now or timezone.now()
-    with transaction.atomic():
-        before = run.status
-        done = run_transition(run, new=S.CANCELLED, now=now, reason=(reason or "cancelled")[:500])
-        if done:
-            audit_record(actor=actor, action="run.cancel", target=run, before={"status": before},
-                         after={"status": S.CANCELLED}, reason=reason)
-            from scheduler.services.completion import on_run_final
-
-            on_run_final(run, now=now)
-    return done

@@ -18,9 +18,13 @@ from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
 from scheduler.models import Condition, Schedule, TargetKind, Team, WorkloadClass
-from scheduler.pipelines.registry import is_registered
+from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.dependencies import cycle_for
+from scheduler.services.errors import NotFound, ServiceError, check_text
+from scheduler.services.firing import compute_next_fire
+from scheduler.services.runs import validate_params
+from scheduler.services.webhooks import webhook_rotate_secret
 from scheduler.triggers.registry import get_trigger
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -84,8 +88,6 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if schedule.target_kind not in TargetKind.values:
         raise ServiceError(f"must be one of {', '.join(TargetKind.values)}", field="target_kind")
     if not schedule.target_id or not is_registered(schedule.target_kind, schedule.target_id):
-        from scheduler.pipelines.registry import all_pipelines, all_workflows
-
         known = [p.id for p in (all_pipelines() if schedule.target_kind == TargetKind.PIPELINE else all_workflows())]
         raise ServiceError(
             f"unknown {schedule.target_kind} '{schedule.target_id}' (known: {', '.join(sorted(known)) or 'none'})",
@@ -126,8 +128,6 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     schedule.retry_jitter = _float(schedule.retry_jitter, "retry_jitter", minimum=0, maximum=1)
     if not isinstance(schedule.params, dict):
         raise ServiceError("must be a JSON object", field="params")
-    from scheduler.services.runs import validate_params
-
     for field in JSON_FIELDS:  # storable: no NUL, NaN, Infinity or runaway nesting
         validate_params(getattr(schedule, field), field=field)
     if schedule.alert_webhook_url and not schedule.alert_webhook_url.lower().startswith(("http://", "https://")):
@@ -138,8 +138,6 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if depends_on is not None:
         if schedule.trigger_kind == "upstream" and not depends_on:
             raise ServiceError("an 'upstream' trigger needs at least one upstream schedule", field="depends_on")
-        from scheduler.services.dependencies import cycle_for
-
         cycle = cycle_for(schedule.name, [u.name for u in depends_on])
         if cycle:
             raise ServiceError("would create a cycle: " + " -> ".join(cycle), field="depends_on")
@@ -191,8 +189,6 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
 
 
 def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
-    from scheduler.services.firing import compute_next_fire
-
     return compute_next_fire(schedule, after=now) if schedule.enabled else None
 
 
@@ -296,14 +292,10 @@ def schedule_delete(*, schedule: Schedule, actor: Any, reason: str = "", now: da
 
 def schedule_rotate_secret(*, schedule: Schedule, actor: Any, reason: str = "") -> str:
     """Kept for callers of the schedule API; the webhook service owns rotation."""
-    from scheduler.services.webhooks import webhook_rotate_secret
-
     return webhook_rotate_secret(schedule=schedule, actor=actor, reason=reason)
 
 
 def schedule_get(name_or_id: Any) -> Schedule:
-    from scheduler.services.errors import NotFound
-
     qs = Schedule.objects.select_related("workload_class")
     found = None
     if isinstance(name_or_id, Schedule):

@@ -10,7 +10,7 @@ from django.utils import timezone
 from scheduler.core import ConfigError, WatermarkConfig, WatermarkState, Window
 from scheduler.models import Run, Schedule, WatermarkChange, WatermarkHistory
 from scheduler.models import WatermarkState as WatermarkRow
-from scheduler.services.audit import audit_record
+from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_text
 
 
@@ -113,8 +113,6 @@ def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, no
         row, _ = WatermarkRow.objects.select_for_update().get_or_create(schedule=schedule)
         old = row.value
         WatermarkRow.objects.filter(schedule=schedule).update(value=encoded, updated_at=now, updated_by_run=None)
-        from scheduler.services.audit import actor_name
-
         WatermarkHistory.objects.create(
             schedule=schedule, kind=kind, old_value=old, new_value=encoded, actor=actor_name(actor)[0],
             reason=reason[:500], at=now,

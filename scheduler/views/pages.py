@@ -87,7 +87,7 @@ def run_detail(request, run_id: int):
 
 @action("scheduler.cancel_run")
 def run_cancel(request, run_id: int):
-    from scheduler.services.runs import run_cancel as cancel
+    from scheduler.services.finish import run_cancel as cancel
 
     run = get_object_or_404(Run, pk=run_id)
     form = ReasonForm(request.POST)

@@ -57,6 +57,7 @@ def _pages(sample) -> list[str]:
         "/backfills/",
         f"/backfills/{sample['backfill'].pk}/",
         "/audit/",
+        "/preferences/",
         "/admin/",
         "/admin/scheduler/schedule/",
         f"/admin/scheduler/schedule/{sample['schedule'].pk}/change/",

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from scheduler.models import Run, RunStatus, Schedule, WatermarkHistory, WatermarkState
 from scheduler.services.dispatch import dispatch_tick
-from scheduler.services.execution import execute_run, requeue_or_fail_lost
+from scheduler.services.execution import execute_run
+from scheduler.services.finish import run_lost
 from scheduler.services.governance import stuck_runs
 from scheduler.services.runs import run_trigger_manual
 from tests.reliability.pipelines import FaultPlan
@@ -34,10 +35,10 @@ def _step(schedule, fault: str, now: datetime) -> None:
     for run_id, token in sent:
         if fault == "lost_worker":
             # governance gives the run up while the worker is still loading
-            FaultPlan.on_load = lambda rid=run_id: requeue_or_fail_lost(Run.objects.get(pk=rid), now=now, why="lost")
+            FaultPlan.on_load = lambda rid=run_id: run_lost(run=Run.objects.get(pk=rid), now=now, why="lost")
         if fault == "commit_crash":
             # the process dies inside the final transaction, after the sink loaded
-            with mock.patch("scheduler.services.execution.watermark_advance", side_effect=SystemExit("killed")):
+            with mock.patch("scheduler.services.finish.watermark_advance", side_effect=SystemExit("killed")):
                 with pytest.raises(SystemExit):
                     execute_run(run_id, token, clock=lambda: now)
             stuck_runs(now=now + timedelta(hours=1))  # governance notices the silence

@@ -9,7 +9,7 @@ from scheduler.models import Condition, Run, RunStatus, TriggerKind
 from scheduler.services import dependencies
 from scheduler.services.errors import ServiceError
 from scheduler.services.governance import dependency_timeouts
-from scheduler.services.runs import run_enqueue, run_trigger_manual
+from scheduler.services.runs import run_build, run_enqueue, run_trigger_manual
 from scheduler.services.schedules import schedule_save
 from tests.services.semantics_helpers import tick, tick_and_execute
 
@@ -118,8 +118,9 @@ def test_an_all_done_dependent_starts_even_when_its_upstream_fails(make_schedule
 def test_each_condition_gives_the_expected_verdict(make_schedule, now, condition, b_status, c_status, action):
     b, c = make_schedule("b"), make_schedule("c")
     d = make_schedule("d", depends_on=["b", "c"], condition=condition)
-    run_enqueue(schedule=b, trigger_kind="cron", trigger_key="k", status=b_status, now=now)
-    run_enqueue(schedule=c, trigger_kind="cron", trigger_key="k", status=c_status, now=now)
+    # runs in any status, final ones included: built directly, as a fixture
+    run_build(schedule=b, trigger_kind="cron", trigger_key="k", status=b_status, now=now).save()
+    run_build(schedule=c, trigger_kind="cron", trigger_key="k", status=c_status, now=now).save()
     verdict = dependencies.evaluate(d)
     assert verdict.action == action
     if action == "block":

@@ -58,7 +58,7 @@ def test_a_crash_between_load_and_commit_leaves_the_mark_and_the_run_unchanged(m
     run_trigger_manual(schedule=marked, actor="tests", now=now)
     ((run_id, token),) = tick(now)
     # the last statement of the success transaction fails after the sink loaded
-    crash = mock.patch("scheduler.services.execution.on_run_final", side_effect=RuntimeError("crash before commit"))
+    crash = mock.patch("scheduler.services.finish.propagate", side_effect=RuntimeError("crash before commit"))
     with crash, pytest.raises(RuntimeError):
         execute_run(run_id, token, clock=lambda: now)
     assert counter["extracts"] == 1  # the pipeline did run

@@ -1,0 +1,371 @@
+"""The end of a run: the one module that makes a run final (or re-queues a lost one).
+
+Every final transition of a run (SUCCEEDED, FAILED, SKIPPED, BLOCKED,
+CANCELLED) and the re-queue of a run whose worker was lost goes through
+`run_finish`, `run_cancel`, `run_lost` / `runs_lost` or `run_refused`. Each
+applies, in the transaction that changes the row:
+
+1. the compare-and-set on the run's status (and on the worker's dispatch token,
+   the heartbeat governance judged stale, the attempt it counted): zero rows
+   changed means someone else got there first, and nothing else happens;
+2. the breaker result: a success or failure is counted, a test run that ends
+   without a verdict releases its slot, a re-queued test run keeps it;
+3. the watermark advance (a live run's success only);
+4. backfill window progress, or downstream propagation (start or block the
+   dependents, transitively);
+5. the retry decision (a lost run is re-queued while the run's one attempt
+   budget lasts);
+6. the audit entry for changes made by a person or by governance;
+
+and the signals (`run_completed`, `run_failed`, `run_blocked`) go out after
+commit. Nothing else in the code base writes a final status (a test checks
+it: tests/services/test_import_graph.py).
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from scheduler import signals
+from scheduler.core import WatermarkConfig, Window, advance
+from scheduler.models import (
+    Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus,
+)
+from scheduler.services import dependencies
+from scheduler.services.audit import audit_record
+from scheduler.services.breakers import breaker_on_result, breaker_trial_released
+from scheduler.services.errors import ServiceError
+from scheduler.services.runs import run_build, run_enqueue
+from scheduler.services.watermarks import encode_value, watermark_advance, watermark_state
+
+log = logging.getLogger(__name__)
+S = RunStatus
+
+# Which statuses may become which final status. RUNNING -> QUEUED (a lost
+# worker's re-queue) is the one non-final move owned here as well.
+FINAL_FROM: dict[str, frozenset[str]] = {
+    S.SUCCEEDED: frozenset({S.RUNNING}),
+    S.FAILED: frozenset({S.RUNNING, S.QUEUED, S.WAITING}),
+    S.SKIPPED: frozenset({S.RUNNING, S.QUEUED, S.WAITING}),
+    S.BLOCKED: frozenset({S.QUEUED, S.WAITING}),
+    S.CANCELLED: frozenset({S.QUEUED, S.WAITING, S.RUNNING}),
+}
+ACTIVE_WAITING = (S.QUEUED, S.WAITING)
+RUN_TO_WINDOW = {
+    S.SUCCEEDED: WindowStatus.SUCCEEDED,
+    S.SKIPPED: WindowStatus.SUCCEEDED,
+    S.FAILED: WindowStatus.FAILED,
+    S.BLOCKED: WindowStatus.FAILED,
+    S.CANCELLED: WindowStatus.CANCELLED,
+}
+OPEN_WINDOWS = (WindowStatus.PENDING, WindowStatus.QUEUED, WindowStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What a succeeded live run read, for the watermark: the window and the largest value loaded."""
+
+    config: WatermarkConfig
+    window: Window | None
+    max_value: Any = None
+    capped: bool = False  # max_window cut a long gap: the next slice runs right after this one
+
+
+# --- the public transitions ---------------------------------------------------
+
+def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
+               fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None,
+               loaded: Loaded | None = None, actor: Any = None, audit_action: str = "") -> bool:
+    """Make `run` final with `status`; False when someone else changed it first.
+
+    `token` (a worker's dispatch token) is part of the compare-and-set, so a
+    worker whose run was cancelled or re-queued meanwhile changes nothing.
+    `actor` + `audit_action` write an audit entry in the same transaction.
+    """
+    with transaction.atomic():
+        before = run.status
+        extra = {"dispatch_token": token} if token is not None else {}
+        values = dict(fields or {})
+        values["reason"] = reason[:500]
+        if blocked_by is not None:
+            values["blocked_by"] = blocked_by
+        if not _finalize(run, new=status, now=now, extra_filter=extra, **values):
+            return False
+        if status == S.SUCCEEDED and loaded is not None and run.backfill_id is None:
+            _advance_watermark(run, loaded, now=now)
+        _after_final(run, now=now)
+        if audit_action:
+            audit_record(actor=actor, action=audit_action, target=run, before={"status": before},
+                         after={"status": status}, reason=reason, at=now)
+    return True
+
+
+def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None) -> bool:
+    """A person cancels a run that is not final. A RUNNING run's worker finds out at its final CAS."""
+    if run.is_final:
+        raise ServiceError(f"run {run.pk} is already {run.status}", field="run")
+    return run_finish(run=run, status=S.CANCELLED, now=now or timezone.now(), reason=reason or "cancelled",
+                      actor=actor, audit_action="run.cancel")
+
+
+def run_refused(*, schedule: Schedule, status: str, reason: str, trigger_kind: str, trigger_key: str,
+                now: datetime, blocked_by: Schedule | None = None, **build: Any) -> Run | None:
+    """A trigger that may not run is recorded as a run born BLOCKED or SKIPPED; None on a double fire."""
+    if status not in (S.BLOCKED, S.SKIPPED):
+        raise ServiceError(f"a refused trigger is BLOCKED or SKIPPED, not {status}", field="status")
+    run = run_build(schedule=schedule, trigger_kind=trigger_kind, trigger_key=trigger_key, status=status,
+                    reason=reason, blocked_by=blocked_by, now=now, **build)
+    try:
+        with transaction.atomic():
+            run.save(force_insert=True)
+    except IntegrityError:
+        return None  # the unique (schedule, trigger_key) constraint: recorded already
+    _send_after_commit(run, status, S.QUEUED)
+    return run
+
+
+def run_lost(*, run: Run, now: datetime, why: str) -> str:
+    """Governance: `run`'s worker is gone. Re-queue it while its attempts last, else fail it.
+
+    The compare-and-set includes the heartbeat governance judged stale and the
+    attempt it counted: a worker whose heartbeat resumed in between, or which
+    spent an in-process retry, keeps its run. A re-queued test run of a
+    half-open breaker stays the test run. Returns 'requeued', 'failed' or 'changed'.
+    """
+    guard = {"dispatch_token": run.dispatch_token, "heartbeat_at": run.heartbeat_at, "attempt": run.attempt}
+    with transaction.atomic():
+        if run.attempt < run.max_attempts:
+            attempt = run.attempt + 1
+            reason = f"{why}; re-queued (attempt {attempt}/{run.max_attempts})"[:500]
+            changed = Run.objects.filter(pk=run.pk, status=S.RUNNING, **guard).update(
+                status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
+                dispatch_token="", worker_id="", reason=reason,
+            )
+            if not changed:
+                return "changed"
+            worker = run.worker_id
+            _set(run, status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
+                 dispatch_token="", worker_id="", reason=reason)
+            _send_after_commit(run, S.QUEUED, S.RUNNING)
+            outcome = "requeued"
+        else:
+            reason = f"{why} (attempt {run.attempt}/{run.max_attempts})"[:500]
+            worker = run.worker_id
+            if not _finalize(run, new=S.FAILED, now=now, extra_filter=guard, reason=reason):
+                return "changed"
+            _after_final(run, now=now)
+            outcome = "failed"
+        audit_record(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
+                     before={"status": S.RUNNING, "worker": worker}, after={"status": run.status},
+                     reason=why[:500], at=now)
+    return outcome
+
+
+def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
+    """Governance: many lost runs in one transaction, each on its own savepoint."""
+    out: dict[str, list[int]] = {"requeued": [], "failed": []}
+    with transaction.atomic():
+        for run in runs:
+            beat = f"{run.heartbeat_at:%H:%M:%S} UTC" if run.heartbeat_at else "its start"
+            why = f"worker lost: no heartbeat from {run.worker_id or 'its worker'} since {beat}"
+            try:
+                outcome = run_lost(run=run, now=now, why=why)
+            except Exception:  # one run's failing end must not roll back the others'
+                log.exception("could not settle lost run %s", run.pk)
+                continue
+            if outcome in out:
+                out[outcome].append(run.pk)
+    return out
+
+
+# --- inside the final transaction -----------------------------------------------
+
+def _set(run: Run, **fields: Any) -> None:
+    for key, value in fields.items():
+        setattr(run, key, value)
+
+
+def _finalize(run: Run, *, new: str, now: datetime, extra_filter: dict | None = None, **fields: Any) -> bool:
+    """The compare-and-set to a final status; updates `run` in place and queues the signal."""
+    old = run.status
+    if new not in FINAL_FROM or old not in FINAL_FROM[new]:
+        raise ServiceError(f"a {old} run cannot become {new}", field="status")
+    fields.setdefault("finished_at", now)
+    if not Run.objects.filter(pk=run.pk, status=old, **(extra_filter or {})).update(status=new, **fields):
+        return False
+    _set(run, status=new, **fields)
+    _send_after_commit(run, new, old)
+    return True
+
+
+def _advance_watermark(run: Run, loaded: Loaded, *, now: datetime) -> None:
+    state = watermark_state(run.schedule, loaded.config)
+    moved = advance(loaded.config, state, loaded.window, loaded.max_value)
+    # the mark moves in the same transaction as the run's success
+    if moved.value is not None and moved != state:
+        watermark_advance(schedule=run.schedule, run=run, new_value=moved.value, now=now)
+        run.watermark_after = encode_value(moved.value)
+        Run.objects.filter(pk=run.pk).update(watermark_after=run.watermark_after)
+    if loaded.capped and loaded.window is not None:
+        run_enqueue(schedule=run.schedule, trigger_kind=run.trigger_kind,
+                    trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(loaded.window.high)}",
+                    params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
+
+
+def _after_final(run: Run, *, now: datetime) -> None:
+    """Breaker, backfill progress, downstream propagation: what follows a run's final status."""
+    if run.status in (S.SUCCEEDED, S.FAILED):
+        breaker_on_result(schedule_id=run.schedule_id, run=run, succeeded=run.status == S.SUCCEEDED, now=now)
+    else:
+        # a test run that ends without a verdict must not keep the breaker half-open forever
+        breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
+    if run.backfill_id is not None:
+        _backfill_window_done(run, now=now)
+        return  # backfill windows never drive the live dependency graph
+    if run.status == S.CANCELLED:
+        return  # a person stopped it: downstreams neither start nor block
+    propagate(run, now=now)
+
+
+def _send_after_commit(run: Run, new: str, old: str) -> None:
+    def send() -> None:
+        # the in-memory run already holds the committed values: no re-fetch
+        if new in (S.SUCCEEDED, S.SKIPPED):
+            signals.run_completed.send(sender=Run, run=run)
+        elif new == S.FAILED:
+            signals.run_failed.send(sender=Run, run=run, final=True)
+        elif new == S.QUEUED and old == S.RUNNING:
+            signals.run_failed.send(sender=Run, run=run, final=False)
+        elif new == S.BLOCKED:
+            signals.run_blocked.send(sender=Run, run=run)
+
+    if new in (S.SUCCEEDED, S.SKIPPED, S.FAILED, S.BLOCKED) or (new, old) == (S.QUEUED, S.RUNNING):
+        transaction.on_commit(send)
+
+
+# --- backfill window progress ---------------------------------------------------
+
+def _backfill_window_done(run: Run, *, now: datetime) -> None:
+    status = RUN_TO_WINDOW.get(run.status)
+    if status is None:
+        return
+    BackfillWindow.objects.filter(backfill_id=run.backfill_id, run_id=run.pk).update(status=status)
+    backfill = Backfill.objects.filter(pk=run.backfill_id).first()
+    if backfill is not None:
+        backfill_complete_if_done(backfill, now=now)
+
+
+def backfill_complete_if_done(backfill: Backfill, *, now: datetime) -> None:
+    """An active backfill with no open window left is COMPLETED (audited)."""
+    if backfill.status != BackfillStatus.ACTIVE:
+        return
+    if BackfillWindow.objects.filter(backfill=backfill, status__in=OPEN_WINDOWS).exists():
+        return
+    if Backfill.objects.filter(pk=backfill.pk, status=BackfillStatus.ACTIVE).update(
+        status=BackfillStatus.COMPLETED, finished_at=now
+    ):
+        progress = backfill_progress(backfill)
+        audit_record(actor="dispatcher", action="backfill.complete", target=backfill,
+                     before={"status": BackfillStatus.ACTIVE}, after={"status": BackfillStatus.COMPLETED, **progress},
+                     at=now)
+        backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
+
+
+def backfill_progress(backfill: Backfill) -> dict[str, int]:
+    """done / failed / running / queued / pending / cancelled / total window counts."""
+    counts = dict(
+        BackfillWindow.objects.filter(backfill=backfill).values_list("status").annotate(n=Count("id")).order_by()
+    )
+    return {
+        "total": backfill.total_windows,
+        "done": counts.get(WindowStatus.SUCCEEDED, 0),
+        "failed": counts.get(WindowStatus.FAILED, 0),
+        "running": counts.get(WindowStatus.RUNNING, 0),
+        "queued": counts.get(WindowStatus.QUEUED, 0),
+        "pending": counts.get(WindowStatus.PENDING, 0),
+        "cancelled": counts.get(WindowStatus.CANCELLED, 0),
+    }
+
+
+# --- downstream propagation ---------------------------------------------------------
+
+def _root(run: Run) -> int:
+    """The run whose failure started a chain of blocks (itself when it is not a propagated block)."""
+    if run.status == S.BLOCKED and run.trigger_key.startswith("blocked:"):
+        return int(run.trigger_key.split(":", 1)[1])
+    return run.pk
+
+
+def _root_note(run: Run) -> str:
+    root_id = _root(run)
+    if root_id == run.pk:
+        return ""
+    root = Run.objects.filter(pk=root_id).select_related("schedule").only("id", "status", "schedule__name").first()
+    if root is None:
+        return ""
+    return f"; root cause: '{root.schedule.name}' {root.status.lower()} (run {root.pk})"
+
+
+def propagate(run: Run, *, now: datetime) -> None:
+    """Start or block the dependents of a final live run, transitively (breadth first, each once)."""
+    queue: deque[Run] = deque([run])
+    seen: set[int] = set()
+    while queue:
+        current = queue.popleft()
+        if current.pk in seen:
+            continue
+        seen.add(current.pk)
+        queue.extend(_propagate_one(current, now=now))
+
+
+def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
+    """Start or block the direct downstreams of `run`; return newly blocked runs (to go on down)."""
+    newly_blocked: list[Run] = []
+    child_ids = list(
+        Schedule.objects.filter(depends_on=run.schedule_id, enabled=True).order_by("name").values_list("id", flat=True)
+    )
+    for child_id in child_ids:
+        # The row lock serialises two upstreams finishing at once, so the
+        # child gets one run, not one per upstream (PostgreSQL; SQLite
+        # writers are serialised already).
+        child = Schedule.objects.select_for_update().get(pk=child_id)
+        verdict = dependencies.evaluate(child)
+        active = list(Run.objects.filter(schedule=child, status__in=ACTIVE_WAITING, backfill__isnull=True))
+        if verdict.action == "block":
+            reason = (verdict.reason + _root_note(run))[:500]
+            for waiting in active:
+                if _finalize(waiting, new=S.BLOCKED, now=now, reason=reason, blocked_by=verdict.upstream):
+                    breaker_trial_released(schedule_id=waiting.schedule_id, run_id=waiting.pk, now=now)
+                    newly_blocked.append(waiting)
+            if not active and child.trigger_kind == TriggerKind.UPSTREAM:
+                # One blocked run per failure chain: the key names the root run,
+                # so a diamond reaching the child twice creates it once.
+                blocked = run_refused(
+                    schedule=child, status=S.BLOCKED, reason=reason, blocked_by=verdict.upstream,
+                    trigger_kind=TriggerKind.UPSTREAM, trigger_key=f"blocked:{_root(run)}",
+                    triggered_by=f"upstream:{run.schedule.name}", logical_time=run.logical_time, now=now,
+                )
+                if blocked is not None:
+                    newly_blocked.append(blocked)
+        elif child.trigger_kind == TriggerKind.UPSTREAM and not active and run.status != S.CANCELLED:
+            # A failed or blocked upstream only starts a child whose condition
+            # tolerates it (ALL_DONE, ANY_SUCCESS still waiting on others); the
+            # verdict has already said "not blocked" when we get here.
+            run_enqueue(
+                schedule=child, trigger_kind=TriggerKind.UPSTREAM, trigger_key=f"upstream:{run.pk}",
+                triggered_by=f"upstream:{run.schedule.name}", logical_time=run.logical_time, now=now,
+            )
+    return newly_blocked
+
+
+__all__ = [
+    "Loaded", "backfill_complete_if_done", "backfill_progress", "propagate", "run_cancel", "run_finish",
+    "run_lost", "run_refused", "runs_lost",
+]
