@@ -12,7 +12,8 @@ from scheduler.host import SchedulerHost
 from scheduler.models import Alert, AuditEntry, Backfill, Run, Schedule, Team
 from scheduler.services import alerts
 from scheduler.services.errors import ServiceError
-from scheduler.services.runs import run_cancel, run_trigger_manual
+from scheduler.services.finish import run_cancel
+from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_save
 from scheduler.services.teams import (
     PermissionRefused,
