@@ -180,6 +180,8 @@ def test_an_operator_of_another_team_reads_every_page_and_every_action_is_refuse
             assert post.status_code == 302 and "login" in post["Location"], (name, post.status_code)
             continue
         assert get.status_code in (200, 405), (name, url, get.status_code)  # other teams are visible (read-only)
+        if name in PERSONAL:
+            continue
         if get.status_code == 405:  # an action on the world's schedule, run or backfill
             actions.append(name)
             assert post.status_code == 403, (name, url, post.status_code)
