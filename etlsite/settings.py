@@ -217,6 +217,12 @@ ETL_ADDR = envstr("ETL_ADDR", "127.0.0.1:8000")
 ETL_WEB_WORKERS = envint("ETL_WEB_WORKERS", 2, minimum=1)
 ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
 
+# --- authoring settings ---
+# A cron or interval fire older than this when the dispatcher reaches it was missed (the cluster was
+# down); the schedule's catch-up policy decides what it becomes.
+ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
+# --- end authoring settings ---
+
 # --- teams settings ---
 # Object permissions (django-rules): an operator acts only on schedules of a team they belong to.
 AUTHENTICATION_BACKENDS = [

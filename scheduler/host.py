@@ -65,13 +65,14 @@ class Watermarks:
 
         return list(WatermarkHistory.objects.filter(schedule=schedule_get(schedule)).order_by("-at", "-id")[:limit])
 
-    def set(self, schedule: str | int, value: Any, *, reason: str, actor: Any = "api") -> str:
+    def set(self, schedule: str | int, value: Any, *, reason: str, actor: Any = "api", force: bool = False) -> str:
+        """Set the mark; a datetime in the future is refused unless force=True."""
         from scheduler.services.schedules import schedule_get
         from scheduler.services.watermarks import watermark_set
 
         target = schedule_get(schedule)
         authorize(actor=actor, perm="scheduler.manage_watermark", obj=target)
-        return watermark_set(schedule=target, value=value, actor=actor, reason=reason)
+        return watermark_set(schedule=target, value=value, actor=actor, reason=reason, force=force)
 
     def reset(self, schedule: str | int, *, reason: str, actor: Any = "api") -> str:
         from scheduler.services.schedules import schedule_get
@@ -286,14 +287,15 @@ class SchedulerHost:
         return run_trigger_manual(schedule=schedule, actor=actor, params=override_params, reason=reason).pk
 
     def submit_backfill(self, schedule: Any, start: Any, end: Any, window: Any, *, reason: str,
-                        requested_by: Any = "api", max_parallel: int = 1) -> int:
+                        requested_by: Any = "api", max_parallel: int = 1, params: dict | None = None) -> int:
+        """Backfill [start, end) (datetime marks) in windows; `params` go to every window's run."""
         from scheduler.services.backfills import backfill_submit
         from scheduler.services.schedules import schedule_get
 
         target = schedule_get(schedule)
         authorize(actor=requested_by, perm="scheduler.manage_backfill", obj=target)
         return backfill_submit(schedule=target, start=start, end=end, window=window, reason=reason,
-                               requested_by=requested_by, max_parallel=max_parallel).pk
+                               requested_by=requested_by, max_parallel=max_parallel, params=params).pk
 
     def reset_circuit_breaker(self, schedule_id: Any, reset_by: Any, reason: str = "") -> None:
         from scheduler.services.breakers import breaker_reset
@@ -303,6 +305,21 @@ class SchedulerHost:
         authorize(actor=reset_by, perm="scheduler.reset_breaker", obj=target)
         breaker_reset(schedule=target, actor=reset_by,
                       reason=reason or "reset through SchedulerHost")
+
+    def next_fires(self, schedule: Any, count: int = 5, *, after: datetime | None = None) -> list[datetime]:
+        """The next fire instants (aware UTC) of a cron or interval schedule, Debian cron's DST rule."""
+        from scheduler.services.schedules import schedule_get
+        from scheduler.triggers.registry import get_trigger
+
+        found = schedule_get(schedule)
+        plugin = get_trigger(found.trigger_kind)
+        if not plugin.time_based:
+            raise ServiceError(f"'{found.name}' is a {found.trigger_kind} schedule; only time-based schedules "
+                               "have fire times", field="schedule")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise ServiceError(f"must be a whole number from 1 to 1000, got {count!r}", field="count")
+        return plugin.next_fires(found.trigger_config or {}, timezone=found.timezone,
+                                 after=after or timezone.now(), count=count)
 
     def get_active_runs(self) -> list[tuple[int, str, str]]:
         """(run id, pipeline or workflow id, status) of every QUEUED, WAITING or RUNNING run, oldest first."""

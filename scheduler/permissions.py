@@ -19,8 +19,9 @@ from typing import Any
 import rules
 from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
+from django.db import models
 
-from scheduler.models import Backfill, BackfillWindow, Run, Schedule
+from scheduler.models import BackfillWindow, Schedule
 
 ALL_TEAMS = "scheduler.act_for_all_teams"
 # Acting on a schedule (or its runs and backfills) needs membership of its team.
@@ -40,6 +41,7 @@ SCOPED_VIEWS = (
     "scheduler.view_run",
     "scheduler.view_backfill",
     "scheduler.view_backfillwindow",
+    "scheduler.view_watermarkstate",
 )
 VERBS = {
     "scheduler.trigger_schedule": "trigger",
@@ -56,12 +58,12 @@ _model_backend = ModelBackend()
 
 
 def owner_id_of(obj: Any) -> int | None:
-    """The owning team's id of a schedule, run, backfill or backfill window (None for anything else)."""
+    """The owning team's id of a schedule or of what belongs to one (run, backfill, window, watermark)."""
     if isinstance(obj, Schedule):
         return obj.owner_id
     if isinstance(obj, BackfillWindow):
         obj = obj.backfill
-    if isinstance(obj, (Run, Backfill)):
+    if isinstance(obj, models.Model) and hasattr(obj, "schedule_id"):  # a run, a backfill, a watermark ...
         cached = obj._state.fields_cache.get("schedule")
         if cached is not None:
             return cached.owner_id
@@ -74,7 +76,7 @@ def schedule_of(obj: Any) -> Schedule | None:
         return obj
     if isinstance(obj, BackfillWindow):
         obj = obj.backfill
-    if isinstance(obj, (Run, Backfill)):
+    if isinstance(obj, models.Model) and hasattr(obj, "schedule_id"):
         return obj.schedule
     return None
 

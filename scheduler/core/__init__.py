@@ -34,6 +34,7 @@ from .dag import (
 from .errors import ConfigError, CycleError, EtlError, PermanentError
 from .executor import Executor, RunReport
 from .ledger import Ledger, MemoryLedger, Outcome, RunRecord
+from .overlap import ActiveRun, Fire, OverlapDecision, decide_catchup, decide_overlap
 from .pipeline import IdentityTransform, Pipeline, PipelineResult, Sink, Source, Transform
 from .queue import QueuedItem, plan_admissions, queue_order
 from .ratelimit import next_allowed_start
@@ -46,6 +47,7 @@ from .windows import (
     advance,
     compute_window,
     compute_windows,
+    reached_until,
     split_windows,
 )
 
@@ -77,6 +79,11 @@ __all__ = [
     "descendants",
     "find_all_cycles",
     "find_cycle",
+    "ActiveRun",
+    "Fire",
+    "OverlapDecision",
+    "decide_catchup",
+    "decide_overlap",
     "gate",
     "invert",
     "topological_order",
@@ -89,6 +96,7 @@ __all__ = [
     "advance",
     "compute_window",
     "compute_windows",
+    "reached_until",
     "split_windows",
     # cron
     "describe_cron",

@@ -1,17 +1,20 @@
-"""Cron and interval fire times, with our own DST rules.
+"""Cron and interval fire times, as Debian cron runs them.
 
 croniter is only ever asked about naive local wall-clock times; turning a
-wall-clock time into an instant is done here with zoneinfo, because the DST
-rules are a product decision (DESIGN.md, "Cron"):
+wall-clock time into an instant is done here with zoneinfo, following Debian
+cron's rule (DESIGN.md, "Cron"; healthchecks' cronsim implements the same
+rule and is our test oracle, tests/core/test_cron_oracle.py):
 
-* a local time that does not exist (spring-forward gap) fires once, at the
-  first valid instant after the gap (02:30 Berlin -> 03:00 CEST);
-* a repeated local time (fall-back) fires once, at its first occurrence,
-  for crons that name their hours ("30 2 * * *" runs at 02:30 CEST only).
-  Crons whose hour field is "*" are "every hour" jobs: they fire in both
-  occurrences of the repeated hour, so an hourly or minutely cron neither
-  skips nor duplicates an instant in UTC. This is classic Vixie cron's rule
-  (fixed-time jobs run once, wildcard jobs follow real time).
+* an expression whose minute or hour field starts with "*" (and every
+  6-field expression) follows real time: it fires at each instant whose
+  local wall time matches. A wall time inside a spring-forward gap never
+  happens, so it does not fire ("45 * * * *" skips 02:45 in Berlin on that
+  day); a repeated hour happens twice, so it fires in both passes;
+* a fixed-time expression (minute and hour fields name their values) fires
+  once at the first valid minute after a skipped local time (02:30 Berlin ->
+  03:00 CEST), and once, at the first occurrence, in a repeated hour;
+* day of month and day of week: when either field starts with "*" both must
+  match, otherwise either may (Vixie/Debian cron, not croniter's default).
 """
 
 from __future__ import annotations
@@ -83,37 +86,41 @@ def _is_real(naive: datetime, tz: ZoneInfo) -> bool:
     return aware.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == naive
 
 
-def _end_of_gap(naive: datetime, tz: ZoneInfo) -> datetime:
-    """The transition instant that swallowed `naive`, i.e. the first valid time after the gap."""
-    # fold=1 reads the wall time with the offset after the jump, which lands
-    # before the transition; fold=0 lands after it. Bisect on whole seconds.
-    lo = naive.replace(tzinfo=tz, fold=1).astimezone(UTC)
-    hi = naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
-    after_offset = hi.astimezone(tz).utcoffset()
-    while hi - lo > timedelta(seconds=1):
-        mid = lo + timedelta(seconds=int((hi - lo).total_seconds()) // 2)
-        if mid.astimezone(tz).utcoffset() == after_offset:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+def follows_real_time(expression: str) -> bool:
+    """True for Debian cron's "wildcard" jobs: minute or hour starts with '*', or 6 fields."""
+    fields = expression.split(" ")
+    return len(fields) == 6 or fields[0].startswith("*") or fields[1].startswith("*")
 
 
-def _instants(naive: datetime, tz: ZoneInfo) -> tuple[datetime, datetime | None]:
-    """(first instant for this wall time, second occurrence if it repeats)."""
-    if not _is_real(naive, tz):
-        return _end_of_gap(naive, tz), None
-    first = naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
-    second = naive.replace(tzinfo=tz, fold=1).astimezone(UTC)
-    return first, (second if second != first else None)
+def _croniter(text: str, start: datetime) -> croniter:
+    fields = text.split(" ")
+    # Vixie cron ANDs day-of-month and day-of-week when either starts with
+    # '*' ("*/2" included); croniter would OR a "*/2" with a weekday.
+    day_or = not (fields[2].startswith("*") or fields[4].startswith("*"))
+    return croniter(text, start, day_or=day_or)
 
 
-def _iter_fires(expression: str, tz_name: str, after: datetime) -> Iterator[datetime]:
-    """UTC fire instants strictly after `after`, ascending, without duplicates."""
-    text = validate_cron(expression)
-    tz = validate_timezone(tz_name)
-    after = _require_aware(after, "after")
-    every_hour = text.split(" ")[1] == "*"
+def _first_real_minute(naive: datetime, tz: ZoneInfo) -> datetime:
+    """A wall time in a spring-forward gap moves to the first valid minute after it (as cronsim does)."""
+    while not _is_real(naive, tz):
+        naive += timedelta(minutes=1)
+    return naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
+
+
+def _iter_fixed(text: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
+    # Every wall time maps to one instant (gap -> first valid minute, repeated
+    # -> first occurrence) and that map is monotonic, so the instants come out
+    # ascending; several gap times collapse onto the same minute, hence `last`.
+    it = _croniter(text, after.astimezone(tz).replace(tzinfo=None))
+    last: datetime | None = None
+    while True:
+        instant = _first_real_minute(it.get_next(datetime), tz)
+        if instant > after and (last is None or instant > last):
+            last = instant
+            yield instant
+
+
+def _iter_real_time(text: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
     start = after.astimezone(tz).replace(tzinfo=None)
     offset = after.astimezone(tz).utcoffset()
     if any((after + d).astimezone(tz).utcoffset() != offset for d in (-_REPEAT_MARGIN, _REPEAT_MARGIN)):
@@ -121,14 +128,17 @@ def _iter_fires(expression: str, tz_name: str, after: datetime) -> Iterator[date
         # have its second occurrence after it, so look back; elsewhere the
         # rewind would only cost croniter steps (10,800 for a per-second cron)
         start -= _REPEAT_MARGIN
-    it = croniter(text, start)
+    it = _croniter(text, start)
     # Second occurrences are later than the first occurrences of the next few
     # wall times, so they wait here until their turn; they stay ascending.
     pending: list[datetime] = []
     last: datetime | None = None
     while True:
         naive = it.get_next(datetime)
-        first, second = _instants(naive, tz)
+        if not _is_real(naive, tz):
+            continue  # this wall time never happens today
+        first = naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
+        second = naive.replace(tzinfo=tz, fold=1).astimezone(UTC)
         while pending and pending[0] <= first:
             instant = pending.pop(0)
             if instant > after and (last is None or instant > last):
@@ -137,8 +147,18 @@ def _iter_fires(expression: str, tz_name: str, after: datetime) -> Iterator[date
         if first > after and (last is None or first > last):
             last = first
             yield first
-        if second is not None and every_hour:
+        if second != first:
             pending.append(second)
+
+
+def _iter_fires(expression: str, tz_name: str, after: datetime) -> Iterator[datetime]:
+    """UTC fire instants strictly after `after`, ascending, without duplicates."""
+    text = validate_cron(expression)
+    tz = validate_timezone(tz_name)
+    after = _require_aware(after, "after")
+    if follows_real_time(text):
+        return _iter_real_time(text, tz, after)
+    return _iter_fixed(text, tz, after)
 
 
 def next_fires(expression: str, tz_name: str, after: datetime, count: int) -> list[datetime]:

@@ -1,9 +1,17 @@
 """Watermark and backfill window math.
 
-A window is half-open, (low, high]: a row with value == low was loaded by
-the previous run and one with value == high belongs to this run. `overlap`
-deliberately re-reads a little before the mark (late-arriving rows); sinks
-are expected to upsert.
+Datetime windows sit on the calendar, `[low, high)`, as Airflow's data
+intervals and Dagster's partitions do: a row stamped exactly `high` belongs
+to the next window, so a window from March 1 00:00 to April 1 00:00 is
+exactly March. The mark is the end of what was loaded (the next window's
+`low`).
+
+Integer windows are `(low, high]`: an integer mark is the largest value
+loaded, and the next run reads what is greater than it.
+
+`overlap` deliberately re-reads a little before the mark (late-arriving
+rows); sinks are expected to upsert. `until` bounds a watermark: no window
+reaches past it, and once the mark is there nothing more is read.
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ class WatermarkConfig:
     # None means "zero of the right kind": timedelta(0) or 0, set below.
     overlap: timedelta | int | None = None
     max_window: timedelta | int | None = None
+    # datetime marks stop before `until` (exclusive), integer marks at it (inclusive)
+    until: Mark | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -76,6 +86,14 @@ class WatermarkConfig:
             not isinstance(self.max_window, timedelta) or self.max_window <= timedelta(0)
         ):
             raise _bad("max_window", "must be a positive number of seconds")
+        if self.until is not None:
+            if not isinstance(self.until, datetime):
+                raise _bad("until", "must be a date and time")
+            if self.until.tzinfo is None or self.until.utcoffset() is None:
+                raise _bad("until", "must include a time zone")
+            object.__setattr__(self, "until", self.until.astimezone(timezone.utc))
+            if isinstance(self.initial, datetime) and self.until <= self.initial:
+                raise _bad("until", "must be after initial")
 
     def _check_integer(self) -> None:
         if self.initial is not None and not _is_int(self.initial):
@@ -86,6 +104,11 @@ class WatermarkConfig:
         object.__setattr__(self, "overlap", overlap)
         if self.max_window is not None and (not _is_int(self.max_window) or self.max_window <= 0):
             raise _bad("max_window", "must be a positive whole number")
+        if self.until is not None:
+            if not _is_int(self.until):
+                raise _bad("until", "must be a whole number")
+            if self.initial is not None and self.until <= self.initial:
+                raise _bad("until", "must be greater than initial")
 
     @property
     def is_datetime(self) -> bool:
@@ -104,6 +127,7 @@ class WatermarkConfig:
                 "max_window": (
                     self.max_window.total_seconds() if isinstance(self.max_window, timedelta) else None
                 ),
+                "until": self.until.isoformat() if isinstance(self.until, datetime) else None,
             }
         return {
             "type": self.type.value,
@@ -111,6 +135,7 @@ class WatermarkConfig:
             "initial": self.initial,
             "overlap": self.overlap,
             "max_window": self.max_window,
+            "until": self.until,
         }
 
     @classmethod
@@ -129,13 +154,14 @@ class WatermarkConfig:
         kwargs: dict[str, Any] = {"type": kind, "column": data.get("column", "")}
         if kind is WatermarkType.DATETIME:
             kwargs["initial"] = _parse_datetime(data.get("initial"))
+            kwargs["until"] = _parse_datetime(data.get("until"), "until")
             for name in ("lag", "overlap"):
                 if data.get(name) is not None:
                     kwargs[name] = _seconds(name, data[name], "zero or a positive number of seconds")
             if data.get("max_window") is not None:
                 kwargs["max_window"] = _seconds("max_window", data["max_window"], "a positive number of seconds")
         else:
-            for name in ("initial", "overlap", "max_window"):
+            for name in ("initial", "overlap", "max_window", "until"):
                 value = data.get(name)
                 if value is not None and not _is_int(value):
                     raise _bad(name, "must be a whole number")
@@ -143,7 +169,7 @@ class WatermarkConfig:
         return cls(**kwargs)
 
 
-def _parse_datetime(value: Any) -> datetime | None:
+def _parse_datetime(value: Any, name: str = "initial") -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -152,9 +178,9 @@ def _parse_datetime(value: Any) -> datetime | None:
         try:
             parsed = datetime.fromisoformat(value)
         except ValueError:
-            raise _bad("initial", f"{value!r} is not an ISO 8601 date and time") from None
+            raise _bad(name, f"{value!r} is not an ISO 8601 date and time") from None
     else:
-        raise _bad("initial", "must be an ISO 8601 date and time")
+        raise _bad(name, "must be an ISO 8601 date and time")
     # A bare "2024-01-01" from a form means UTC: stored marks are always UTC.
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
@@ -177,13 +203,35 @@ class WatermarkState:
 
 @dataclass(frozen=True)
 class Window:
+    """Datetime bounds: [low, high). Integer bounds: (low, high]; high None: up to whatever exists."""
+
     low: Any
-    high: Any  # None (integer only): up to whatever exists
+    high: Any
+
+    @property
+    def on_calendar(self) -> bool:
+        """True for datetime windows, which include `low` and exclude `high`."""
+        return isinstance(self.low, datetime) or isinstance(self.high, datetime)
+
+    @property
+    def operators(self) -> tuple[str, str]:
+        """The SQL comparisons a source applies to `low` and `high`."""
+        return (">=", "<") if self.on_calendar else (">", "<=")
 
     def contains(self, value: Any) -> bool:
+        if self.on_calendar:
+            return (self.low is None or self.low <= value) and (self.high is None or value < self.high)
         if self.low is not None and value <= self.low:
             return False
         return self.high is None or value <= self.high
+
+    def __str__(self) -> str:
+        def text(bound: Any) -> str:
+            return bound.isoformat() if isinstance(bound, datetime) else ("" if bound is None else str(bound))
+
+        if self.on_calendar:
+            return f"[{text(self.low)}, {text(self.high)})"
+        return f"({text(self.low)}, {text(self.high)}]"
 
 
 def _mark(config: WatermarkConfig, state: WatermarkState) -> Mark:
@@ -200,18 +248,34 @@ def _mark(config: WatermarkConfig, state: WatermarkState) -> Mark:
 def compute_window(config: WatermarkConfig, state: WatermarkState, now: datetime) -> Window | None:
     """The next window to read, or None when nothing new can be read yet."""
     mark = _mark(config, state)
+    if config.until is not None and mark >= config.until:
+        return None  # the watermark reached its bound: nothing more to read
     if config.is_datetime:
         assert isinstance(mark, datetime)
         high = now - config.lag
         if config.max_window is not None:
             high = min(high, mark + config.max_window)
+        if config.until is not None:
+            high = min(high, config.until)
         if high <= mark:
             return None
         return Window(mark - config.overlap, high)
     assert isinstance(mark, int) and isinstance(config.overlap, int)
     low = mark - config.overlap
     high = mark + config.max_window if config.max_window is not None else None
+    if config.until is not None:
+        high = config.until if high is None else min(high, config.until)
     return Window(low, high)
+
+
+def reached_until(config: WatermarkConfig, state: WatermarkState) -> bool:
+    """True once the mark stands at (or past) the config's `until` bound."""
+    if config.until is None:
+        return False
+    try:
+        return _mark(config, state) >= config.until
+    except ConfigError:
+        return False
 
 
 def compute_windows(
@@ -256,7 +320,12 @@ def advance(
 
 
 def split_windows(start: T, end: T, size: Any, max_windows: int | None = None) -> list[tuple[T, T]]:
-    """Contiguous half-open windows covering [start, end); the last is clipped."""
+    """Contiguous windows covering [start, end) on the calendar; the last is clipped.
+
+    Datetime windows are read as [low, high), so the union is exactly
+    [start, end). Integer windows are read as (low, high], so integers
+    greater than `start` up to `end` are covered.
+    """
     try:
         if start >= end:
             raise ConfigError("from", "from must be before to")

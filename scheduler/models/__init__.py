@@ -7,7 +7,11 @@ from scheduler.models.choices import (
     AlertStatus,
     BackfillStatus,
     BreakerStatus,
+    CATCHUP_SKIP_REASON,
+    CatchupPolicy,
     Condition,
+    OverlapPolicy,
+    OVERLAP_SKIP_REASON,
     RunStatus,
     TargetKind,
     TriggerKind,
@@ -25,7 +29,7 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "Condition", "Event", "GovernanceTick", "LoopLease", "Run",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "Run",
     "RunStatus", "Schedule", "TargetKind", "Team", "TriggerKind", "WatermarkChange", "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WindowStatus", "WorkloadClass",
 ]

@@ -1,18 +1,26 @@
 from django.db import models
 
 from scheduler.models.choices import BackfillStatus, WindowStatus
+from scheduler.models.run import interval_text
 
 
 class Backfill(models.Model):
     """A request to reprocess a historical range, split into windows up front."""
 
     schedule = models.ForeignKey("scheduler.Schedule", on_delete=models.CASCADE, related_name="backfills")
-    range_from = models.CharField(max_length=64, help_text="Start of the range (exclusive low of the first window).")
-    range_to = models.CharField(max_length=64, help_text="End of the range (inclusive high of the last window).")
+    range_from = models.CharField(
+        max_length=64, help_text="Start of the range: included for datetime marks, excluded for integer marks."
+    )
+    range_to = models.CharField(
+        max_length=64, help_text="End of the range: excluded for datetime marks, included for integer marks."
+    )
     window_size = models.CharField(max_length=32, help_text="Seconds (datetime marks) or a count (integer marks).")
     reason = models.CharField(max_length=500)
     requested_by = models.CharField(max_length=150)
     max_parallel = models.PositiveIntegerField(default=1)
+    params = models.JSONField(
+        default=dict, blank=True, help_text="Params given to every window's run (e.g. a different target table)."
+    )
     status = models.CharField(max_length=16, choices=BackfillStatus.choices, default=BackfillStatus.ACTIVE)
     total_windows = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
@@ -25,6 +33,10 @@ class Backfill(models.Model):
 
     def __str__(self) -> str:
         return f"backfill {self.pk} of {self.schedule_id}"
+
+    @property
+    def range_text(self) -> str:
+        return interval_text(self.range_from, self.range_to)
 
 
 class BackfillWindow(models.Model):
@@ -42,3 +54,7 @@ class BackfillWindow(models.Model):
         ordering = ["backfill", "seq"]
         constraints = [models.UniqueConstraint(fields=["backfill", "seq"], name="bf_window_unique_seq")]
         indexes = [models.Index(fields=["backfill", "status", "seq"], name="bf_window_status_idx")]
+
+    @property
+    def text(self) -> str:
+        return interval_text(self.low, self.high)

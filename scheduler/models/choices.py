@@ -44,6 +44,31 @@ class Condition(models.TextChoices):
     NONE_FAILED = "NONE_FAILED", "No upstream failed"
 
 
+class OverlapPolicy(models.TextChoices):
+    """What a cron or interval fire does while a run of the same schedule is still active."""
+
+    SKIP = "skip", "Skip: the fire becomes a SKIPPED run"
+    BUFFER_ONE = "buffer_one", "Buffer one: queue at most one run behind the active one"
+    BUFFER_ALL = "buffer_all", "Buffer all: queue every fire, run them one at a time"
+    CANCEL_OTHER = "cancel_other", "Cancel other: cancel the active run, start the new one"
+    ALLOW_ALL = "allow_all", "Allow all: runs overlap freely"
+
+
+#: Reason prefixes of SKIPPED runs that stand for a fire which did not run (overlap or catch-up
+#: policy): unlike a run skipped as still fresh, they say nothing about the data, so dependencies
+#: look past them.
+OVERLAP_SKIP_REASON = "overlap policy"
+CATCHUP_SKIP_REASON = "catch-up policy"
+
+
+class CatchupPolicy(models.TextChoices):
+    """What fires missed while the scheduler was down become."""
+
+    LATEST = "latest", "Latest: one run for the latest missed fire"
+    ALL = "all", "All: every missed fire, up to max_catchup"
+    NONE = "none", "None: missed fires are recorded as SKIPPED, no run"
+
+
 class BreakerStatus(models.TextChoices):
     CLOSED = "closed", "Closed"
     OPEN = "open", "Open"

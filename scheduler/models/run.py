@@ -3,6 +3,15 @@ from django.db import models
 from scheduler.models.choices import RunStatus, TriggerKind
 
 
+def interval_text(low: str, high: str) -> str:
+    """Stored bounds as read: [low, high) for datetimes, (low, high] for integers; empty without any."""
+    if not (low or high):
+        return ""
+    if "T" in low or "T" in high:
+        return f"[{low or 'start'}, {high or 'now'})"
+    return f"({low or 'start'}, {high or 'latest'}]"
+
+
 class Run(models.Model):
     """One execution of a schedule: the queue entry and the ledger record."""
 
@@ -18,8 +27,12 @@ class Run(models.Model):
     max_attempts = models.PositiveIntegerField(default=1)
     retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
     not_before = models.DateTimeField(null=True, blank=True, help_text="Retry backoff: not admitted before this time.")
-    window_low = models.CharField(max_length=64, blank=True, help_text="Window low end (exclusive), ISO or integer.")
-    window_high = models.CharField(max_length=64, blank=True, help_text="Window high end (inclusive), ISO or integer.")
+    window_low = models.CharField(
+        max_length=64, blank=True, help_text="Window low end: ISO datetime (included) or integer (excluded)."
+    )
+    window_high = models.CharField(
+        max_length=64, blank=True, help_text="Window high end: ISO datetime (excluded) or integer (included)."
+    )
     rows_loaded = models.BigIntegerField(null=True, blank=True)
     watermark_after = models.CharField(max_length=64, blank=True, help_text="Mark reached by this run, if it moved it.")
     queued_at = models.DateTimeField(help_text="When the run entered the queue.")
@@ -62,6 +75,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.schedule_id} ({self.status})"
+
+    @property
+    def window_text(self) -> str:
+        """The window as read: [low, high) for datetimes, (low, high] for integers; empty without one."""
+        return interval_text(self.window_low, self.window_high)
 
     @property
     def is_final(self) -> bool:

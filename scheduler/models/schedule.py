@@ -1,7 +1,7 @@
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from scheduler.models.choices import BreakerStatus, Condition, TargetKind
+from scheduler.models.choices import BreakerStatus, CatchupPolicy, Condition, OverlapPolicy, TargetKind
 from scheduler.models.team import Team
 
 
@@ -35,8 +35,16 @@ class Schedule(models.Model):
     )
     trigger_config = models.JSONField(default=dict, blank=True, help_text="Plugin config, e.g. {\"cron\": \"0 * * * *\"}.")
     timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone for cron triggers.")
-    catchup = models.BooleanField(default=False, help_text="Run every missed fire after downtime (else one catch-up run).")
-    max_catchup = models.PositiveIntegerField(default=10, help_text="Most missed fires replayed when catchup is on.")
+    catchup = models.CharField(
+        max_length=8, choices=CatchupPolicy.choices, default=CatchupPolicy.LATEST,
+        help_text="Fires missed while the scheduler was down: latest (one run), all (up to max_catchup), none.",
+    )
+    max_catchup = models.PositiveIntegerField(default=10, help_text="Most missed fires replayed when catchup is 'all'.")
+    overlap_policy = models.CharField(
+        max_length=16, choices=OverlapPolicy.choices, blank=True, default="",
+        help_text="A cron or interval fire while a run is active: skip, buffer_one, buffer_all, cancel_other, "
+                  "allow_all. Empty: skip for watermarked schedules, allow_all otherwise.",
+    )
     next_fire_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="Next due time (time triggers).")
     last_fire_at = models.DateTimeField(null=True, blank=True, help_text="Last fire time (time triggers).")
     webhook_secret = models.CharField(max_length=128, blank=True, help_text="HMAC secret for webhook triggers.")
@@ -118,3 +126,10 @@ class Schedule(models.Model):
         if self.owner_id is None:  # a schedule made without an owner lands in the default team
             self.owner_id = Team.default_team_id()
         super().save(*args, **kwargs)
+
+    @property
+    def overlap(self) -> str:
+        """The overlap policy in force: the one set, else skip for watermarked schedules and allow_all for others."""
+        if self.overlap_policy:
+            return self.overlap_policy
+        return OverlapPolicy.SKIP if self.watermark_config else OverlapPolicy.ALLOW_ALL

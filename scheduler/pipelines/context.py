@@ -18,3 +18,6 @@ class RunContext:
     logical_time: datetime | None = None
     attempt: int = 1
     watermark_column: str | None = None
+    # the backfill's id when this run replays a backfill window, else None:
+    # `if ctx.backfill:` tells a backfill from a live run
+    backfill: int | None = None

@@ -140,6 +140,9 @@ CREATE TABLE IF NOT EXISTS webhook_records (
 SPREAD = timedelta(days=30)
 
 
+_TICK = timedelta(microseconds=1)
+
+
 def _now(now: datetime | None) -> datetime:
     if now is None:
         return datetime.now(UTC).replace(microsecond=0)
@@ -205,8 +208,9 @@ def generate_source_db(
         customer_id = rng.randint(1, customers)
         currency = currency_by_country[country_of[customer_id - 1]]
         created = start + timedelta(seconds=rng.uniform(0, span))
-        # Most orders change again within days (confirmed, shipped), never after now.
-        modified = min(now, created + timedelta(seconds=rng.expovariate(1 / 86_400)))
+        # Most orders change again within days (confirmed, shipped), always before now:
+        # a live window [mark, now) reads everything that happened before now.
+        modified = min(now - _TICK, created + timedelta(seconds=rng.expovariate(1 / 86_400)))
         status = rng.choices(STATUSES, weights=STATUS_WEIGHTS)[0]
         order_rows.append(
             (oid, customer_id, status, _amount(rng, currency), currency, iso_utc(created), iso_utc(modified))

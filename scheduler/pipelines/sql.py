@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 from urllib.parse import urlsplit, urlunsplit
 
-from scheduler.core import ConfigError, EtlError
+from scheduler.core import ConfigError, EtlError, Window
 
 from .values import (
     check_identifier,
@@ -225,7 +225,7 @@ class SqlSource:
 
     def __repr__(self) -> str:
         what = f"table={self.table!r}" if self.table else "query=..."
-        return f"SqlSource({redact(self.db)!r}, {what}, window=({self.low!r}, {self.high!r}])"
+        return f"SqlSource({redact(self.db)!r}, {what}, window={Window(self.low, self.high)})"
 
     def statement(self, db: _Db) -> tuple[str, Any]:
         """The SQL and bind parameters for this source on `db`."""
@@ -233,7 +233,9 @@ class SqlSource:
         binds: Any = dict(self.params) if named else list(self.params or ())
         conditions = []
         col = quote(self.watermark_column) if self.watermark_column else None
-        for op, bound, name in ((">", self.low, "etl_low"), ("<=", self.high, "etl_high")):
+        # datetime windows are [low, high), integer windows (low, high] (core/windows.py)
+        low_op, high_op = Window(self.low, self.high).operators
+        for op, bound, name in ((low_op, self.low, "etl_low"), (high_op, self.high, "etl_high")):
             if self.window is None or bound is None:
                 continue
             conditions.append(f"{col} {op} {db.param(name if named else None)}")

@@ -18,7 +18,7 @@ from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunS
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import NotFound, ServiceError, check_text
 from scheduler.services.finish import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress, run_finish
-from scheduler.services.runs import run_enqueue
+from scheduler.services.runs import run_enqueue, validate_params
 from scheduler.services.schedules import schedule_get
 from scheduler.services.watermarks import encode_value, parse_user_value, watermark_config
 
@@ -64,8 +64,16 @@ def _positive_int(value: Any, field: str) -> int:
 
 
 def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, window: Any, reason: str,
-                    requested_by: Any, max_parallel: Any = 1, now: datetime | None = None) -> Backfill:
-    """Split [start, end) into windows, store them all, and let the dispatcher pump them."""
+                    requested_by: Any, max_parallel: Any = 1, params: dict | None = None,
+                    now: datetime | None = None) -> Backfill:
+    """Split the range into windows, store them all, and let the dispatcher pump them.
+
+    Datetime ranges are [start, end): a backfill of March is from March 1
+    00:00 to April 1 00:00 and loads exactly March. Integer ranges are
+    (start, end], like an integer mark. `params` go to every window's run
+    over the schedule's own (a different target table, say); the pipeline
+    sees `ctx.backfill` set.
+    """
     schedule = schedule_get(schedule)
     config = watermark_config(schedule)
     if config is None:
@@ -75,6 +83,7 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
         raise ServiceError("a reason is required", field="reason")
     check_text(reason, field="reason")
     parallel = _positive_int(max_parallel, "max_parallel")
+    params = validate_params(params)
     low = parse_user_value(config, start, field="from")
     high = parse_user_value(config, end, field="to")
     if low >= high:
@@ -92,12 +101,13 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
         backfill = Backfill.objects.create(
             schedule=schedule, range_from=encode_value(low), range_to=encode_value(high), window_size=window_text,
             reason=str(reason).strip()[:500], requested_by=who[:150], max_parallel=parallel,
-            total_windows=len(pairs), created_at=now,
+            total_windows=len(pairs), created_at=now, params=params,
         )
         _insert_windows(backfill.pk, pairs)
         audit_record(actor=requested_by, action="backfill.submit", target=backfill,
                      after={"schedule": schedule.name, "from": backfill.range_from, "to": backfill.range_to,
-                            "window": window_text, "windows": len(pairs), "max_parallel": parallel},
+                            "window": window_text, "windows": len(pairs), "max_parallel": parallel,
+                            "params": params},
                      reason=backfill.reason, at=now)
     return backfill
 
@@ -130,6 +140,7 @@ def backfill_pump(*, now: datetime) -> int:
                 run = run_enqueue(
                     schedule=backfill.schedule, trigger_kind=TriggerKind.BACKFILL,
                     trigger_key=f"backfill:{backfill.pk}:{window.seq}:{attempt}", backfill=backfill,
+                    params=backfill.params,
                     window=(window.low, window.high), triggered_by=backfill.requested_by, now=now,
                 )
                 if run is None:

@@ -3,10 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import Q
+
 from scheduler.core import find_all_cycles, would_create_cycle
-from scheduler.models import Condition, Run, RunStatus, Schedule
+from scheduler.models import CATCHUP_SKIP_REASON, OVERLAP_SKIP_REASON, Condition, Run, RunStatus, Schedule
 
 SUCCESSISH = {RunStatus.SUCCEEDED, RunStatus.SKIPPED}
+# a fire its overlap or catch-up policy did not run is not an outcome of the upstream
+NOT_RUN = Q(status=RunStatus.SKIPPED) & (Q(reason__startswith=OVERLAP_SKIP_REASON)
+                                         | Q(reason__startswith=CATCHUP_SKIP_REASON))
 FAILISH = {RunStatus.FAILED, RunStatus.BLOCKED}
 
 
@@ -26,6 +31,7 @@ def upstream_states(schedule: Schedule) -> list[tuple[Schedule, str | None, int 
         latest = (
             Run.objects.filter(schedule=upstream, backfill__isnull=True)
             .exclude(status=RunStatus.CANCELLED)
+            .exclude(NOT_RUN)
             .order_by("-id")
             .values_list("status", "id")
             .first()

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from scheduler.core import next_allowed_start
+from scheduler.core.overlap import SERIAL_POLICIES
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule, TriggerKind, WorkloadClass
 from scheduler.services import dependencies
 from scheduler.services.alerts import governance_watchdog
@@ -29,8 +30,10 @@ S = RunStatus
 def _held_back(run: Run, *, now: datetime, running_watermarked: set[int]) -> str:
     """A reason to leave the run QUEUED this tick, or ''."""
     schedule = run.schedule
-    if run.backfill_id is None and schedule.watermark_config and schedule.pk in running_watermarked:
-        return "previous run of this watermarked schedule is still running"
+    if run.backfill_id is None and schedule.overlap in SERIAL_POLICIES and schedule.pk in running_watermarked:
+        if schedule.watermark_config and not schedule.overlap_policy:
+            return "previous run of this watermarked schedule is still running"
+        return f"previous run of this schedule is still running (overlap policy {schedule.overlap})"
     if run.backfill_id is not None and run.backfill.status != BackfillStatus.ACTIVE:
         return f"backfill {run.backfill_id} {run.backfill.status.lower()}"
     if schedule.max_runs_per_minute:
@@ -121,11 +124,7 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
             .annotate(has_deps=Exists(Schedule.depends_on.through.objects.filter(from_schedule_id=OuterRef("schedule_id"))))
             .order_by("-priority", "queued_at", "id")[:batch]
         )
-        running_watermarked = set(
-            Run.objects.filter(status=S.RUNNING, backfill__isnull=True)
-            .exclude(schedule__watermark_config={})
-            .values_list("schedule_id", flat=True)
-        )
+        running_watermarked = _running_serial()
         for run in candidates:
             if free[run.workload_class_id] <= 0:
                 continue
@@ -133,6 +132,14 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
                 free[run.workload_class_id] -= 1
                 admitted.append(run.pk)
     return admitted
+
+
+def _running_serial() -> set[int]:
+    """Schedules whose overlap policy runs one at a time and that have a live run RUNNING."""
+    serial = Q(schedule__overlap_policy__in=SERIAL_POLICIES) | (
+        Q(schedule__overlap_policy="") & ~Q(schedule__watermark_config={}))
+    return set(Run.objects.filter(serial, status=S.RUNNING, backfill__isnull=True)
+               .values_list("schedule_id", flat=True))
 
 
 def _try_admit(run: Run, *, now: datetime, holder: str, running_watermarked: set[int]) -> bool:
@@ -155,7 +162,7 @@ def _try_admit(run: Run, *, now: datetime, holder: str, running_watermarked: set
         # cancelled under our feet: a trial slot taken for it must not stay taken
         breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
         return False
-    if run.schedule.watermark_config and run.backfill_id is None:
+    if run.schedule.overlap in SERIAL_POLICIES and run.backfill_id is None:
         running_watermarked.add(run.schedule_id)
     transaction.on_commit(lambda rid=run.pk, tok=token: enqueue_execution(rid, tok))
     return True
@@ -209,7 +216,7 @@ def explain_wait(run: Run, now: datetime) -> str:
         if verdict.action != "admit":
             return verdict.reason
     running_watermarked = set()
-    if run.backfill_id is None and schedule.watermark_config and Run.objects.filter(
+    if run.backfill_id is None and schedule.overlap in SERIAL_POLICIES and Run.objects.filter(
         schedule_id=schedule.pk, status=S.RUNNING, backfill__isnull=True
     ).exists():
         running_watermarked.add(schedule.pk)

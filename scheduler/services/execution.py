@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from scheduler import signals
 from scheduler.core import Executor, Outcome, Pipeline, RetryPolicy, RunRecord, RunReport, Window, compute_window
+from scheduler.core.windows import reached_until
 from scheduler.core.errors import PermanentError
 from scheduler.models import Run, RunStatus, Schedule, TargetKind
 from scheduler.pipelines.context import RunContext
@@ -127,6 +128,8 @@ def _window_for(run: Run, now: datetime):
     state = watermark_state(run.schedule, config)
     window = compute_window(config, state, now)
     if window is None:
+        if reached_until(config, state):
+            raise NothingToRead(f"the watermark reached its until bound ({encode_value(config.until)})")
         raise NothingToRead("no new data since the watermark")
     capped = config.is_datetime and window.high < now - config.lag
     return config, window, capped
@@ -157,7 +160,7 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
         ctx = RunContext(
             run_id=run.pk, schedule=run.schedule.name, window=window, params=dict(run.params or {}),
             logical_time=run.logical_time, attempt=run.attempt,
-            watermark_column=config.column if config else None,
+            watermark_column=config.column if config else None, backfill=run.backfill_id,
         )
         try:
             rows, max_value, report = _run_target(run, token, ctx, clock)

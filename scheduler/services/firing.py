@@ -9,13 +9,16 @@ read the same due row produce one run.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from collections import defaultdict
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 
-from scheduler.core import ConfigError
-from scheduler.models import Schedule
-from scheduler.models import Run
+from scheduler.core import ActiveRun, ConfigError, decide_catchup, decide_overlap
+from scheduler.models import CatchupPolicy, Run, RunStatus, Schedule
+from scheduler.services.errors import ServiceError
+from scheduler.services.finish import run_cancel, run_refused
 from scheduler.services.runs import run_build
 from scheduler.triggers.registry import get_trigger
 
@@ -38,16 +41,16 @@ def fires_to_run(schedule: Schedule, *, now: datetime) -> list[datetime]:
     """The fire times a due schedule turns into runs this tick.
 
     `next_fire_at` is the first missed fire; the others are computed from it,
-    never from `now`, so a slow tick skips nothing. Coalesce (the default):
-    only the latest missed fire runs. Catch-up: the latest `max_catchup`
-    missed fires run, oldest first; older ones are dropped on purpose so a
-    long outage cannot flood the queue.
+    never from `now`, so a slow tick skips nothing. Catch-up policy `latest`
+    (the default) and `none`: only the latest missed fire. `all`: the latest
+    `max_catchup` missed fires, oldest first; older ones are dropped on
+    purpose so a long outage cannot flood the queue.
     """
     plugin = get_trigger(schedule.trigger_kind)
     first = schedule.next_fire_at
     if first is None or first > now or not plugin.time_based:
         return []
-    keep = max(1, schedule.max_catchup) if schedule.catchup else 1
+    keep = max(1, schedule.max_catchup) if schedule.catchup == CatchupPolicy.ALL else 1
     later = plugin.latest_fires(schedule.trigger_config, timezone=schedule.timezone, after=first, now=now, count=keep)
     return ([first] + later)[-keep:]
 
@@ -58,16 +61,25 @@ def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
         Schedule.objects.filter(enabled=True, next_fire_at__lte=now)
         .order_by("next_fire_at")
         .only("id", "name", "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "next_fire_at",
-              "last_fire_at", "params", "priority", "workload_class_id", "retry_max_attempts")[:limit]
+              "last_fire_at", "params", "priority", "workload_class_id", "retry_max_attempts", "overlap_policy",
+              "watermark_config")[:limit]
     )
     if not due:
         return 0
     runs: list[Run] = []
     with transaction.atomic():
+        # one query for the overlap policies of every due schedule
+        active: dict[int, list[ActiveRun]] = defaultdict(list)
+        for schedule_id, run_id, status in (
+            Run.objects.filter(schedule_id__in=[s.pk for s in due], status__in=RunStatus.active(),
+                               backfill__isnull=True)
+            .order_by("id").values_list("schedule_id", "id", "status")
+        ):
+            active[schedule_id].append(ActiveRun(run_id, status))
         # one transaction and one bulk insert per tick: per-schedule commits and
         # savepoints cost more than the work (bench scenario 3)
         for schedule in due:
-            runs.extend(_fire_one(schedule, now=now))
+            runs.extend(_fire_one(schedule, now=now, active=active.get(schedule.pk, [])))
         if runs:
             taken = set(
                 Run.objects.filter(schedule_id__in={r.schedule_id for r in runs}, trigger_key__in={r.trigger_key for r in runs})
@@ -80,8 +92,13 @@ def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
     return len(runs)
 
 
-def _fire_one(schedule: Schedule, *, now: datetime) -> list[Run]:
-    """CAS this schedule's next_fire_at forward; the unsaved runs for the fires it stood for."""
+def _fire_one(schedule: Schedule, *, now: datetime, active: list[ActiveRun]) -> list[Run]:
+    """CAS this schedule's next_fire_at forward; the unsaved runs for the fires it stood for.
+
+    The catch-up policy decides what missed fires become and the overlap
+    policy what a fire becomes while a run is active; a fire that may not run
+    is a SKIPPED run with the reason, never dropped silently.
+    """
     first = schedule.next_fire_at
     try:
         fires = fires_to_run(schedule, now=now)
@@ -97,8 +114,27 @@ def _fire_one(schedule: Schedule, *, now: datetime) -> list[Run]:
     )
     if not moved:
         return []  # another dispatcher fired it
+    grace = timedelta(seconds=settings.ETL_CATCHUP_GRACE_SECONDS)
+    decided = decide_catchup(schedule.catchup, fires, now=now, grace=grace, first=first)
+    overlap = decide_overlap(schedule.overlap, active, [f.at for f in decided if not f.skip_reason])
+    _cancel_active(overlap.cancel, reason=overlap.cancel_reason, now=now)
+    skipped = [f for f in decided if f.skip_reason] + [f for f in overlap.fires if f.skip_reason]
+    for fire in sorted(skipped, key=lambda f: f.at):
+        # rare (a policy said no): one insert each, through the owner of final statuses
+        run_refused(schedule=schedule, status=RunStatus.SKIPPED, reason=fire.skip_reason,
+                    trigger_kind=schedule.trigger_kind, trigger_key=fire_key(schedule.trigger_kind, fire.at),
+                    logical_time=fire.at, triggered_by=schedule.trigger_kind, now=now)
     return [
-        run_build(schedule=schedule, trigger_kind=schedule.trigger_kind, trigger_key=fire_key(schedule.trigger_kind, fire),
-                  logical_time=fire, triggered_by=schedule.trigger_kind, now=now)
-        for fire in fires
+        run_build(schedule=schedule, trigger_kind=schedule.trigger_kind, trigger_key=fire_key(schedule.trigger_kind, f.at),
+                  logical_time=f.at, triggered_by=schedule.trigger_kind, now=now)
+        for f in overlap.fires if not f.skip_reason
     ]
+
+
+def _cancel_active(run_ids: list[int], *, reason: str, now: datetime) -> None:
+    """cancel_other: the active runs make way, through the public cancel service."""
+    for run in Run.objects.filter(pk__in=run_ids, status__in=RunStatus.active()).select_related("schedule"):
+        try:
+            run_cancel(run=run, actor="scheduler", reason=reason, now=now)
+        except ServiceError:
+            pass  # it finished meanwhile: nothing to make way for

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
-from scheduler.models import Condition, Schedule, TargetKind, Team, WorkloadClass
+from scheduler.models import CatchupPolicy, Condition, OverlapPolicy, Schedule, TargetKind, Team, WorkloadClass
 from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
 from scheduler.services.dependencies import cycle_for
@@ -33,8 +33,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: (EDITABLE), the schedules file, its export and `SchedulerHost.schedules` read it.
 SCHEDULE_FIELDS: tuple[str, ...] = (
     "name", "description", "owner", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
-    "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "watermark_config",
-    "depends_on", "condition", "max_wait_seconds",
+    "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
+    "watermark_config", "depends_on", "condition", "max_wait_seconds",
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
     "max_runs_per_minute", "refresh_after_seconds",
     "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
@@ -80,9 +80,17 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         if not isinstance(getattr(schedule, field), (str, type(None))):
             raise ServiceError(f"must be text, got {type(getattr(schedule, field)).__name__}", field=field)
         check_text(getattr(schedule, field), field=field, max_length=Schedule._meta.get_field(field).max_length)
-    for field in ("enabled", "catchup"):
-        if not isinstance(getattr(schedule, field), bool):
-            raise ServiceError(f"must be true or false, got {getattr(schedule, field)!r}", field=field)
+    if not isinstance(schedule.enabled, bool):
+        raise ServiceError(f"must be true or false, got {schedule.enabled!r}", field="enabled")
+    if isinstance(schedule.catchup, bool):  # the boolean of old files and callers: true meant every missed fire
+        schedule.catchup = CatchupPolicy.ALL if schedule.catchup else CatchupPolicy.LATEST
+    if not isinstance(schedule.catchup, str) or schedule.catchup not in CatchupPolicy.values:
+        raise ServiceError(f"must be one of {', '.join(CatchupPolicy.values)}, got {schedule.catchup!r}", field="catchup")
+    if schedule.overlap_policy is None:
+        schedule.overlap_policy = ""
+    if not isinstance(schedule.overlap_policy, str) or schedule.overlap_policy not in ["", *OverlapPolicy.values]:
+        raise ServiceError(f"must be one of {', '.join(OverlapPolicy.values)} (or empty for the default), "
+                           f"got {schedule.overlap_policy!r}", field="overlap_policy")
     if not schedule.name or not NAME_RE.match(schedule.name):
         raise ServiceError("must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", field="name")
     if schedule.target_kind not in TargetKind.values:
@@ -114,6 +122,9 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
             raise ServiceError(exc.problem, field=field) from None
     else:
         schedule.watermark_config = {}
+    if schedule.watermark_config and schedule.overlap_policy == OverlapPolicy.ALLOW_ALL:
+        raise ServiceError("a watermarked schedule cannot use allow_all: two runs at once would read overlapping "
+                           "windows (use skip, buffer_one, buffer_all or cancel_other)", field="overlap_policy")
     if schedule.condition not in Condition.values:
         raise ServiceError(f"must be one of {', '.join(Condition.values)}", field="condition")
     for field in NON_NEGATIVE_INT:

@@ -97,8 +97,14 @@ def watermark_advance(*, schedule: Schedule, run: Run, new_value: Any, now: date
     return bool(changed)
 
 
-def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, now: datetime | None = None) -> str:
-    """Set the mark to a value (or reset it with value=None). Audited; a reason is required."""
+def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, now: datetime | None = None,
+                  force: bool = False) -> str:
+    """Set the mark to a value (or reset it with value=None). Audited; a reason is required.
+
+    A datetime mark in the future would make the schedule skip every row
+    stamped before it once it arrives (or read nothing until then): refused
+    unless `force`.
+    """
     config = watermark_config(schedule)
     if config is None:
         raise ServiceError(f"schedule '{schedule.name}' has no watermark", field="schedule")
@@ -107,6 +113,9 @@ def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, no
     check_text(reason, field="reason")
     parsed = None if value in (None, "") else parse_user_value(config, value)
     now = now or timezone.now()
+    if isinstance(parsed, datetime) and parsed > now and not force:
+        raise ServiceError(f"{encode_value(parsed)} is in the future (now {encode_value(now)}); "
+                           "force it to set a future mark anyway", field="value")
     encoded = encode_value(parsed)
     kind = WatermarkChange.RESET if parsed is None else WatermarkChange.SET
     with transaction.atomic():
@@ -117,8 +126,10 @@ def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, no
             schedule=schedule, kind=kind, old_value=old, new_value=encoded, actor=actor_name(actor)[0],
             reason=reason[:500], at=now,
         )
+        after = {"value": encoded or None, **({"forced": True} if force and isinstance(parsed, datetime)
+                                               and parsed > now else {})}
         audit_record(actor=actor, action=f"watermark.{kind.value}", target=schedule,
-                     before={"value": old}, after={"value": encoded or None}, reason=reason, at=now)
+                     before={"value": old}, after=after, reason=reason, at=now)
     return encoded
 
 

@@ -48,6 +48,7 @@ def backfill_submit(request):
                 window=data["window_size"],
                 reason=data["reason"],
                 max_parallel=data["max_parallel"],
+                params=data["params"],
                 requested_by=request.user,
             )
         except ServiceError as exc:

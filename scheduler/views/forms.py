@@ -90,6 +90,7 @@ class RunNowForm(forms.Form):
 class WatermarkForm(forms.Form):
     value = forms.CharField(required=False, max_length=64, help_text="Empty resets the mark to its initial value.")
     reason = forms.CharField(max_length=500, help_text="Why: kept in the audit log.")
+    force = forms.BooleanField(required=False, label="Allow a mark in the future")
 
 
 class ReasonForm(forms.Form):
@@ -98,10 +99,14 @@ class ReasonForm(forms.Form):
 
 class BackfillForm(forms.Form):
     schedule = forms.ModelChoiceField(queryset=Schedule.objects.order_by("name"), to_field_name="name")
-    range_from = forms.CharField(max_length=64, label="From", help_text="ISO date-time or integer (exclusive)")
-    range_to = forms.CharField(max_length=64, label="To", help_text="ISO date-time or integer (inclusive)")
+    range_from = forms.CharField(
+        max_length=64, label="From", help_text="ISO date-time (included) or integer (excluded)"
+    )
+    range_to = forms.CharField(max_length=64, label="To", help_text="ISO date-time (excluded) or integer (included)")
     window_size = forms.CharField(
         max_length=32, help_text="Seconds for datetime marks (86400 = a day), a count for integer marks"
     )
     max_parallel = forms.IntegerField(min_value=1, max_value=100, initial=1)
+    params = JSONObjectField(required=False, label="Params (JSON object)",
+                             help_text='Given to every window\'s run, e.g. {"table": "fact_orders_replay"}')
     reason = forms.CharField(max_length=500)

@@ -104,7 +104,8 @@ def schedule_watermark(request, schedule_id: int):
                 watermark_reset(schedule=schedule, actor=request.user, reason=reason)
                 messages.success(request, f"Watermark of {schedule.name} reset.")
             else:
-                stored = watermark_set(schedule=schedule, value=value, actor=request.user, reason=reason)
+                stored = watermark_set(schedule=schedule, value=value, actor=request.user, reason=reason,
+                                       force=form.cleaned_data["force"])
                 messages.success(request, f"Watermark of {schedule.name} set to {stored}.")
             return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
         except ServiceError as exc:

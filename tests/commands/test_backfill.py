@@ -56,3 +56,19 @@ def test_wait_draws_a_progress_bar_until_the_backfill_completes(marked, now):
     assert "[##############################] 3/3 done, 0 failed, 0 running (completed)" in err.getvalue()
     assert "backfill" in out.getvalue() and "completed" in out.getvalue()
     assert Backfill.objects.get().status == BackfillStatus.COMPLETED
+
+
+def test_params_go_with_the_backfill_to_every_window(marked):
+    out = StringIO()
+    call_command("backfill", "marked", "--from", "0", "--to", "100", "--window", "50", "--reason", "replay",
+                 "--param", "table=fact_replay", "--param", "batch=3", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["params"] == {"table": "fact_replay", "batch": 3}
+    assert Backfill.objects.get(pk=data["id"]).params == {"table": "fact_replay", "batch": 3}
+
+
+def test_a_malformed_param_names_the_option_and_creates_nothing(marked):
+    with pytest.raises(CommandError, match="--param 'table'") as info:
+        call_command("backfill", "marked", "--from", "0", "--to", "100", "--window", "50", "--reason", "r",
+                     "--param", "table")
+    assert info.value.returncode == 2 and not Backfill.objects.exists()

@@ -51,3 +51,14 @@ def test_a_schedule_without_a_watermark_exits_2(make_schedule):
     with pytest.raises(CommandError) as info:
         call_command("watermark", "plain")
     assert info.value.returncode == 2 and "has no watermark" in str(info.value)
+
+
+def test_a_future_datetime_mark_needs_force(make_schedule):
+    make_schedule("dated", watermark_config={"type": "datetime", "column": "ts",
+                                             "initial": "2020-01-01T00:00:00+00:00"})
+    with pytest.raises(CommandError, match="value: .* is in the future") as info:
+        call_command("watermark", "dated", "--set", "2999-01-01T00:00:00+00:00", "--reason", "x")
+    assert info.value.returncode == 2
+    assert _json("dated")["value"] is None
+    data = _json("dated", "--set", "2999-01-01T00:00:00+00:00", "--reason", "planned", "--force")
+    assert data["value"] == "2999-01-01T00:00:00+00:00"

@@ -113,9 +113,24 @@ def test_new_york_spring_forward_gap_fires_once_at_the_next_valid_instant():
     assert local(fires[:1], NEW_YORK) == ["03-10 03:00 EDT"]
 
 
-def test_minutely_cron_in_the_gap_collapses_to_one_fire():
+def test_minutely_cron_follows_real_time_so_the_missing_hour_never_fires():
+    # "*" starts the minute field: a wildcard job, which fires only at wall
+    # times that happen; 02:xx does not happen on 2024-03-31 in Berlin.
     fires = next_fires("* 2 * * *", BERLIN, utc(2024, 3, 31, 0, 0), 2)
-    assert fires == [utc(2024, 3, 31, 1, 0), utc(2024, 4, 1, 0, 0)]
+    assert fires == [utc(2024, 4, 1, 0, 0), utc(2024, 4, 1, 0, 1)]
+
+
+def test_fixed_times_in_the_gap_collapse_to_one_fire_at_the_first_valid_minute():
+    fires = next_fires("0,15,30 2 * * *", BERLIN, utc(2024, 3, 31, 0, 0), 2)
+    assert local(fires, BERLIN) == ["03-31 03:00 CEST", "04-01 02:00 CEST"]
+
+
+def test_day_of_month_and_weekday_are_anded_when_either_starts_with_a_star():
+    # Vixie/Debian cron: "*/2" days AND Mondays; croniter alone would OR them.
+    fires = next_fires("0 0 */2 * 1", "UTC", utc(2024, 1, 1), 2)
+    assert fires == [utc(2024, 1, 15), utc(2024, 1, 29)]
+    # neither starts with "*": either field may match
+    assert next_fires("0 0 2 * 1", "UTC", utc(2024, 1, 1), 2) == [utc(2024, 1, 2), utc(2024, 1, 8)]
 
 
 # --- DST: fall back (a repeated local time) --------------------------------------
@@ -141,9 +156,9 @@ def test_a_fixed_time_cron_does_not_fire_again_in_the_second_pass():
 
 
 # --- DST: hourly and minutely crons across both transitions ---------------------
-# Decision (see scheduler/core/cron.py): a cron with "*" in the hour field
-# fires in both passes of a repeated hour, so it never skips or duplicates an
-# instant in UTC; a cron that names its hours fires once.
+# Debian cron's rule (see scheduler/core/cron.py): a cron whose minute or hour
+# field starts with "*" follows real time, firing in both passes of a repeated
+# hour and never in a missing one; a cron that names its minute and hour fires once.
 
 
 @pytest.mark.parametrize(

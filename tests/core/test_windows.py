@@ -14,6 +14,7 @@ from scheduler.core import (
     advance,
     compute_window,
     compute_windows,
+    reached_until,
     split_windows,
 )
 
@@ -267,3 +268,60 @@ def test_a_decade_of_hourly_windows_is_contiguous():
     assert len(windows) == 87_600
     assert windows[0][0] == start and windows[-1][1] == start + timedelta(hours=87_600)
     assert all(a[1] == b[0] for a, b in zip(windows, windows[1:]))
+
+
+# --- windows on the calendar ----------------------------------------------------------
+
+
+def test_a_datetime_window_includes_low_and_excludes_high():
+    day = Window(datetime(2013, 3, 1, tzinfo=UTC), datetime(2013, 3, 2, tzinfo=UTC))
+    assert day.contains(datetime(2013, 3, 1, tzinfo=UTC))
+    assert day.contains(datetime(2013, 3, 1, 23, 59, 59, 999999, tzinfo=UTC))
+    assert not day.contains(datetime(2013, 3, 2, tzinfo=UTC))
+    assert not day.contains(datetime(2013, 2, 28, 23, 59, 59, 999999, tzinfo=UTC))
+    assert day.operators == (">=", "<")
+    assert str(day) == "[2013-03-01T00:00:00+00:00, 2013-03-02T00:00:00+00:00)"
+
+
+def test_an_integer_window_keeps_greater_than_the_largest_loaded():
+    ids = Window(10, 20)
+    assert [v for v in (9, 10, 11, 20, 21) if ids.contains(v)] == [11, 20]
+    assert ids.operators == (">", "<=")
+    assert str(ids) == "(10, 20]" and Window(10, None).contains(10**12)
+
+
+def test_consecutive_live_windows_read_every_instant_exactly_once():
+    config = dt_config(initial=datetime(2013, 3, 1, tzinfo=UTC), max_window=timedelta(days=1))
+    windows = compute_windows(config, WatermarkState(None), datetime(2013, 4, 1, tzinfo=UTC))
+    hourly = [datetime(2013, 2, 28, tzinfo=UTC) + H * i for i in range(24 * 33)]
+    loaded = [t for t in hourly for w in windows if w.contains(t)]
+    assert len(windows) == 31
+    assert loaded == [t for t in hourly if t.month == 3]  # exactly March, each hour once
+
+
+def test_until_bounds_a_datetime_watermark_and_then_nothing_more_is_read():
+    until = datetime(2013, 4, 1, tzinfo=UTC)
+    config = dt_config(initial=datetime(2013, 3, 1, tzinfo=UTC), max_window=timedelta(days=7), until=until)
+    windows = compute_windows(config, WatermarkState(None), NOW)
+    assert windows[-1].high == until and len(windows) == 5
+    assert compute_window(config, WatermarkState(until), NOW) is None
+    assert reached_until(config, WatermarkState(until)) and not reached_until(config, WatermarkState(None))
+
+
+def test_until_bounds_an_integer_watermark_inclusively():
+    config = int_config(initial=100, until=150)
+    assert compute_window(config, WatermarkState(None), NOW) == Window(100, 150)
+    assert compute_window(int_config(initial=100, max_window=20, until=150), WatermarkState(140), NOW) == Window(140, 150)
+    assert compute_window(config, WatermarkState(150), NOW) is None
+
+
+def test_until_round_trips_and_bad_values_name_the_field():
+    config = WatermarkConfig.from_dict({"type": "datetime", "initial": "2013-03-01T00:00:00+00:00",
+                                        "until": "2013-04-01T00:00:00+00:00"})
+    assert config.until == datetime(2013, 4, 1, tzinfo=UTC)
+    assert WatermarkConfig.from_dict(config.to_dict()) == config
+    for data in ({"until": "soon"}, {"initial": "2013-04-01T00:00:00Z", "until": "2013-03-01T00:00:00Z"},
+                 {"type": "integer", "until": "12"}, {"type": "integer", "initial": 5, "until": 5}):
+        with pytest.raises(ConfigError) as info:
+            WatermarkConfig.from_dict(data)
+        assert info.value.field == "until", data

@@ -82,7 +82,7 @@ def test_customers_sync_filters_on_the_schedules_watermark_column(paths):
     loaded = pipeline.run().rows
     source = sqlite3.connect(paths["source_db"])
     expected = source.execute(
-        "SELECT COUNT(*) FROM customers WHERE last_modified > ? AND last_modified <= ?",
+        "SELECT COUNT(*) FROM customers WHERE last_modified >= ? AND last_modified < ?",
         (iso_utc(window.low), iso_utc(window.high)),
     ).fetchone()[0]
     assert 0 < loaded == expected < 300

@@ -36,15 +36,15 @@ def test_sql_source_yields_every_row_as_a_dict_without_a_window(events):
 def test_sql_source_reads_only_rows_inside_the_window(events):
     window = Window(T0 + timedelta(hours=3), T0 + timedelta(hours=6))
     rows = list(SqlSource(events, table="events", watermark_column="at", window=window).extract())
-    # Half-open (low, high]: the row at low is excluded, the row at high included.
-    assert [r["id"] for r in rows] == [4, 5, 6]
+    # On the calendar, [low, high): the row at low is included, the row at high is the next window's.
+    assert [r["id"] for r in rows] == [3, 4, 5]
 
 
 def test_sql_source_compares_windows_in_other_time_zones_as_instants(events):
     plus2 = timezone(timedelta(hours=2))
     window = Window((T0 + timedelta(hours=3)).astimezone(plus2), (T0 + timedelta(hours=4)).astimezone(plus2))
     rows = list(SqlSource(events, table="events", watermark_column="at", window=window).extract())
-    assert [r["id"] for r in rows] == [4]
+    assert [r["id"] for r in rows] == [3]
 
 
 def test_sql_source_integer_window_with_an_open_high_end(events):
@@ -245,7 +245,7 @@ def test_sql_source_window_on_sqlite_text_matches_the_instants(tmp_path_factory,
     got = sorted(
         r["id"] for r in SqlSource(f"sqlite:///{path}", table="events", watermark_column="at", window=window).extract()
     )
-    assert got == sorted(i for i, s in enumerate(aware) if window.low < s <= window.high)
+    assert got == sorted(i for i, s in enumerate(aware) if window.low <= s < window.high)
 
 
 # PostgreSQL, URL mode
@@ -280,8 +280,8 @@ def test_postgres_source_reads_only_rows_inside_a_datetime_window(pg_table):
         cur.executemany(f'INSERT INTO "{table}" VALUES (%s, %s)', [(i, T0 + timedelta(hours=i)) for i in range(1, 11)])
     window = Window(T0 + timedelta(hours=3), T0 + timedelta(hours=6))
     rows = list(SqlSource(url, table=table, watermark_column="at", window=window, batch_size=2).extract())
-    assert [r["id"] for r in rows] == [4, 5, 6]
-    assert rows[0]["at"] == T0 + timedelta(hours=4)
+    assert [r["id"] for r in rows] == [3, 4, 5]
+    assert rows[0]["at"] == T0 + timedelta(hours=3)
 
 
 def test_postgres_source_integer_window_with_an_open_high_end(pg_table):

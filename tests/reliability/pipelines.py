@@ -72,7 +72,7 @@ class _Source:
     def extract(self):
         if FaultPlan.fault == "extract_error":
             raise RuntimeError("source unavailable")
-        return [r for r in FaultPlan.rows if self.window.low < r["ts"] <= self.window.high]
+        return [r for r in FaultPlan.rows if self.window.contains(r["ts"])]  # [low, high)
 
 
 class _Sink:

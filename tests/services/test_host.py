@@ -113,3 +113,24 @@ def test_start_runs_the_loops_in_process_and_stop_ends_them(host, make_schedule)
     finally:
         host.stop()
     assert not host.running
+
+
+def test_next_fires_follow_debian_cron_on_spring_forward_day(host, make_schedule):
+    from datetime import datetime, timezone
+
+    make_schedule("every_two_hours", trigger_kind="cron", timezone="Europe/Berlin",
+                  trigger_config={"cron": "0 */2 * * *"})
+    fires = host.next_fires("every_two_hours", 2, after=datetime(2024, 3, 30, 22, 30, tzinfo=timezone.utc))
+    # 00:00 CET, then 04:00 CEST: 02:00 does not exist and 03:00 is not named
+    assert fires == [datetime(2024, 3, 30, 23, tzinfo=timezone.utc), datetime(2024, 3, 31, 2, tzinfo=timezone.utc)]
+
+
+def test_next_fires_refuses_a_manual_schedule_and_a_bad_count(host, make_schedule):
+    make_schedule("by_hand")
+    with pytest.raises(ServiceError) as info:
+        host.next_fires("by_hand")
+    assert info.value.field == "schedule"
+    make_schedule("hourly", trigger_kind="cron", trigger_config={"cron": "0 * * * *"})
+    with pytest.raises(ServiceError) as info:
+        host.next_fires("hourly", 0)
+    assert info.value.field == "count"

@@ -112,3 +112,35 @@ def test_a_schedule_without_a_watermark_cannot_have_one_set(make_schedule, now):
     with pytest.raises(ServiceError) as info:
         watermark_set(schedule=make_schedule("plain"), value="1", actor="tests", reason="x", now=now)
     assert info.value.field == "schedule"
+
+
+@pytest.fixture
+def dated(make_schedule, now, counter):
+    return make_schedule("dated", target_id="test.counting", watermark_config={
+        "type": "datetime", "column": "ts", "initial": (now - timedelta(days=1)).isoformat()})
+
+
+def test_a_mark_in_the_future_is_refused_unless_forced(dated, now):
+    with pytest.raises(ServiceError) as info:
+        watermark_set(schedule=dated, value=(now + timedelta(minutes=1)).isoformat(), actor="tests", reason="x",
+                      now=now)
+    assert info.value.field == "value" and "is in the future" in str(info.value)
+    assert watermark_state(dated).value is None and not AuditEntry.objects.filter(action="watermark.set").exists()
+    watermark_set(schedule=dated, value=now.isoformat(), actor="tests", reason="up to now", now=now)  # now is fine
+    watermark_set(schedule=dated, value=(now + timedelta(days=1)).isoformat(), actor="tests", reason="planned",
+                  now=now, force=True)
+    assert watermark_state(dated).value == now + timedelta(days=1)
+    entry = AuditEntry.objects.filter(action="watermark.set").latest("id")
+    assert entry.after["forced"] is True
+
+
+def test_the_host_refuses_a_future_mark_unless_forced(dated, now):
+    from django.utils import timezone
+
+    from scheduler.host import SchedulerHost
+
+    later = (timezone.now() + timedelta(days=2)).isoformat()
+    with pytest.raises(ServiceError) as info:
+        SchedulerHost().watermarks.set("dated", later, reason="x")
+    assert info.value.field == "value"
+    assert SchedulerHost().watermarks.set("dated", later, reason="x", force=True).startswith(later[:10])

@@ -32,7 +32,9 @@ def _form(standard_class, **overrides) -> dict:
         "trigger_kind": "manual",
         "trigger_config": "{}",
         "timezone": "UTC",
+        "catchup": "latest",
         "max_catchup": "10",
+        "overlap_policy": "",
         "watermark_config": "{}",
         "condition": "ALL_SUCCESS",
         "max_wait_seconds": "3600",
@@ -153,6 +155,23 @@ def test_the_audit_log_is_read_only_in_the_admin(admin_client, db):
     assert admin_client.get(reverse("admin:scheduler_auditentry_add")).status_code == 403
     admin_client.post(reverse("admin:scheduler_auditentry_delete", args=[entry.pk]), {"post": "yes"})
     assert AuditEntry.objects.filter(pk=entry.pk).exists()
+
+
+def test_the_admin_sets_a_watermark_through_the_service_and_refuses_a_future_one(admin_client, make_schedule):
+    from scheduler.models import WatermarkState
+    from scheduler.services.watermarks import watermark_set
+
+    schedule = make_schedule("dated", watermark_config={"type": "datetime", "column": "ts",
+                                                        "initial": "2020-01-01T00:00:00+00:00"})
+    watermark_set(schedule=schedule, value="2021-01-01T00:00:00+00:00", actor="tests", reason="start")
+    url = reverse("admin:scheduler_watermarkstate_change", args=[schedule.pk])
+    response = admin_client.post(url, {"value": "2999-01-01T00:00:00+00:00", "reason": "typo"})
+    assert response.status_code == 200 and "is in the future" in response.content.decode()
+    assert WatermarkState.objects.get(schedule=schedule).value == "2021-01-01T00:00:00+00:00"
+    response = admin_client.post(url, {"value": "2022-01-01T00:00:00+00:00", "reason": "skip 2021"})
+    assert response.status_code == 302
+    assert WatermarkState.objects.get(schedule=schedule).value == "2022-01-01T00:00:00+00:00"
+    assert AuditEntry.objects.filter(action="watermark.set", reason="skip 2021", actor="ada").exists()
 
 
 def test_the_export_action_downloads_a_schedules_file_apply_reads_back(admin_client, make_schedule):

@@ -110,3 +110,17 @@ def test_retry_failed_puts_failed_windows_back_to_pending(operator_client, make_
     assert set(BackfillWindow.objects.filter(backfill=backfill).values_list("status", flat=True)) == {
         WindowStatus.PENDING
     }
+
+
+def test_params_submitted_on_the_page_go_with_the_backfill(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = _submit(operator_client, schedule, params='{"table": "orders_replay"}')
+    assert response.status_code == 302
+    assert Backfill.objects.get().params == {"table": "orders_replay"}
+
+
+def test_params_that_are_not_a_json_object_name_the_field(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = _submit(operator_client, schedule, params='["table"]')
+    assert response.status_code == 400 and response.context["form"].errors["params"]
+    assert not Backfill.objects.exists()

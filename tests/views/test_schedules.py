@@ -138,3 +138,16 @@ def test_the_graph_places_upstreams_left_and_links_each_node(viewer_client, make
     page = response.content.decode()
     assert f'href="{reverse("scheduler:schedule_detail", args=[c.pk])}"' in page
     assert 'class="node n-failed" data-schedule="b"' in page and 'class="node n-none" data-schedule="a"' in page
+
+
+def test_a_future_watermark_is_refused_on_the_page_unless_forced(operator_client, make_schedule):
+    schedule = make_schedule("dated", watermark_config={"type": "datetime", "column": "ts",
+                                                        "initial": "2020-01-01T00:00:00+00:00"})
+    url = reverse("scheduler:schedule_watermark", args=[schedule.pk])
+    response = operator_client.post(url, {"value": "2999-01-01T00:00:00+00:00", "op": "set", "reason": "x"})
+    assert response.status_code == 400 and "is in the future" in response.context["watermark_form"].errors["value"][0]
+    assert not WatermarkState.objects.filter(schedule=schedule).exclude(value="").exists()
+    response = operator_client.post(url, {"value": "2999-01-01T00:00:00+00:00", "op": "set", "reason": "x",
+                                          "force": "on"})
+    assert response.status_code == 302
+    assert WatermarkState.objects.get(schedule=schedule).value == "2999-01-01T00:00:00+00:00"

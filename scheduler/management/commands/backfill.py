@@ -4,6 +4,7 @@ import time
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
+from scheduler.management.cli import parse_params
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
 
 FINISHED = ("COMPLETED", "CANCELLED")
@@ -41,12 +42,18 @@ def wait_for(command, backfill, *, poll: float) -> dict:
 
 
 class Command(BaseCommand):
-    help = "Submit a backfill: split [--from, --to) into windows and run them through the queue."
+    help = ("Submit a backfill: split the range into windows and run them through the queue. Datetime ranges are "
+            "[--from, --to) (a calendar month is from its first day to the next month's first day); integer "
+            "ranges are (--from, --to].")
 
     def add_arguments(self, parser):
         parser.add_argument("schedule", help="Schedule name or id (it must have a watermark config).")
-        parser.add_argument("--from", dest="start", required=True, help="Range start: ISO datetime or integer.")
-        parser.add_argument("--to", dest="end", required=True, help="Range end (exclusive).")
+        parser.add_argument("--from", dest="start", required=True,
+                            help="Range start: ISO datetime (included) or integer (excluded).")
+        parser.add_argument("--to", dest="end", required=True,
+                            help="Range end: ISO datetime (excluded) or integer (included).")
+        parser.add_argument("--param", action="append", metavar="KEY=VALUE",
+                            help="Param given to every window's run (repeatable), e.g. --param table=fact_replay.")
         parser.add_argument("--window", required=True, help="Window size: seconds (datetime marks) or a count.")
         parser.add_argument("--reason", required=True, help="Why (kept with the backfill and in the audit log).")
         parser.add_argument("--max-parallel", default="1", help="Windows running at once (default 1).")
@@ -65,6 +72,7 @@ class Command(BaseCommand):
             backfill = backfill_submit(
                 schedule=schedule, start=options["start"], end=options["end"], window=options["window"],
                 reason=options["reason"], requested_by=options["actor"], max_parallel=options["max_parallel"],
+                params=parse_params(options["param"]),
             )
         except EtlError as exc:
             raise bad_input(exc) from None
@@ -78,6 +86,6 @@ class Command(BaseCommand):
         if options["json"]:
             dump(self, {"id": backfill.pk, "schedule": schedule.name, "status": backfill.status,
                         "from": backfill.range_from, "to": backfill.range_to, "window": backfill.window_size,
-                        "max_parallel": backfill.max_parallel, "progress": progress})
+                        "max_parallel": backfill.max_parallel, "params": backfill.params, "progress": progress})
         elif options["wait"]:
             self.stdout.write(f"backfill {backfill.pk} {backfill.status.lower()}: {progress_bar(progress)}")

@@ -14,6 +14,7 @@ class Command(BaseCommand):
         group.add_argument("--set", dest="value", help="New value: ISO 8601 datetime or integer, per the mark's type.")
         group.add_argument("--reset", action="store_true", help="Forget the mark; the next run starts at 'initial'.")
         parser.add_argument("--reason", default="", help="Why (required with --set and --reset).")
+        parser.add_argument("--force", action="store_true", help="Allow --set to a datetime in the future.")
         parser.add_argument("--actor", default="cli", help="Who changes it (default: cli); a user is held to their teams.")
         parser.add_argument("--history", type=int, default=5, help="History entries to show (default 5).")
         parser.add_argument("--json", action="store_true", help="Print JSON.")
@@ -41,7 +42,8 @@ class Command(BaseCommand):
             if options["reset"]:
                 watermark_reset(schedule=schedule, actor=options["actor"], reason=options["reason"])
             elif options["value"] is not None:
-                watermark_set(schedule=schedule, value=options["value"], actor=options["actor"], reason=options["reason"])
+                watermark_set(schedule=schedule, value=options["value"], actor=options["actor"],
+                              reason=options["reason"], force=options["force"])
         except EtlError as exc:
             raise bad_input(exc) from None
         value = encode_value(watermark_state(schedule, config).value) or None

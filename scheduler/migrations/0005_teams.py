@@ -41,7 +41,7 @@ def noop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduler", "0002_groups_and_classes"),
+        ("scheduler", "0004_calendar_windows"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
