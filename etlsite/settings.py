@@ -223,6 +223,16 @@ ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
 ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
 # --- end authoring settings ---
 
+# --- hardening settings ---
+# With DEBUG off Django sends request errors only to mail_admins: log every 500 (with its traceback) and every
+# refused request (django.security: bad Host, CSRF) to the console, where the process manager collects them.
+LOGGING["loggers"]["django.request"] = {"handlers": ["console"], "level": "ERROR", "propagate": False}
+LOGGING["loggers"]["django.security"] = {"handlers": ["console"], "level": "WARNING", "propagate": False}
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "scheduler.middleware.NoStoreForSignedInUsers",
+)
+
 # --- teams settings ---
 # Object permissions (django-rules): an operator acts only on schedules of a team they belong to.
 AUTHENTICATION_BACKENDS = [

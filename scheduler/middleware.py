@@ -1,4 +1,4 @@
-"""Each viewer sees times in the zone they picked (kept in their session), else in TIME_ZONE."""
+"""Request middleware: the viewer's display time zone, and no-store for signed-in pages."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import zoneinfo
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.cache import patch_cache_control
 
 SESSION_KEY = "display_timezone"
 
@@ -33,3 +34,21 @@ class DisplayTimezoneMiddleware:
             return self.get_response(request)
         finally:
             timezone.deactivate()
+
+
+class NoStoreForSignedInUsers:
+    """`Cache-Control: no-store, private` on every response to a signed-in user.
+
+    Pages show runs, audit entries and schedules; a shared proxy or the
+    browser's back-forward cache must not keep them after sign-out.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated and not response.has_header("Cache-Control"):
+            patch_cache_control(response, no_store=True, private=True)
+        return response

@@ -40,6 +40,8 @@ from .queue import QueuedItem, plan_admissions, queue_order
 from .ratelimit import next_allowed_start
 from .retry import RetryPolicy, with_retry
 from .windows import (
+    INT64_MAX,
+    INT64_MIN,
     WatermarkConfig,
     WatermarkState,
     WatermarkType,
@@ -52,6 +54,8 @@ from .windows import (
 )
 
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
     # errors
     "ConfigError",
     "CycleError",

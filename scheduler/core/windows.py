@@ -25,6 +25,8 @@ from .errors import ConfigError
 
 Mark = Union[datetime, int]
 T = TypeVar("T", datetime, int)
+# Integer marks are 64-bit source keys (BIGINT); marks and window ends are stored as text with room for no more.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class WatermarkType(str, Enum):
@@ -98,15 +100,23 @@ class WatermarkConfig:
     def _check_integer(self) -> None:
         if self.initial is not None and not _is_int(self.initial):
             raise _bad("initial", "must be a whole number")
+        if self.initial is not None and not INT64_MIN <= self.initial <= INT64_MAX:
+            raise _bad("initial", "is outside the 64-bit integer range")
         overlap = 0 if self.overlap is None else self.overlap
         if not _is_int(overlap) or overlap < 0:
             raise _bad("overlap", "must be zero or a positive whole number")
+        if overlap > INT64_MAX:
+            raise _bad("overlap", "is outside the 64-bit integer range")
         object.__setattr__(self, "overlap", overlap)
         if self.max_window is not None and (not _is_int(self.max_window) or self.max_window <= 0):
             raise _bad("max_window", "must be a positive whole number")
+        if self.max_window is not None and self.max_window > INT64_MAX:
+            raise _bad("max_window", "is outside the 64-bit integer range")
         if self.until is not None:
             if not _is_int(self.until):
                 raise _bad("until", "must be a whole number")
+            if not INT64_MIN <= self.until <= INT64_MAX:
+                raise _bad("until", "is outside the 64-bit integer range")
             if self.initial is not None and self.until <= self.initial:
                 raise _bad("until", "must be greater than initial")
 

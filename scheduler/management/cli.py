@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from datetime import date, datetime
 from typing import Any
@@ -14,6 +15,14 @@ USAGE_ERROR = 2
 def fail(message: str) -> CommandError:
     """Bad input: a clear message and exit code 2."""
     return CommandError(message, returncode=USAGE_ERROR)
+
+
+def check_number(value: float | int, *, option: str, minimum: float = 0, allow_minimum: bool = True) -> None:
+    """Refuse a numeric option out of range (negative, NaN, infinite) before the command changes anything."""
+    ok = math.isfinite(value) and (value >= minimum if allow_minimum else value > minimum)
+    if not ok:
+        bound = f">= {minimum:g}" if allow_minimum else f"> {minimum:g}"
+        raise fail(f"{option}: must be a finite number {bound}, got {value!r}")
 
 
 def parse_params(items: list[str] | None, *, field: str = "--param") -> dict[str, Any]:

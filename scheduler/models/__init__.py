@@ -19,7 +19,7 @@ from scheduler.models.choices import (
     WatermarkType,
     WindowStatus,
 )
-from scheduler.models.event import Event, WebhookDelivery
+from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run
 from scheduler.models.schedule import Schedule
@@ -31,5 +31,5 @@ __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "Run",
     "RunStatus", "Schedule", "TargetKind", "Team", "TriggerKind", "WatermarkChange", "WatermarkHistory",
-    "WatermarkState", "WatermarkType", "WebhookDelivery", "WindowStatus", "WorkloadClass",
+    "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

@@ -28,3 +28,26 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["schedule", "signature"], name="webhook_unique_signature")]
+
+
+class WebhookRefusal(models.Model):
+    """Refused webhook requests, counted per target, reason and minute: a flood is one row, not a row per request."""
+
+    target = models.CharField(max_length=64, help_text="schedule:<id>, or 'unknown' for every name that is not one.")
+    code = models.CharField(max_length=32, help_text="Why: signature, timestamp, unknown, disabled, body, ...")
+    window_start = models.DateTimeField(help_text="Start of the minute the refusals are counted in.")
+    count = models.PositiveIntegerField(default=0)
+    status = models.PositiveSmallIntegerField(help_text="The HTTP status the caller got.")
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField(db_index=True)
+    last_remote = models.CharField(max_length=45, blank=True, help_text="Address of the latest refused caller.")
+    sample = models.CharField(max_length=100, blank=True, help_text="The latest name asked for (printable, cut).")
+
+    class Meta:
+        ordering = ["-last_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["target", "code", "window_start"], name="webhook_refusal_per_minute"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.count} x {self.code} on {self.target} from {self.window_start:%Y-%m-%d %H:%M}"

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from scheduler.core import ConfigError, split_windows
+from scheduler.core import INT64_MAX, ConfigError, split_windows
 from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import NotFound, ServiceError, check_text
@@ -48,6 +48,8 @@ def _window_size(config, window: Any) -> timedelta | int:
         raise ServiceError(f"must be a whole number (integer watermark), got {window!r}", field="window") from None
     if size <= 0:
         raise ServiceError(f"must be a positive whole number, got {window!r}", field="window")
+    if size > INT64_MAX:  # stored as text of at most 32 characters; a 64-bit key range needs no more
+        raise ServiceError(f"must be at most {INT64_MAX} (64-bit integer watermark), got {window!r}", field="window")
     return size
 
 

@@ -69,6 +69,17 @@ def subscribers(topic: str) -> list[Schedule]:
     )
 
 
+def _wants(schedule: Schedule, payload: dict, topic: str, event_id: str) -> bool:
+    flt = (schedule.trigger_config or {}).get("filter") or ""
+    try:
+        return matches(flt, payload)
+    except ConfigError:
+        # saved before the filter rules tightened: never fire on a filter we cannot read
+        log.warning("schedule %s has an unreadable filter %r; event %s#%s ignored for it", schedule.name, flt, topic,
+                    event_id)
+        return False
+
+
 def event_emit(
     *, topic: str, payload: Any, event_id: Any = None, source: str, actor: Any, now: datetime | None = None
 ) -> tuple[Event, list[Run]]:
@@ -86,19 +97,18 @@ def event_emit(
     now = now or timezone.now()
     who, _ = actor_name(actor)
     source = check_text(source or who, field="source")[:150]
+    existing = Event.objects.filter(topic=topic, event_id=event_id).first()
+    if existing is not None:  # a repeat costs one lookup, never a filter evaluation
+        existing.duplicate = True
+        return existing, []
+    # Filters are user text with a bounded but real cost: judge them before the write transaction,
+    # so a slow filter never holds the database's write lock while other events wait behind it.
+    matching = [schedule for schedule in subscribers(topic) if _wants(schedule, payload, topic, event_id)]
     try:
         with transaction.atomic():
             event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source, received_at=now)
             runs: list[Run] = []
-            for schedule in subscribers(topic):
-                flt = (schedule.trigger_config or {}).get("filter") or ""
-                try:
-                    if not matches(flt, payload):
-                        continue
-                except ConfigError:
-                    # saved before the filter rules tightened: never fire on a filter we cannot read
-                    log.warning("schedule %s has an unreadable filter %r; event %s ignored for it", schedule.name, flt, event.pk)
-                    continue
+            for schedule in matching:
                 run = run_enqueue(
                     schedule=schedule, trigger_kind=TriggerKind.EVENT, trigger_key=f"event:{event.pk}", params=payload,
                     logical_time=now, triggered_by=f"event {topic}#{event_id}"[:150], event=event, now=now,

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from scheduler.models import Run, RunStatus, Schedule, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
-from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.errors import ServiceError, check_json_depth, check_text
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -56,6 +56,7 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
     for key in params:
         if not isinstance(key, str) or not key:
             raise ServiceError("keys must be non-empty strings", field=field)
+    check_json_depth(params, field=field)
     try:
         encoded = json.dumps(params, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:

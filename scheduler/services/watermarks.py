@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.core import ConfigError, WatermarkConfig, WatermarkState, Window
+from scheduler.core import INT64_MAX, INT64_MIN, ConfigError, WatermarkConfig, WatermarkState, Window
 from scheduler.models import Run, Schedule, WatermarkChange, WatermarkHistory
 from scheduler.models import WatermarkState as WatermarkRow
 from scheduler.services.audit import actor_name, audit_record
@@ -57,7 +57,7 @@ def parse_user_value(config: WatermarkConfig, text: Any, *, field: str = "value"
         number = int(str(text).strip())
     except ValueError:
         raise ServiceError(f"{text!r} is not a whole number", field=field) from None
-    if not -(2**63) <= number < 2**63:  # a 64-bit source column; the stored text has room for nothing longer
+    if not INT64_MIN <= number <= INT64_MAX:  # a 64-bit source column; the stored text has room for nothing longer
         raise ServiceError("is outside the 64-bit integer range", field=field)
     return number
 

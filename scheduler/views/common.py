@@ -84,3 +84,15 @@ def int_or_none(value) -> int | None:
 def partial(request, template: str, name: str) -> str:
     """The named partial for htmx requests, the whole page otherwise."""
     return f"{template}#{name}" if request.htmx else template
+
+
+def bearer_token(request) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive (RFC 7235).
+
+    None when there is no Authorization header; "" when it is there but not a bearer token.
+    """
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""

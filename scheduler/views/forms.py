@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from datetime import timezone as dt_timezone
 
 from django import forms
@@ -44,8 +44,9 @@ class RunFilterForm(forms.Form):
         if "since" in data:
             data["since"] = _day_start(data["since"])
         if "until" in data:
-            data["until"] = _day_start(data["until"]) + _ONE_DAY
-        return data
+            # the last day the date picker offers (9999-12-31) has no next day: it means "no upper bound"
+            data["until"] = None if data["until"] == date.max else _day_start(data["until"]) + _ONE_DAY
+        return {k: v for k, v in data.items() if v is not None}
 
 
 class AuditFilterForm(forms.Form):

@@ -26,6 +26,7 @@ from scheduler.services.webhooks import (
     webhook_audit_refusal,
     webhook_receive,
 )
+from scheduler.views.common import bearer_token
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ def _remote(request: HttpRequest) -> str:
 
 def _read_body(request: HttpRequest) -> bytes | JsonResponse:
     limit = settings.ETL_WEBHOOK_MAX_BYTES
+    if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        # Django reads a WSGI body up to Content-Length only: a chunked body would arrive as empty
+        return _error("chunked bodies are not accepted; send a Content-Length", 411, "Content-Length")
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -89,11 +93,9 @@ def webhook(request: HttpRequest, name: str):
 
 def _event_actor(request: HttpRequest):
     """(actor, None) when the caller may emit events, else (None, error response)."""
-    auth = request.headers.get("Authorization", "")
-    if auth:
-        scheme, _, token = auth.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+    token = bearer_token(request)
+    if token is not None:
+        if not token:
             return None, _error("Authorization must be 'Bearer <token>'", 401, "Authorization")
         # compare with every configured token, in constant time
         hits = [hmac.compare_digest(token.encode(), known.encode()) for known in settings.ETL_EVENT_TOKENS if known]

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from scheduler.metrics import render_metrics
+from scheduler.views.common import bearer_token
 
 
 @require_GET
@@ -18,8 +19,7 @@ def metrics(request):
     if not token:
         # no token configured: the endpoint does not exist rather than being open
         raise Http404("metrics are disabled: set ETL_METRICS_TOKEN")
-    header = request.headers.get("Authorization", "")
-    given = header[7:] if header.startswith("Bearer ") else ""
+    given = bearer_token(request) or ""
     if not hmac.compare_digest(given.encode(), token.encode()):
         return HttpResponseForbidden("metrics: missing or wrong bearer token\n", content_type="text/plain")
     return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)

@@ -270,6 +270,18 @@ def test_a_decade_of_hourly_windows_is_contiguous():
     assert all(a[1] == b[0] for a, b in zip(windows, windows[1:]))
 
 
+@pytest.mark.parametrize("name, value", [("initial", 2**63), ("initial", -(2**63) - 1), ("overlap", 2**63),
+                                         ("max_window", 2**63)])
+def test_an_integer_setting_beyond_64_bits_is_refused_naming_it(name, value):
+    with pytest.raises(ConfigError, match=f"watermark.{name}: is outside the 64-bit integer range"):
+        WatermarkConfig.from_dict({"type": "integer", name: value})
+
+
+def test_the_64_bit_edges_are_accepted():
+    config = WatermarkConfig.from_dict({"type": "integer", "initial": -(2**63), "max_window": 2**63 - 1})
+    assert (config.initial, config.max_window) == (-(2**63), 2**63 - 1)
+
+
 # --- windows on the calendar ----------------------------------------------------------
 
 

@@ -99,3 +99,19 @@ def test_trigger_refuses_bad_params(make_schedule, params, field):
 
 def test_trigger_refuses_an_unknown_schedule(standard_class):
     refused("trigger", "no-such-schedule", field="no-such-schedule")
+
+
+@pytest.mark.parametrize("poll", ["-1", "nan", "inf"])
+def test_backfill_refuses_a_bad_poll_before_creating_the_backfill(wm, poll):
+    refused("backfill", "wm", "--from", "0", "--to", "10", "--window", "1", "--reason", "r", "--wait",
+            "--poll", poll, field="--poll")
+
+
+@pytest.mark.parametrize("timeout", ["-5", "0", "nan"])
+def test_trigger_refuses_a_bad_timeout_before_queueing_a_run(make_schedule, timeout):
+    make_schedule("m")
+    refused("trigger", "m", "--wait", "--timeout", timeout, field="--timeout")
+
+
+def test_watermark_refuses_a_negative_history(wm):
+    refused("watermark", "wm", "--history", "-3", field="--history")

@@ -237,3 +237,18 @@ def test_an_integer_mark_beyond_64_bits_is_refused(wm_schedule, value):
     refused(lambda: watermark_set(schedule=wm_schedule, value=value, actor="tests", reason="r"), "value")
     refused(lambda: backfill_submit(schedule=wm_schedule, start=0, end=value, window=10 ** 30, reason="r",
                                     requested_by="tests"), "to")
+
+
+@pytest.mark.parametrize("window", ["123456789012345678901234567890123", 2**63, 10**40])
+def test_an_integer_backfill_window_beyond_64_bits_is_refused(wm_schedule, window):
+    # found on PostgreSQL only: the window size column is 32 characters and SQLite does not enforce lengths
+    refused(lambda: backfill_submit(schedule=wm_schedule, start=0, end=100, window=window, reason="r",
+                                    requested_by="tests"), "window")
+
+
+@pytest.mark.parametrize("name", ["initial", "overlap", "max_window"])
+def test_an_integer_watermark_setting_beyond_64_bits_is_refused_at_save(standard_class, name):
+    config = {"type": "integer", "column": "id", name: 2**64}
+    error = refused(lambda: schedule_save(data={"name": "big", "target_id": "demo.noop", "trigger_kind": "manual",
+                                        "watermark_config": config}, actor="tests"), "watermark_config")
+    assert error.field == f"watermark_config.{name}"

@@ -82,7 +82,8 @@ def test_a_webhook_refusal_logs_and_audits_no_secret(client, hook, caplog):
     logged = "\n".join(r.getMessage() + str(r.args) for r in caplog.records)
     audited = " ".join(str(v) for v in AuditEntry.objects.values_list("before", "after", "reason", "target_repr",
                                                                          "actor"))
-    assert AuditEntry.objects.filter(action="webhook.refused").count() == 3
+    # two bad signatures count under one entry, the stale timestamp under another
+    assert AuditEntry.objects.filter(action="webhook.refused").count() == 2
     for secret in leaks:
         assert secret not in logged and secret not in audited
 

@@ -62,16 +62,16 @@ def _refused(delivery, now, status, text):
         ({"timestamp": None}, 401, "missing X-Etl-Timestamp"),
         ({"timestamp": "12.5"}, 401, "digits only"),
         ({"content_type": "text/plain"}, 415, "application/json"),
-        ({"name": "nope"}, 404, "unknown schedule 'nope'"),
-        ({"name": "no\x00pe"}, 404, "unknown schedule 'nope'"),
+        ({"name": "nope"}, 401, "signature does not match"),
+        ({"name": "no\x00pe"}, 401, "signature does not match"),
     ],
 )
 def test_a_bad_request_is_refused_audited_and_starts_nothing(hook, now, change, status, text):
     delivery = _delivery(hook, b'{"a": 1}', int(now.timestamp()), **change)
-    _refused(delivery, now, status, text)
+    refused = _refused(delivery, now, status, text)
     assert not Run.objects.exists()
     entry = AuditEntry.objects.get(action="webhook.refused")
-    assert text in entry.reason
+    assert refused.internal in entry.reason
     assert hook.webhook_secret not in json.dumps([entry.reason, entry.after, entry.target_repr])
 
 
@@ -113,10 +113,43 @@ def test_disabled_and_non_webhook_schedules_are_refused(hook, make_schedule, now
     other = make_schedule("manual-one")
     other.webhook_secret = "s" * 40
     Schedule.objects.filter(pk=other.pk).update(webhook_secret=other.webhook_secret)
-    _refused(_delivery(other, b"{}", int(now.timestamp())), now, 404, "not a webhook schedule")
+    _refused(_delivery(other, b"{}", int(now.timestamp())), now, 401, "signature does not match")
     Schedule.objects.filter(pk=hook.pk).update(enabled=False)
-    _refused(_delivery(hook, b"{}", int(now.timestamp())), now, 409, "disabled")
-    assert AuditEntry.objects.filter(action="webhook.refused").count() == 2
+    _refused(_delivery(hook, b"{}", int(now.timestamp())), now, 401, "signature does not match")
+    reasons = sorted(AuditEntry.objects.filter(action="webhook.refused").values_list("reason", flat=True))
+    assert len(reasons) == 2 and "is not a webhook schedule" in reasons[0] and "is disabled" in reasons[1]
+
+
+def test_unknown_non_webhook_disabled_and_badly_signed_get_the_same_answer(hook, make_schedule, now):
+    ts = int(now.timestamp())
+    manual = make_schedule("manual-one")
+    Schedule.objects.filter(pk=manual.pk).update(webhook_secret="s" * 40)
+    manual.webhook_secret = "s" * 40
+    off = make_schedule("off-hook", trigger_kind="webhook")
+    Schedule.objects.filter(pk=off.pk).update(enabled=False)
+    answers = set()
+    for delivery in (_delivery(hook, b"{}", ts, name="ghost"), _delivery(manual, b"{}", ts),
+                     _delivery(off, b"{}", ts), _delivery(hook, b"{}", ts, secret="wrong")):
+        with pytest.raises(WebhookRefused) as info:
+            webhook_receive(delivery, now=now)
+        answers.add((info.value.status, str(info.value), info.value.field))
+    assert len(answers) == 1, answers
+
+
+def test_a_flood_of_refusals_is_one_counted_entry_per_minute_and_reason(hook, now):
+    from scheduler.models import WebhookRefusal
+
+    ts = int(now.timestamp())
+    for i in range(200):  # anonymous callers picking names: all count under "unknown"
+        with pytest.raises(WebhookRefused):
+            webhook_receive(_delivery(hook, b"{}", ts, name=f"guess-{i}", remote="203.0.113.7"),
+                            now=now + timedelta(seconds=i % 30))
+    counter = WebhookRefusal.objects.get()
+    assert (counter.target, counter.code, counter.count, counter.sample) == ("unknown", "unknown", 200, "guess-199")
+    assert AuditEntry.objects.filter(action="webhook.refused").count() == 1
+    with pytest.raises(WebhookRefused):  # the next minute starts a new count and writes one more entry
+        webhook_receive(_delivery(hook, b"{}", ts, name="guess-x"), now=now + timedelta(seconds=60))
+    assert WebhookRefusal.objects.count() == 2 and AuditEntry.objects.filter(action="webhook.refused").count() == 2
 
 
 def test_rotation_makes_the_old_secret_fail_and_the_new_one_work(hook, now):

@@ -35,7 +35,6 @@ def test_filters_read_json_payloads(expression, expected):
         "amount > 100.0",  # CEL does not compare int with double
         "amount",  # not a boolean
         "status",  # a string is not true
-        "__import__('os').system('true')",  # no Python reaches the sandbox
         "amount / 0 == 1",
     ],
 )
@@ -83,3 +82,67 @@ def test_any_text_either_compiles_or_is_a_field_error(text):
 def test_hostile_payloads_never_raise(payload):
     for expression in ("status == 'confirmed'", "amount > 100 && country in ['DE','FR']", "size(tags) > 0"):
         assert matches(expression, payload) in (True, False)
+
+
+# --- cost and reach: refused at save, bounded at evaluation --------------------------------
+
+@pytest.mark.parametrize("expression, name", [
+    ("__import__('os').system('true')", "__import__"),
+    ("customer.__class__ == 1", "__class__"),
+    ("tags.exists(t, t.__len__ > 0)", "__len__"),
+])
+def test_a_filter_reaching_for_a_dunder_name_is_refused(expression, name):
+    with pytest.raises(ConfigError, match=f"may not use '{name}'") as info:
+        compile_filter(expression)
+    assert info.value.field == "trigger_config.filter"
+
+
+def test_comprehensions_nested_three_deep_are_refused_as_too_costly():
+    with pytest.raises(ConfigError, match="too costly: comprehensions .* nested more than 2 deep"):
+        compile_filter("a.exists(x, a.exists(y, a.exists(z, x + y + z == 0)))")
+    compile_filter("items.exists(i, i.tags.exists(t, t == 'x'))")  # two deep is a real need
+
+
+def test_too_many_comprehensions_are_refused_as_too_costly():
+    with pytest.raises(ConfigError, match="more than 8 comprehensions"):
+        compile_filter(" || ".join(["tags.exists(t, t == 'x')"] * 9))
+
+
+def test_an_evaluation_past_its_step_budget_stops_and_does_not_match(monkeypatch, caplog):
+    from scheduler.triggers import filters
+
+    monkeypatch.setattr(filters, "MAX_FILTER_STEPS", 2000)
+    payload = {"a": list(range(300))}
+    expression = "a.exists(x, a.exists(y, x + y < 0))"  # 90,000 inner evaluations, and never true
+    assert matches(expression, payload) is False
+    assert "stopped after its budget" in caplog.text
+    assert matches("a.exists(x, x == 7)", payload) is True  # within the budget
+
+
+def test_a_saved_schedule_refuses_a_dunder_filter(make_schedule):
+    from scheduler.services.errors import ServiceError
+
+    with pytest.raises(ServiceError) as info:
+        make_schedule("ev", trigger_kind="event", trigger_config={"topic": "orders", "filter": "x.__class__ == 1"})
+    assert info.value.field == "trigger_config.filter" and "__class__" in str(info.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_filters_are_evaluated_outside_the_write_transaction(make_schedule, monkeypatch):
+    from django.db import connection
+
+    from scheduler.services import events
+
+    make_schedule("ev", trigger_kind="event", trigger_config={"topic": "orders", "filter": "status == 'confirmed'"})
+    seen = []
+
+    def spy(expression, payload):
+        seen.append(connection.in_atomic_block)
+        return matches(expression, payload)
+
+    monkeypatch.setattr(events, "matches", spy)
+    stored, runs = events.event_emit(topic="orders", payload={"status": "confirmed"}, source="t", actor="tests")
+    assert seen == [False] and len(runs) == 1
+    again, runs = events.event_emit(topic="orders", payload={"status": "confirmed"}, event_id=stored.event_id,
+                                    source="t", actor="tests")
+    assert again.duplicate and runs == [] and seen == [False], "a repeated event evaluates no filter"

@@ -53,3 +53,13 @@ def test_csv_export_streams_the_filtered_entries_and_defuses_formulas(viewer_cli
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert rows[0][:4] == ["at", "actor", "actor_kind", "action"]
     assert len(rows) == 2 and rows[1][1] == "alice" and rows[1][7].startswith("'=")
+
+
+def test_the_last_day_the_picker_offers_is_no_upper_bound_on_the_page_and_the_csv(viewer_client, db):
+    entry = _entry("alice", "run.trigger", 1)
+    params = {"since": "0001-01-01", "until": "9999-12-31"}
+    page = viewer_client.get(reverse("scheduler:audit"), params)
+    assert page.status_code == 200 and [e.pk for e in page.context["entries"]] == [entry.pk]
+    export = viewer_client.get(reverse("scheduler:audit_csv"), params)
+    rows = list(csv.reader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert export.status_code == 200 and [r[1] for r in rows[1:]] == ["alice"]

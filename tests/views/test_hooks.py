@@ -63,10 +63,12 @@ def test_get_is_a_json_405(client, hook):
     assert response.status_code == 405 and response["Allow"] == "POST" and "use POST" in response.json()["error"]
 
 
-def test_an_unknown_schedule_is_a_404(client):
-    response = client.post("/hooks/ghost", data=b"{}", content_type="application/json",
-                           headers=sign_webhook("x", b"{}", int(time.time())))
-    assert response.status_code == 404 and "unknown schedule 'ghost'" in response.json()["error"]
+def test_an_unknown_schedule_answers_exactly_like_a_bad_signature(client, hook):
+    unknown = client.post("/hooks/ghost", data=b"{}", content_type="application/json",
+                          headers=sign_webhook("x", b"{}", int(time.time())))
+    bad = _post_hook(client, hook, b"{}", secret="wrong")
+    assert unknown.status_code == bad.status_code == 401
+    assert unknown.content == bad.content and "ghost" not in unknown.content.decode()
 
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -166,3 +168,45 @@ def test_hostile_event_bodies_get_json_answers_and_never_a_500(client, on_order,
     response = _post_event(client, "orders", None, raw=raw)
     assert response.status_code in (200, 202) or 400 <= response.status_code < 500
     assert response.json()
+
+
+# --- nested too deep, chunked ---------------------------------------------------
+
+def _deep(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [65, 900, 5000, 100_000])
+def test_a_deeply_nested_event_is_a_json_400_naming_the_field(client, on_order, depth):
+    response = _post_event(client, "orders", None, raw=_deep(depth))
+    assert response.status_code == 400 and "nested" in response.json()["error"]
+    assert not Event.objects.exists() and not Run.objects.exists()
+
+
+@pytest.mark.parametrize("depth", [65, 900, 5000, 100_000])
+def test_a_deeply_nested_signed_webhook_is_a_json_400(client, hook, depth):
+    response = _post_hook(client, hook, _deep(depth).encode())
+    assert response.status_code == 400 and "nested" in response.json()["error"]
+    assert response.json()["field"] == "body" and not Run.objects.exists()
+
+
+def test_json_nested_64_levels_is_still_accepted(client, on_order):
+    response = _post_event(client, "orders", None, raw=_deep(63))
+    assert response.status_code == 202
+
+
+def test_a_chunked_body_is_refused_with_411_not_read_as_empty(client, hook, on_order):
+    body = b'{"order": 7}'
+    response = _post_hook(client, hook, body, headers={"Transfer-Encoding": "chunked"})
+    assert response.status_code == 411 and response.json()["field"] == "Content-Length"
+    event = client.post("/api/events/orders", data=body, content_type="application/json",
+                        headers={"Authorization": "Bearer tok-1", "Transfer-Encoding": "chunked"})
+    assert event.status_code == 411
+    assert not Run.objects.exists() and not Event.objects.exists()
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer"])
+def test_the_event_endpoint_takes_the_bearer_scheme_in_any_case(client, on_order, scheme):
+    response = client.post("/api/events/orders", data='{"status": "confirmed"}', content_type="application/json",
+                           headers={"Authorization": f"{scheme} tok-1"})
+    assert response.status_code == 202

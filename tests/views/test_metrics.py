@@ -32,6 +32,12 @@ def test_it_refuses_a_missing_or_wrong_token(client, settings, db, header):
     assert client.get(URL, headers=headers).status_code == 403
 
 
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer", "bEaReR"])
+def test_the_bearer_scheme_is_case_insensitive_as_on_the_event_endpoint(client, settings, db, scheme):
+    settings.ETL_METRICS_TOKEN = "secret-token-123"
+    assert client.get(URL, headers={"Authorization": f"{scheme} secret-token-123"}).status_code == 200
+
+
 def test_it_reports_queue_runs_histograms_breakers_and_the_tick_age(client, settings, make_schedule, now):
     from scheduler.models import Run
 

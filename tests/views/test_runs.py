@@ -194,3 +194,9 @@ def test_skipped_list_shows_only_skipped_runs_with_their_reason(viewer_client, m
     response = viewer_client.get(reverse("scheduler:skipped"))
     assert [r.pk for r in response.context["page"]["runs"]] == [skipped.pk]
     assert "still fresh: last success 5 min ago" in response.content.decode()
+
+
+def test_the_last_day_the_picker_offers_means_no_upper_bound(viewer_client, make_schedule, make_run):
+    run = make_run(make_schedule("orders"))
+    response = viewer_client.get(URL, {"since": "0001-01-01", "until": "9999-12-31"})
+    assert response.status_code == 200 and _ids(response) == [run.pk]

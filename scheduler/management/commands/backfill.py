@@ -4,7 +4,7 @@ import time
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
-from scheduler.management.cli import parse_params
+from scheduler.management.cli import check_number, parse_params
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
 
 FINISHED = ("COMPLETED", "CANCELLED")
@@ -66,6 +66,7 @@ class Command(BaseCommand):
         from scheduler.services.backfills import backfill_progress, backfill_submit
         from scheduler.services.teams import authorize
 
+        check_number(options["poll"], option="--poll")  # before the backfill exists: a re-run would duplicate it
         schedule = get_schedule(options["schedule"])
         try:
             authorize(actor=options["actor"], perm="scheduler.manage_backfill", obj=schedule)

@@ -6,7 +6,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.management.cli import ProgressLine, dump_json, fail, parse_params
+from scheduler.management.cli import ProgressLine, check_number, dump_json, fail, parse_params
 from scheduler.models import Run, RunStatus
 from scheduler.services.errors import ServiceError
 from scheduler.services.runs import run_trigger_manual
@@ -28,6 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     def handle(self, *args, **opts):
+        check_number(opts["timeout"], option="--timeout", allow_minimum=False)  # before the run is queued
         params = parse_params(opts["param"])
         try:
             schedule = schedule_get(opts["schedule"])

@@ -2,6 +2,7 @@
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
+from scheduler.management.cli import check_number
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
 
 
@@ -30,6 +31,7 @@ class Command(BaseCommand):
             watermark_state,
         )
 
+        check_number(options["history"], option="--history")
         schedule = get_schedule(options["schedule"])
         config = watermark_config(schedule)
         if config is None:
@@ -50,7 +52,7 @@ class Command(BaseCommand):
         history = [
             {"at": h.at.isoformat(), "kind": h.kind, "old": h.old_value or None, "new": h.new_value or None,
              "run": h.run_id, "actor": h.actor, "reason": h.reason}
-            for h in WatermarkHistory.objects.filter(schedule=schedule).order_by("-at", "-id")[: max(0, options["history"])]
+            for h in WatermarkHistory.objects.filter(schedule=schedule).order_by("-at", "-id")[: options["history"]]
         ]
         if options["json"]:
             dump(self, {"schedule": schedule.name, "type": config.type.value, "column": config.column,

@@ -41,7 +41,7 @@ def noop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduler", "0004_calendar_windows"),
+        ("scheduler", "0005_webhook_refusal"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
