@@ -233,6 +233,14 @@ MIDDLEWARE.insert(
     "scheduler.middleware.NoStoreForSignedInUsers",
 )
 
+# --- oncall settings ---
+ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", 256 * 1024, minimum=1024)  # per run; later lines are counted, not kept
+ETL_RUN_LOG_MAX_LINE = envint("ETL_RUN_LOG_MAX_LINE", 16 * 1024, minimum=200)  # one line (a traceback is one line)
+ETL_RUN_LOG_LEVEL = envstr("ETL_RUN_LOG_LEVEL", "INFO").upper()
+if ETL_RUN_LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+    raise ImproperlyConfigured(f"ETL_RUN_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR, not {ETL_RUN_LOG_LEVEL!r}")
+ETL_TIMELINE_HOURS = envint("ETL_TIMELINE_HOURS", 6, minimum=1)  # how far back the timeline looks by default
+
 # --- teams settings ---
 # Object permissions (django-rules): an operator acts only on schedules of a team they belong to.
 AUTHENTICATION_BACKENDS = [

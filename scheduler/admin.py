@@ -100,11 +100,12 @@ class ScheduleForm(forms.ModelForm):
         try:
             schedule_services.validate_schedule(candidate, depends_on=list(cleaned.get("depends_on") or []))
         except ServiceError as exc:
-            field = (exc.field or "").split(".")[0]
-            if field in self.fields:
-                self.add_error(field, str(exc))
-            else:
-                raise forms.ValidationError(str(exc)) from None
+            for error in exc.errors:  # every problem under its own field, each said once
+                field = (error.field or "").split(".")[0]
+                if field in self.fields:
+                    self.add_error(field, error.message_under(field))
+                else:
+                    self.add_error(None, str(error))
         return cleaned
 
 

@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
-from scheduler.models import GovernanceTick, LoopLease, Run, RunStatus, WorkloadClass
+from scheduler.models import GovernanceTick, LoopLease, Run, RunStatus, RunUpstream, WorkloadClass
+from scheduler.services.dependencies import verdict_for
 
 
 def active_runs():
@@ -218,18 +219,23 @@ def overview(now: datetime | None = None) -> dict:
                 ),
             }
         )
+    breakers = list(open_breakers())
     return {
         "now": now,
         "running": running,
         "queue": queue_by_class(),
-        "breakers": list(open_breakers()),
+        "breakers": breakers,
         "recent_failures": list(recent_failures()),
-        "latest": list(
-            Run.objects.select_related("schedule")
-            .only("id", "status", "trigger_kind", "queued_at", "schedule__id", "schedule__name")
-            .order_by("-id")[:10]
+        "latest": fold_runs(
+            list(
+                Run.objects.select_related("schedule")
+                .only("id", "status", "trigger_kind", "queued_at", "started_at", "finished_at",
+                      "schedule__id", "schedule__name")
+                .order_by("-id")[:100]
+            )
         ),
         "health": governance_health(now),
+        "attention": needs_attention(now, breakers=breakers),
     }
 
 
@@ -350,6 +356,7 @@ def backfills_with_progress():
             n_done=count(WindowStatus.SUCCEEDED),
             n_failed=count(WindowStatus.FAILED),
             n_running=count(WindowStatus.QUEUED, WindowStatus.RUNNING),
+            n_cancelled=count(WindowStatus.CANCELLED),
         )
         .order_by("-id")
     )
@@ -399,4 +406,225 @@ def audit_counts(qs) -> dict:
         "by_day": list(
             qs.order_by().annotate(day=TruncDate("at")).values("day").annotate(n=Count("id")).order_by("-day")[:31]
         ),
+    }
+
+
+def run_upstreams(run: Run) -> list[dict]:
+    """The upstream runs `run` stands for: recorded when it was triggered, admitted or blocked.
+
+    A run still waiting shows the runs it is being judged on now.
+    """
+    rows = [
+        {"schedule": link.upstream_schedule, "run": link.upstream_run, "pinned": link.pinned, "live": False}
+        for link in RunUpstream.objects.filter(run=run).select_related("upstream_schedule", "upstream_run")
+        .order_by("upstream_schedule__name")
+    ]
+    if run.status in (RunStatus.QUEUED, RunStatus.WAITING) and run.backfill_id is None:
+        recorded = {row["schedule"].pk for row in rows}
+        matches = [m for m in verdict_for(run).matches if m.upstream.pk not in recorded]
+        found = Run.objects.in_bulk([m.run_id for m in matches if m.run_id])
+        rows += [{"schedule": m.upstream, "run": found.get(m.run_id), "pinned": m.pinned, "live": True} for m in matches]
+    return rows
+
+
+# --- on-call: what needs a person, run logs, time ---------------------------
+
+ATTENTION_LIMIT = 50
+
+
+def failing_schedules():
+    """Enabled schedules whose latest verdict (success or failure, backfills aside) is a failure."""
+    from django.db.models import OuterRef, Subquery
+
+    from scheduler.models import Schedule
+
+    verdicts = Run.objects.filter(
+        schedule=OuterRef("pk"), backfill__isnull=True, status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED]
+    ).order_by("-id")
+    return (
+        Schedule.objects.filter(enabled=True)
+        .annotate(
+            verdict=Subquery(verdicts.values("status")[:1]),
+            verdict_run=Subquery(verdicts.values("id")[:1]),
+            verdict_reason=Subquery(verdicts.values("reason")[:1]),
+        )
+        .filter(verdict=RunStatus.FAILED)
+        .only("id", "name")
+        .order_by("name")
+    )
+
+
+def stuck_runs(now: datetime):
+    """RUNNING runs whose worker has been silent longer than the stuck threshold."""
+    from datetime import timedelta
+
+    threshold = now - timedelta(seconds=settings.ETL_STUCK_SECONDS)
+    return (
+        Run.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=threshold)
+        .select_related("schedule")
+        .only("id", "heartbeat_at", "worker_id", "schedule__id", "schedule__name")
+        .order_by("heartbeat_at")
+    )
+
+
+def lost_runs(now: datetime, *, hours: int = 24):
+    """Runs governance failed or re-queued for a lost worker in the last `hours`."""
+    from datetime import timedelta
+
+    return (
+        Run.objects.filter(
+            reason__startswith="worker lost", queued_at__gte=now - timedelta(hours=hours),
+            status__in=[RunStatus.FAILED, RunStatus.QUEUED],
+        )
+        .select_related("schedule")
+        .only("id", "status", "reason", "schedule__id", "schedule__name")
+        .order_by("-id")
+    )
+
+
+def long_waiting_runs(now: datetime) -> list[tuple[Run, float]]:
+    """WAITING runs past half their schedule's max wait, with the seconds they have waited."""
+    out = []
+    for run in (
+        Run.objects.filter(status=RunStatus.WAITING)
+        .select_related("schedule")
+        .only("id", "queued_at", "reason", "schedule__id", "schedule__name", "schedule__max_wait_seconds")
+        .order_by("queued_at")[:500]
+    ):
+        waited = (now - run.queued_at).total_seconds()
+        if waited > run.schedule.max_wait_seconds / 2:
+            out.append((run, waited))
+    return out
+
+
+def backfills_with_failed_windows():
+    from scheduler.models import BackfillStatus
+
+    return [
+        b for b in backfills_with_progress().exclude(status=BackfillStatus.CANCELLED)[:200] if b.n_failed
+    ]
+
+
+def late_schedules():
+    """Schedules whose data is older than their freshness objective.
+
+    The freshness objective (the authoring work) stores a breach on the
+    schedule as `freshness_breached_at`; until that field exists nothing is late.
+    """
+    from scheduler.models import Schedule
+
+    if "freshness_breached_at" not in {f.name for f in Schedule._meta.get_fields()}:
+        return []
+    return list(Schedule.objects.filter(freshness_breached_at__isnull=False).order_by("name")[:ATTENTION_LIMIT])
+
+
+def needs_attention(now: datetime, *, breakers=None) -> list[dict]:
+    """Everything on the overview that needs a person, most urgent kind first; each item links somewhere."""
+    from django.urls import reverse
+
+    def schedule_url(pk):
+        return reverse("scheduler:schedule_detail", args=[pk])
+
+    def run_url(pk):
+        return reverse("scheduler:run_detail", args=[pk])
+
+    items: list[dict] = []
+    for run in stuck_runs(now)[:ATTENTION_LIMIT]:
+        items.append({"kind": "stuck", "label": "Stuck run", "href": run_url(run.pk),
+                      "title": f"run #{run.pk} of {run.schedule.name}",
+                      "detail": f"no heartbeat for {(now - run.heartbeat_at).total_seconds():.0f} s"
+                                f"{' from ' + run.worker_id if run.worker_id else ''}"})
+    for s in (open_breakers() if breakers is None else breakers)[:ATTENTION_LIMIT]:
+        items.append({"kind": "breaker", "label": "Breaker " + s.get_breaker_status_display().lower(),
+                      "href": schedule_url(s.pk), "title": s.name,
+                      "detail": f"{s.breaker_failures} consecutive failures"})
+    for s in failing_schedules()[:ATTENTION_LIMIT]:
+        items.append({"kind": "failing", "label": "Failing", "href": run_url(s.verdict_run), "title": s.name,
+                      "detail": f"last run #{s.verdict_run} failed: {s.verdict_reason or 'no reason given'}"})
+    for s in late_schedules():
+        items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
+                      "detail": "freshness objective breached"})
+    for run, waited in long_waiting_runs(now)[:ATTENTION_LIMIT]:
+        items.append({"kind": "waiting", "label": "Waiting long", "href": run_url(run.pk),
+                      "title": f"run #{run.pk} of {run.schedule.name}",
+                      "detail": f"waiting {waited:.0f} s of at most {run.schedule.max_wait_seconds} s"
+                                f"{': ' + run.reason if run.reason else ''}"})
+    for run in lost_runs(now)[:ATTENTION_LIMIT]:
+        items.append({"kind": "lost", "label": "Lost worker", "href": run_url(run.pk),
+                      "title": f"run #{run.pk} of {run.schedule.name}", "detail": run.reason})
+    for b in backfills_with_failed_windows():
+        items.append({"kind": "backfill", "label": "Backfill windows failed",
+                      "href": reverse("scheduler:backfill_detail", args=[b.pk]),
+                      "title": f"backfill {b.pk} of {b.schedule.name}",
+                      "detail": f"{b.n_failed} of {b.total_windows} windows failed"})
+    return items
+
+
+def fold_runs(runs: list[Run], *, limit: int = 10) -> list[dict]:
+    """Consecutive runs of one schedule with one status folded into one row (heartbeats stop flooding the list)."""
+    groups: list[dict] = []
+    for run in runs:
+        last = groups[-1] if groups else None
+        if last and last["run"].schedule_id == run.schedule_id and last["run"].status == run.status:
+            last["more"] += 1
+            continue
+        if len(groups) == limit:
+            break
+        groups.append({"run": run, "more": 0})
+    return groups
+
+
+def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000):
+    """The run's log lines after seq `after`, oldest first (the run page follows a RUNNING run with this)."""
+    from scheduler.models import RunLogLine
+
+    return list(RunLogLine.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit])
+
+
+def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000) -> list[Run]:
+    """Runs that overlap [start, end]: queued before the end and not finished before the start."""
+    from datetime import timedelta
+
+    from django.db.models import Q
+
+    return list(
+        Run.objects.filter(queued_at__lt=end, queued_at__gte=start - timedelta(days=2))
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=start))
+        .select_related("schedule")
+        .only("id", "status", "queued_at", "started_at", "finished_at", "schedule__id", "schedule__name")
+        .order_by("queued_at", "id")[:limit]
+    )
+
+
+STRIP_LENGTH = 20
+
+
+def recent_runs_by_schedule(schedule_ids, *, n: int = STRIP_LENGTH) -> dict[int, list[Run]]:
+    """The last `n` finished runs of each schedule (backfills aside), oldest first, in one query."""
+    from django.db.models import F, Window
+    from django.db.models.functions import RowNumber
+
+    ranked = (
+        Run.objects.filter(schedule_id__in=list(schedule_ids), backfill__isnull=True, finished_at__isnull=False)
+        .annotate(rank=Window(RowNumber(), partition_by=[F("schedule_id")], order_by=F("id").desc()))
+        .filter(rank__lte=n)
+        .only("id", "schedule_id", "status", "started_at", "finished_at", "reason")
+        .order_by("schedule_id", "id")
+    )
+    out: dict[int, list[Run]] = {}
+    for run in ranked:
+        out.setdefault(run.schedule_id, []).append(run)
+    return out
+
+
+def strip_summary(runs: list[Run]) -> dict:
+    """Last success and typical (median) duration of successful runs among `runs`."""
+    from statistics import median
+
+    successes = [r for r in runs if r.status == RunStatus.SUCCEEDED]
+    durations = [r.duration_seconds for r in successes if r.duration_seconds is not None]
+    return {
+        "strip": runs,
+        "last_success": successes[-1] if successes else None,
+        "typical_seconds": median(durations) if durations else None,
     }

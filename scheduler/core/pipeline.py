@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 from .retry import RetryPolicy, with_retry
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -67,13 +70,23 @@ class Pipeline:
         # Materialise inside the retry: a generator source can fail half-way
         # through iteration, and that failure must be retried as well.
         raw = with_retry(
-            self.policy, lambda: list(self.source.extract()), sleep=sleep or self.sleep, on_retry=self.on_retry
+            self.policy, lambda: list(self.source.extract()), sleep=sleep or self.sleep, on_retry=self._before_retry
         )
+        log.info("extracted %d record(s) from %r", len(raw), self.source)
         rows: list[dict] = []
         for record in raw:
             rows.extend(self.transform.apply(record))
         count = self.sink.load(rows)
+        log.info("loaded %d row(s) into %r", count, self.sink)
         return PipelineResult(rows=count, max_value=self._max_value(rows))
+
+    def _before_retry(self, attempt: int, exc: BaseException, wait: float) -> None:
+        if self.on_retry is not None:
+            self.on_retry(attempt, exc, wait)  # may raise: no retry, so no "retry in" line
+        log.warning(
+            "extract attempt %d of %d failed (%s: %s); retry in %.1f s",
+            attempt, self.policy.max_attempts, type(exc).__name__, exc, wait,
+        )
 
     def run_once(self) -> int:
         return self.run().rows

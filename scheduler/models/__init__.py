@@ -21,7 +21,8 @@ from scheduler.models.choices import (
 )
 from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
-from scheduler.models.run import Run
+from scheduler.models.run import Run, RunUpstream
+from scheduler.models.runlog import RunLogLine
 from scheduler.models.schedule import Schedule
 from scheduler.models.team import Team
 from scheduler.models.watermark import WatermarkHistory, WatermarkState
@@ -30,6 +31,6 @@ from scheduler.models.workload import WorkloadClass
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "Run",
-    "RunStatus", "Schedule", "TargetKind", "Team", "TriggerKind", "WatermarkChange", "WatermarkHistory",
+    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "Team", "TriggerKind", "WatermarkChange", "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

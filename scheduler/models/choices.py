@@ -30,6 +30,7 @@ class TriggerKind(models.TextChoices):
     UPSTREAM = "upstream", "Upstream completed"
     BACKFILL = "backfill", "Backfill window"
     RETRY = "retry", "Retry"
+    RERUN = "rerun", "Re-run"
 
 
 class TargetKind(models.TextChoices):

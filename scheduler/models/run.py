@@ -52,6 +52,14 @@ class Run(models.Model):
     backfill = models.ForeignKey("scheduler.Backfill", null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
     event = models.ForeignKey("scheduler.Event", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     report = models.JSONField(null=True, blank=True, help_text="Workflow RunReport (records, skipped, blocked).")
+    rerun_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns",
+        help_text="The finished run a person re-ran (same params and window).",
+    )
+    propagate = models.BooleanField(
+        default=True,
+        help_text="Whether this run's end starts or blocks its downstream schedules (off for 're-run just this').",
+    )
 
     class Meta:
         ordering = ["-id"]
@@ -84,3 +92,42 @@ class Run(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in RunStatus.final()
+
+    @property
+    def duration_seconds(self) -> float | None:
+        """Seconds from start to finish; None until it has both."""
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None
+
+    @property
+    def queue_wait_seconds(self) -> float | None:
+        """Seconds from queued to started; None until it started."""
+        if self.started_at and self.queued_at:
+            return (self.started_at - self.queued_at).total_seconds()
+        return None
+
+
+class RunUpstream(models.Model):
+    """Which upstream run a downstream run stands for, one row per (run, upstream schedule).
+
+    `pinned` rows name the upstream run that triggered the run (or joined it
+    while it waited); the others record the upstream run matched by logical
+    time when the run was admitted or blocked (docs/semantics.md, Dependencies).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="upstream_links")
+    upstream_schedule = models.ForeignKey("scheduler.Schedule", on_delete=models.CASCADE, related_name="+")
+    upstream_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="downstream_links",
+        help_text="Empty when no upstream run matched (the condition tolerated it).",
+    )
+    pinned = models.BooleanField(default=False, help_text="The upstream run that triggered this run.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "upstream_schedule"], name="run_upstream_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} stands for run {self.upstream_run_id} of {self.upstream_schedule_id}"

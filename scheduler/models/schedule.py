@@ -66,6 +66,10 @@ class Schedule(models.Model):
     max_wait_seconds = models.PositiveIntegerField(
         default=3600, help_text="How long a run may wait for its upstreams before it fails (dependency timeout)."
     )
+    max_upstream_age_seconds = models.PositiveIntegerField(
+        default=86400, validators=[MinValueValidator(1)],
+        help_text="A run is matched with upstream runs whose logical time is at most this much older than its own.",
+    )
 
     # --- circuit breaker ---------------------------------------------------
     breaker_threshold = models.PositiveIntegerField(

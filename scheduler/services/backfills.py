@@ -16,7 +16,7 @@ from django.utils import timezone
 from scheduler.core import INT64_MAX, ConfigError, split_windows
 from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus
 from scheduler.services.audit import actor_name, audit_record
-from scheduler.services.errors import NotFound, ServiceError, check_text
+from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.finish import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress, run_finish
 from scheduler.services.runs import run_enqueue, validate_params
 from scheduler.services.schedules import schedule_get
@@ -81,16 +81,28 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
     if config is None:
         raise ServiceError(f"schedule '{schedule.name}' has no watermark config; a backfill replays watermark windows",
                            field="schedule")
-    if not reason or not str(reason).strip():
-        raise ServiceError("a reason is required", field="reason")
-    check_text(reason, field="reason")
-    parallel = _positive_int(max_parallel, "max_parallel")
-    params = validate_params(params)
-    low = parse_user_value(config, start, field="from")
-    high = parse_user_value(config, end, field="to")
-    if low >= high:
-        raise ServiceError(f"must be before to ({encode_value(low)} >= {encode_value(high)})", field="from")
-    size = _window_size(config, window)
+    # every input is checked and every problem reported together, so a form can mark each field at once
+    found = ErrorCollector()
+    low = high = size = parallel = None
+    with found.check():
+        low = parse_user_value(config, start, field="from")
+    with found.check():
+        high = parse_user_value(config, end, field="to")
+    with found.check():
+        size = _window_size(config, window)
+    with found.check():
+        parallel = _positive_int(max_parallel, "max_parallel")
+    with found.check():
+        params = validate_params(params)
+    with found.check():
+        if not reason or not str(reason).strip():
+            raise ServiceError("a reason is required", field="reason")
+        check_text(reason, field="reason")
+    if not found.failed("from", "to") and low >= high:
+        # the end is the field at fault: it is checked against the start, as a date range is read
+        found.errors.insert(0, ServiceError(
+            f"must be after from ({encode_value(high)} <= {encode_value(low)})", field="to"))
+    found.raise_any()
     try:
         pairs = split_windows(low, high, size, max_windows=settings.ETL_MAX_BACKFILL_WINDOWS)
     except ConfigError as exc:

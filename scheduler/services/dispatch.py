@@ -49,7 +49,7 @@ def _held_back(run: Run, *, now: datetime, running_watermarked: set[int]) -> str
 
 def _fresh_reason(run: Run, *, now: datetime) -> str:
     schedule = run.schedule
-    if not schedule.refresh_after_seconds or run.backfill_id is not None or run.trigger_kind == TriggerKind.MANUAL:
+    if not schedule.refresh_after_seconds or run.backfill_id is not None or run.trigger_kind in (TriggerKind.MANUAL, TriggerKind.RERUN):
         return ""
     last = (
         Run.objects.filter(schedule_id=schedule.pk, status=S.SUCCEEDED, backfill__isnull=True)
@@ -60,18 +60,19 @@ def _fresh_reason(run: Run, *, now: datetime) -> str:
     return ""
 
 
-def _gate_dependencies(run: Run, *, now: datetime) -> bool:
+def _dependency_verdicts(runs: list[Run]) -> dict[int, dependencies.Verdict]:
+    """Verdicts of the live runs among `runs` whose schedule has upstreams: a few queries per schedule."""
+    judged = [r for r in runs if r.backfill_id is None and getattr(r, "has_deps", True)]
+    return dependencies.verdicts(dependencies.subjects_for(judged)) if judged else {}
+
+
+def _gate_dependencies(run: Run, verdict: dependencies.Verdict | None, *, now: datetime) -> bool:
     """Apply the dependency verdict; True when the run may go on to admission."""
-    has_deps = getattr(run, "has_deps", None)
-    if has_deps is None:
-        has_deps = run.schedule.depends_on.exists()
-    if not has_deps or run.backfill_id is not None:
-        return True
-    verdict = dependencies.evaluate(run.schedule)
-    if verdict.action == "admit":
+    if verdict is None or verdict.action == "admit":
         return True
     if verdict.action == "block":
-        run_finish(run=run, status=S.BLOCKED, now=now, reason=verdict.reason, blocked_by=verdict.upstream)
+        if run_finish(run=run, status=S.BLOCKED, now=now, reason=verdict.reason, blocked_by=verdict.upstream):
+            dependencies.record_matches(run, verdict)
         return False
     if run.status == S.QUEUED:
         run_transition(run, new=S.WAITING, now=now, reason=verdict.reason[:500])
@@ -81,9 +82,14 @@ def _gate_dependencies(run: Run, *, now: datetime) -> bool:
 def release_waiting(*, now: datetime) -> int:
     """WAITING runs whose condition now holds go back to the queue (or are blocked)."""
     moved = 0
-    for run in Run.objects.filter(status=S.WAITING).select_related("schedule")[:1000]:
+    waiting = list(Run.objects.filter(status=S.WAITING).select_related("schedule").order_by("id")[:1000])
+    verdicts = _dependency_verdicts(waiting)
+    for run in waiting:
+        verdict = verdicts.get(run.pk)
+        if verdict is not None and verdict.action == "wait":
+            continue
         with transaction.atomic():
-            if _gate_dependencies(run, now=now):
+            if _gate_dependencies(run, verdict, now=now):
                 moved += run_transition(run, new=S.QUEUED, now=now, reason="")
     return moved
 
@@ -125,10 +131,12 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
             .order_by("-priority", "queued_at", "id")[:batch]
         )
         running_watermarked = _running_serial()
+        candidates = list(candidates)
+        verdicts = _dependency_verdicts([run for run in candidates if run.has_deps])
         for run in candidates:
             if free[run.workload_class_id] <= 0:
                 continue
-            if _try_admit(run, now=now, holder=holder, running_watermarked=running_watermarked):
+            if _try_admit(run, verdicts.get(run.pk), now=now, holder=holder, running_watermarked=running_watermarked):
                 free[run.workload_class_id] -= 1
                 admitted.append(run.pk)
     return admitted
@@ -142,9 +150,10 @@ def _running_serial() -> set[int]:
                .values_list("schedule_id", flat=True))
 
 
-def _try_admit(run: Run, *, now: datetime, holder: str, running_watermarked: set[int]) -> bool:
+def _try_admit(run: Run, verdict: dependencies.Verdict | None, *, now: datetime, holder: str,
+               running_watermarked: set[int]) -> bool:
     """Gate one queued run (dependencies, freshness, hold-backs, breaker) and start it if it passes."""
-    if not _gate_dependencies(run, now=now):
+    if not _gate_dependencies(run, verdict, now=now):
         return False
     fresh = _fresh_reason(run, now=now)
     if fresh:
@@ -162,6 +171,8 @@ def _try_admit(run: Run, *, now: datetime, holder: str, running_watermarked: set
         # cancelled under our feet: a trial slot taken for it must not stay taken
         breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
         return False
+    if verdict is not None and verdict.matches:
+        dependencies.record_matches(run, verdict)  # the upstream runs it was admitted on
     if run.schedule.overlap in SERIAL_POLICIES and run.backfill_id is None:
         running_watermarked.add(run.schedule_id)
     transaction.on_commit(lambda rid=run.pk, tok=token: enqueue_execution(rid, tok))
@@ -202,7 +213,7 @@ def dispatch_tick(*, now: datetime, holder: str) -> dict:
 def explain_wait(run: Run, now: datetime) -> str:
     """One line saying why a QUEUED or WAITING run has not started yet."""
     if run.status == S.WAITING:
-        verdict = dependencies.evaluate(run.schedule)
+        verdict = dependencies.verdict_for(run)
         return verdict.reason or run.reason or "waiting for upstreams"
     if run.status != S.QUEUED:
         return f"not waiting: the run is {run.status}"
@@ -212,7 +223,7 @@ def explain_wait(run: Run, now: datetime) -> str:
     if run.not_before is not None and run.not_before > now:
         return f"retry not before {run.not_before:%Y-%m-%d %H:%M:%S} UTC"
     if run.backfill_id is None and schedule.depends_on.exists():
-        verdict = dependencies.evaluate(schedule)
+        verdict = dependencies.verdict_for(run)
         if verdict.action != "admit":
             return verdict.reason
     running_watermarked = set()

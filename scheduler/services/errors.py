@@ -1,3 +1,6 @@
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from scheduler.core import ConfigError, EtlError
 
 
@@ -9,12 +12,74 @@ class ServiceError(EtlError):
         self.problem = message
         super().__init__(message if not field or field in message else f"{field}: {message}")
 
+    @property
+    def errors(self) -> list["ServiceError"]:
+        """Every problem found: just this one (InvalidInput holds several)."""
+        return [self]
+
+    def message_under(self, field: str) -> str:
+        """The problem as shown under the form field `field`: the form names the field, so only a sub-key stays.
+
+        ("trigger_config.cron", "cron: bad") under trigger_config -> "cron: bad", never "trigger_config.cron: cron: bad".
+        """
+        rest = (self.field or "")[len(field) + 1:] if (self.field or "").startswith(field + ".") else ""
+        if rest and not self.problem.startswith(rest):
+            return f"{rest}: {self.problem}"
+        return self.problem
+
+
+class InvalidInput(ServiceError):
+    """Several inputs refused at once; `errors` holds one ServiceError per problem, in the order checked."""
+
+    def __init__(self, errors: list[ServiceError]) -> None:
+        self._errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+        self.field = errors[0].field  # callers that name one field name the first
+
+    @property
+    def errors(self) -> list[ServiceError]:
+        return list(self._errors)
+
+
+class ErrorCollector:
+    """Run several independent checks and report every failure, not just the first.
+
+        found = ErrorCollector()
+        with found.check():
+            low = parse(start)
+        ...
+        found.raise_any()
+    """
+
+    def __init__(self) -> None:
+        self.errors: list[ServiceError] = []
+
+    @contextmanager
+    def check(self) -> Iterator[None]:
+        try:
+            yield
+        except ServiceError as exc:
+            self.errors.extend(exc.errors)
+
+    def failed(self, *fields: str) -> bool:
+        """Whether any of `fields` (or anything at all, without arguments) was refused."""
+        return any(not fields or (e.field or "").split(".")[0] in fields for e in self.errors)
+
+    def raise_any(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise InvalidInput(self.errors)
+
 
 class NotFound(ServiceError):
     pass
 
 
-__all__ = ["ConfigError", "MAX_JSON_DEPTH", "NotFound", "ServiceError", "check_json_depth", "check_text"]
+__all__ = [
+    "ConfigError", "ErrorCollector", "InvalidInput", "MAX_JSON_DEPTH", "NotFound", "ServiceError", "check_json_depth",
+    "check_text",
+]
 
 
 def check_text(value: object, *, field: str, max_length: int | None = None) -> str:

@@ -24,6 +24,7 @@ from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
 from scheduler.services.backfills import backfill_on_run_started
 from scheduler.services.finish import Loaded, run_finish
+from scheduler.services.runlogs import run_log_capture, run_start_notes, save_pending, window_note
 from scheduler.services.watermarks import decode_value, encode_value, watermark_config, watermark_state
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class HeartbeatPump(threading.Thread):
                 now = timezone.now()
                 for run_id, token in beating.items():
                     Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token).update(heartbeat_at=now)
+                save_pending()  # the run page follows a running run's log at this pace
             except Exception:  # a database blip must not kill the pump; governance judges silence
                 log.warning("heartbeat update failed", exc_info=True)
                 connection.close()
@@ -152,29 +154,38 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
     transaction.on_commit(lambda: signals.run_started.send(sender=Run, run=run))
     pump = HeartbeatPump.get()
     pump.register(run_id, token)
+    with run_log_capture(run, clock=clock) as logs:
+        run_start_notes(logs, run, now=now)
+        try:
+            return _execute_claimed(run, token, now=now, clock=clock, logs=logs)
+        finally:
+            pump.unregister(run_id)
+
+
+def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs) -> str:
     try:
-        try:
-            config, window, capped = _window_for(run, now)
-        except NothingToRead as exc:
-            return _report(run, token, new=S.SKIPPED, reason=str(exc), clock=clock)
-        ctx = RunContext(
-            run_id=run.pk, schedule=run.schedule.name, window=window, params=dict(run.params or {}),
-            logical_time=run.logical_time, attempt=run.attempt,
-            watermark_column=config.column if config else None, backfill=run.backfill_id,
-        )
-        try:
-            rows, max_value, report = _run_target(run, token, ctx, clock)
-        except Exception as exc:
-            return _report_failure(run, token, exc, clock=clock)
-        if report is not None and not report.ok:
-            failed = report.failed[0] if report.failed else (report.blocked[0] if report.blocked else "?")
-            reason = next((r.reason for r in report.records if r.task_id == failed and r.reason), "")
-            return _report(run, token, new=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500],
-                           error=reason, rows=rows, report=report, clock=clock)
-        return _report(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
-                       max_value=max_value, report=report, clock=clock)
-    finally:
-        pump.unregister(run_id)
+        config, window, capped = _window_for(run, now)
+    except NothingToRead as exc:
+        logs.note(str(exc))
+        return _report(run, token, new=S.SKIPPED, reason=str(exc), clock=clock)
+    window_note(logs, window)
+    ctx = RunContext(
+        run_id=run.pk, schedule=run.schedule.name, window=window, params=dict(run.params or {}),
+        logical_time=run.logical_time, attempt=run.attempt,
+        watermark_column=config.column if config else None, backfill=run.backfill_id,
+    )
+    try:
+        rows, max_value, report = _run_target(run, token, ctx, clock)
+    except Exception as exc:
+        logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
+        return _report_failure(run, token, exc, clock=clock)
+    if report is not None and not report.ok:
+        failed = report.failed[0] if report.failed else (report.blocked[0] if report.blocked else "?")
+        reason = next((r.reason for r in report.records if r.task_id == failed and r.reason), "")
+        return _report(run, token, new=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500],
+                       error=reason, rows=rows, report=report, clock=clock)
+    return _report(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
+                   max_value=max_value, report=report, clock=clock)
 
 
 def retry_policy_for(pipeline: Pipeline, schedule: Schedule, budget_left: int) -> RetryPolicy:

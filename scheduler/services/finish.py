@@ -229,8 +229,8 @@ def _after_final(run: Run, *, now: datetime) -> None:
     if run.backfill_id is not None:
         _backfill_window_done(run, now=now)
         return  # backfill windows never drive the live dependency graph
-    if run.status == S.CANCELLED:
-        return  # a person stopped it: downstreams neither start nor block
+    if run.status == S.CANCELLED or not run.propagate:
+        return  # a person stopped it, or re-ran just this one: downstreams neither start nor block
     propagate(run, now=now)
 
 
@@ -326,7 +326,12 @@ def propagate(run: Run, *, now: datetime) -> None:
 
 
 def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
-    """Start or block the direct downstreams of `run`; return newly blocked runs (to go on down)."""
+    """Start, join or block the direct downstream runs of `run`; return newly blocked runs (to go on down).
+
+    A downstream run is judged on the upstream runs it stands for
+    (dependencies.verdicts), so a later run of the same upstream neither
+    holds back nor blocks a run that stands for an earlier one.
+    """
     newly_blocked: list[Run] = []
     child_ids = list(
         Schedule.objects.filter(depends_on=run.schedule_id, enabled=True).order_by("name").values_list("id", flat=True)
@@ -336,32 +341,51 @@ def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
         # child gets one run, not one per upstream (PostgreSQL; SQLite
         # writers are serialised already).
         child = Schedule.objects.select_for_update().get(pk=child_id)
-        verdict = dependencies.evaluate(child)
-        active = list(Run.objects.filter(schedule=child, status__in=ACTIVE_WAITING, backfill__isnull=True))
-        if verdict.action == "block":
-            reason = (verdict.reason + _root_note(run))[:500]
+        active = list(Run.objects.filter(schedule=child, status__in=ACTIVE_WAITING, backfill__isnull=True)
+                      .select_related("schedule"))
+        upstream_kind = child.trigger_kind == TriggerKind.UPSTREAM
+        if upstream_kind:
+            # a waiting downstream run that does not stand for a run of this upstream yet stands for this one
             for waiting in active:
-                if _finalize(waiting, new=S.BLOCKED, now=now, reason=reason, blocked_by=verdict.upstream):
-                    breaker_trial_released(schedule_id=waiting.schedule_id, run_id=waiting.pk, now=now)
-                    newly_blocked.append(waiting)
-            if not active and child.trigger_kind == TriggerKind.UPSTREAM:
-                # One blocked run per failure chain: the key names the root run,
-                # so a diamond reaching the child twice creates it once.
-                blocked = run_refused(
-                    schedule=child, status=S.BLOCKED, reason=reason, blocked_by=verdict.upstream,
-                    trigger_kind=TriggerKind.UPSTREAM, trigger_key=f"blocked:{_root(run)}",
-                    triggered_by=f"upstream:{run.schedule.name}", logical_time=run.logical_time, now=now,
-                )
-                if blocked is not None:
-                    newly_blocked.append(blocked)
-        elif child.trigger_kind == TriggerKind.UPSTREAM and not active and run.status != S.CANCELLED:
-            # A failed or blocked upstream only starts a child whose condition
-            # tolerates it (ALL_DONE, ANY_SUCCESS still waiting on others); the
-            # verdict has already said "not blocked" when we get here.
-            run_enqueue(
+                dependencies.pin(waiting, run)
+        subjects = dependencies.subjects_for(active)
+        new_key = "new"
+        if upstream_kind and not active:
+            subjects.append(dependencies.Subject(new_key, child, dependencies.logical_time_of(run),
+                                                 {run.schedule_id: (run.pk, run.status)}))
+        verdicts = dependencies.verdicts(subjects)
+        for waiting in active:
+            verdict = verdicts[waiting.pk]
+            if verdict.action != "block":
+                continue
+            reason = (verdict.reason + _root_note(run))[:500]
+            if _finalize(waiting, new=S.BLOCKED, now=now, reason=reason, blocked_by=verdict.upstream):
+                dependencies.record_matches(waiting, verdict)
+                breaker_trial_released(schedule_id=waiting.schedule_id, run_id=waiting.pk, now=now)
+                newly_blocked.append(waiting)
+        if new_key not in verdicts:
+            continue
+        verdict = verdicts[new_key]
+        if verdict.action == "block":
+            # One blocked run per failure chain: the key names the root run,
+            # so a diamond reaching the child twice creates it once.
+            blocked = run_refused(
+                schedule=child, status=S.BLOCKED, reason=(verdict.reason + _root_note(run))[:500],
+                blocked_by=verdict.upstream, trigger_kind=TriggerKind.UPSTREAM, trigger_key=f"blocked:{_root(run)}",
+                triggered_by=f"upstream:{run.schedule.name}", logical_time=run.logical_time, now=now,
+            )
+            if blocked is not None:
+                dependencies.record_matches(blocked, verdict)
+                newly_blocked.append(blocked)
+        elif run.status != S.CANCELLED:
+            # admit now, or wait (as a WAITING run) for the other upstreams; a
+            # failed upstream only gets here when the condition tolerates it
+            created = run_enqueue(
                 schedule=child, trigger_kind=TriggerKind.UPSTREAM, trigger_key=f"upstream:{run.pk}",
                 triggered_by=f"upstream:{run.schedule.name}", logical_time=run.logical_time, now=now,
             )
+            if created is not None:
+                dependencies.pin(created, run)
     return newly_blocked
 
 

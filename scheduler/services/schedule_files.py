@@ -216,7 +216,9 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
         try:
             schedule, upstreams = _candidate(entry, classes)
         except EtlError as exc:
-            problems.append(Problem(label, getattr(exc, "field", None), getattr(exc, "problem", None) or str(exc)))
+            for error in getattr(exc, "errors", [exc]):  # InvalidInput: every bad field of the entry
+                problems.append(Problem(label, getattr(error, "field", None),
+                                        getattr(error, "problem", None) or str(error)))
             continue
         if schedule.name in wanted:
             problems.append(Problem(label, "name", f"'{schedule.name}' is listed twice"))

@@ -21,7 +21,7 @@ from scheduler.models import CatchupPolicy, Condition, OverlapPolicy, Schedule, 
 from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
 from scheduler.services.dependencies import cycle_for
-from scheduler.services.errors import NotFound, ServiceError, check_text
+from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.firing import compute_next_fire
 from scheduler.services.runs import validate_params
 from scheduler.services.webhooks import webhook_rotate_secret
@@ -34,7 +34,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 SCHEDULE_FIELDS: tuple[str, ...] = (
     "name", "description", "owner", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
     "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
-    "watermark_config", "depends_on", "condition", "max_wait_seconds",
+    "watermark_config", "depends_on", "condition", "max_wait_seconds", "max_upstream_age_seconds",
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
     "max_runs_per_minute", "refresh_after_seconds",
     "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
@@ -42,7 +42,7 @@ SCHEDULE_FIELDS: tuple[str, ...] = (
 )
 EDITABLE = frozenset(SCHEDULE_FIELDS)
 NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
-POSITIVE_INT = ["breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
+POSITIVE_INT = ["max_upstream_age_seconds", "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
 
 
 INT_MAX = 2**31 - 1  # the columns are 32-bit integers: a bigger value would be a database error, not a message
@@ -75,83 +75,110 @@ def _float(value: Any, field: str, *, minimum: float, maximum: float | None = No
 
 
 def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None = None) -> None:
-    """Check every field of an unsaved or changed schedule; raise ServiceError naming the field."""
+    """Check every field of an unsaved or changed schedule; raise ServiceError naming the field.
+
+    Every field is checked, so several bad fields are reported together (InvalidInput lists them).
+    """
+    found = ErrorCollector()
     for field in TEXT_FIELDS:
-        if not isinstance(getattr(schedule, field), (str, type(None))):
-            raise ServiceError(f"must be text, got {type(getattr(schedule, field)).__name__}", field=field)
-        check_text(getattr(schedule, field), field=field, max_length=Schedule._meta.get_field(field).max_length)
+        with found.check():
+            if not isinstance(getattr(schedule, field), (str, type(None))):
+                raise ServiceError(f"must be text, got {type(getattr(schedule, field)).__name__}", field=field)
+            check_text(getattr(schedule, field), field=field, max_length=Schedule._meta.get_field(field).max_length)
     if not isinstance(schedule.enabled, bool):
-        raise ServiceError(f"must be true or false, got {schedule.enabled!r}", field="enabled")
+        found.errors.append(ServiceError(f"must be true or false, got {schedule.enabled!r}", field="enabled"))
     if isinstance(schedule.catchup, bool):  # the boolean of old files and callers: true meant every missed fire
         schedule.catchup = CatchupPolicy.ALL if schedule.catchup else CatchupPolicy.LATEST
     if not isinstance(schedule.catchup, str) or schedule.catchup not in CatchupPolicy.values:
-        raise ServiceError(f"must be one of {', '.join(CatchupPolicy.values)}, got {schedule.catchup!r}", field="catchup")
+        found.errors.append(ServiceError(f"must be one of {', '.join(CatchupPolicy.values)}, got {schedule.catchup!r}",
+                                         field="catchup"))
     if schedule.overlap_policy is None:
         schedule.overlap_policy = ""
     if not isinstance(schedule.overlap_policy, str) or schedule.overlap_policy not in ["", *OverlapPolicy.values]:
-        raise ServiceError(f"must be one of {', '.join(OverlapPolicy.values)} (or empty for the default), "
-                           f"got {schedule.overlap_policy!r}", field="overlap_policy")
-    if not schedule.name or not NAME_RE.match(schedule.name):
-        raise ServiceError("must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", field="name")
+        found.errors.append(ServiceError(f"must be one of {', '.join(OverlapPolicy.values)} (or empty for the default), "
+                                         f"got {schedule.overlap_policy!r}", field="overlap_policy"))
+    if not found.failed("name") and (not schedule.name or not NAME_RE.match(schedule.name)):
+        found.errors.append(ServiceError(
+            "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", field="name"))
     if schedule.target_kind not in TargetKind.values:
-        raise ServiceError(f"must be one of {', '.join(TargetKind.values)}", field="target_kind")
-    if not schedule.target_id or not is_registered(schedule.target_kind, schedule.target_id):
+        found.errors.append(ServiceError(f"must be one of {', '.join(TargetKind.values)}", field="target_kind"))
+    elif not found.failed("target_id") and (
+        not schedule.target_id or not is_registered(schedule.target_kind, schedule.target_id)
+    ):
         known = [p.id for p in (all_pipelines() if schedule.target_kind == TargetKind.PIPELINE else all_workflows())]
-        raise ServiceError(
+        found.errors.append(ServiceError(
             f"unknown {schedule.target_kind} '{schedule.target_id}' (known: {', '.join(sorted(known)) or 'none'})",
             field="target_id",
-        )
+        ))
     if isinstance(schedule.priority, bool) or not isinstance(schedule.priority, int) or not 0 <= schedule.priority <= 9:
-        raise ServiceError(f"must be a whole number from 0 to 9, got {schedule.priority!r}", field="priority")
+        found.errors.append(ServiceError(f"must be a whole number from 0 to 9, got {schedule.priority!r}",
+                                         field="priority"))
     if schedule.workload_class_id is None:
-        raise ServiceError("is required", field="workload_class")
-    try:
-        validate_timezone(schedule.timezone)
-    except ConfigError as exc:
-        raise ServiceError(exc.problem, field="timezone") from None
-    try:
-        plugin = get_trigger(schedule.trigger_kind)
-        schedule.trigger_config = plugin.validate(schedule.trigger_config, timezone=schedule.timezone)
-    except ConfigError as exc:
-        raise ServiceError(exc.problem, field=exc.field) from None
+        found.errors.append(ServiceError("is required", field="workload_class"))
+    if not found.failed("timezone"):
+        try:
+            validate_timezone(schedule.timezone)
+        except ConfigError as exc:
+            found.errors.append(ServiceError(exc.problem, field="timezone"))
+    if not found.failed("timezone"):  # the trigger is read in the schedule's zone
+        try:
+            plugin = get_trigger(schedule.trigger_kind)
+            schedule.trigger_config = plugin.validate(schedule.trigger_config, timezone=schedule.timezone)
+        except ConfigError as exc:
+            found.errors.append(ServiceError(exc.problem, field=exc.field))
     if schedule.watermark_config:
         try:
             schedule.watermark_config = WatermarkConfig.from_dict(schedule.watermark_config).to_dict()
         except ConfigError as exc:
             field = exc.field if exc.field.startswith("watermark") else f"watermark_config.{exc.field}"
-            raise ServiceError(exc.problem, field=field) from None
+            found.errors.append(ServiceError(exc.problem, field=field))
     else:
         schedule.watermark_config = {}
     if schedule.watermark_config and schedule.overlap_policy == OverlapPolicy.ALLOW_ALL:
-        raise ServiceError("a watermarked schedule cannot use allow_all: two runs at once would read overlapping "
-                           "windows (use skip, buffer_one, buffer_all or cancel_other)", field="overlap_policy")
+        found.errors.append(ServiceError(
+            "a watermarked schedule cannot use allow_all: two runs at once would read overlapping "
+            "windows (use skip, buffer_one, buffer_all or cancel_other)", field="overlap_policy"))
     if schedule.condition not in Condition.values:
-        raise ServiceError(f"must be one of {', '.join(Condition.values)}", field="condition")
+        found.errors.append(ServiceError(f"must be one of {', '.join(Condition.values)}", field="condition"))
     for field in NON_NEGATIVE_INT:
-        setattr(schedule, field, _int(getattr(schedule, field), field, minimum=0))
+        with found.check():
+            setattr(schedule, field, _int(getattr(schedule, field), field, minimum=0))
     for field in POSITIVE_INT:
-        setattr(schedule, field, _int(getattr(schedule, field), field, minimum=1))
+        with found.check():
+            setattr(schedule, field, _int(getattr(schedule, field), field, minimum=1))
     if schedule.refresh_after_seconds is not None:
-        schedule.refresh_after_seconds = _int(schedule.refresh_after_seconds, "refresh_after_seconds", minimum=1)
-    schedule.retry_initial_delay = _float(schedule.retry_initial_delay, "retry_initial_delay", minimum=0)
-    schedule.retry_backoff = _float(schedule.retry_backoff, "retry_backoff", minimum=1)
-    schedule.retry_max_delay = _float(schedule.retry_max_delay, "retry_max_delay", minimum=0)
-    schedule.retry_jitter = _float(schedule.retry_jitter, "retry_jitter", minimum=0, maximum=1)
+        with found.check():
+            schedule.refresh_after_seconds = _int(schedule.refresh_after_seconds, "refresh_after_seconds", minimum=1)
+    with found.check():
+        schedule.retry_initial_delay = _float(schedule.retry_initial_delay, "retry_initial_delay", minimum=0)
+    with found.check():
+        schedule.retry_backoff = _float(schedule.retry_backoff, "retry_backoff", minimum=1)
+    with found.check():
+        schedule.retry_max_delay = _float(schedule.retry_max_delay, "retry_max_delay", minimum=0)
+    with found.check():
+        schedule.retry_jitter = _float(schedule.retry_jitter, "retry_jitter", minimum=0, maximum=1)
     if not isinstance(schedule.params, dict):
-        raise ServiceError("must be a JSON object", field="params")
+        found.errors.append(ServiceError("must be a JSON object", field="params"))
     for field in JSON_FIELDS:  # storable: no NUL, NaN, Infinity or runaway nesting
-        validate_params(getattr(schedule, field), field=field)
-    if schedule.alert_webhook_url and not schedule.alert_webhook_url.lower().startswith(("http://", "https://")):
-        raise ServiceError("must be an http:// or https:// URL", field="alert_webhook_url")
-    for address in filter(None, (a.strip() for a in (schedule.alert_emails or "").split(","))):
-        if "@" not in address:
-            raise ServiceError(f"{address!r} is not an e-mail address", field="alert_emails")
+        if not found.failed(field):
+            with found.check():
+                validate_params(getattr(schedule, field), field=field)
+    if (schedule.alert_webhook_url and not found.failed("alert_webhook_url")
+            and not schedule.alert_webhook_url.lower().startswith(("http://", "https://"))):
+        found.errors.append(ServiceError("must be an http:// or https:// URL", field="alert_webhook_url"))
+    if not found.failed("alert_emails"):
+        for address in filter(None, (a.strip() for a in (schedule.alert_emails or "").split(","))):
+            if "@" not in address:
+                found.errors.append(ServiceError(f"{address!r} is not an e-mail address", field="alert_emails"))
     if depends_on is not None:
         if schedule.trigger_kind == "upstream" and not depends_on:
-            raise ServiceError("an 'upstream' trigger needs at least one upstream schedule", field="depends_on")
-        cycle = cycle_for(schedule.name, [u.name for u in depends_on])
-        if cycle:
-            raise ServiceError("would create a cycle: " + " -> ".join(cycle), field="depends_on")
+            found.errors.append(ServiceError("an 'upstream' trigger needs at least one upstream schedule",
+                                             field="depends_on"))
+        elif not found.failed("name"):
+            cycle = cycle_for(schedule.name, [u.name for u in depends_on])
+            if cycle:
+                found.errors.append(ServiceError("would create a cycle: " + " -> ".join(cycle), field="depends_on"))
+    found.raise_any()
 
 
 def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:

@@ -7,6 +7,7 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 
 from django import template
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
@@ -81,3 +82,85 @@ def ago(value: datetime, now: datetime | None = None) -> str:
 @register.filter(name="ago")
 def ago_filter(value) -> str:
     return ago(value) if value else "—"
+
+
+# Polled parts are morphed (idiomorph, vendored under static/scheduler/vendor/),
+# not replaced: focus, scroll and a half-typed reason survive a refresh.
+MORPH_SWAP = "morph:{morphStyle:'outerHTML',ignoreActiveValue:true}"
+
+
+@register.simple_tag
+def morph_swap() -> str:
+    return MORPH_SWAP
+
+
+# --- the audit log -----------------------------------------------------------
+
+AUDIT_TARGET_PAGES = {
+    "schedule": "scheduler:schedule_detail",
+    "run": "scheduler:run_detail",
+    "backfill": "scheduler:backfill_detail",
+}
+_MISSING = object()
+
+
+def _flatten(value, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}; anything that is not a dict is one value under its prefix."""
+    if isinstance(value, dict) and value:
+        flat = {}
+        for key, item in value.items():
+            flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def _shown(value) -> str:
+    if value is _MISSING:
+        return ""
+    if value == "" or value is None:
+        return "(empty)" if value == "" else "null"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def audit_changes(before, after) -> list[dict]:
+    """What an audit entry changed, key by key: [{"key", "old", "new", "kind": added|removed|changed|value}].
+
+    Keys whose value did not change are left out; nested dicts are compared by dotted key.
+    """
+    if before in (None, {}) and after in (None, {}):
+        return []
+    if before in (None, {}) and not isinstance(after, dict):
+        return [{"key": "", "old": "", "new": _shown(after), "kind": "value"}]
+    old = _flatten(before) if before not in (None, {}) else {}
+    new = _flatten(after) if after not in (None, {}) else {}
+    rows = []
+    for key in list(old) + [k for k in new if k not in old]:
+        was, now = old.get(key, _MISSING), new.get(key, _MISSING)
+        if was == now:
+            continue
+        kind = "added" if was is _MISSING else "removed" if now is _MISSING else "changed"
+        if not before:  # a creation or a plain record: every value is simply what it is
+            kind = "value"
+        rows.append({"key": key, "old": _shown(was), "new": _shown(now), "kind": kind})
+    return rows
+
+
+@register.simple_tag
+def audit_diff(entry):
+    return audit_changes(entry.before, entry.after)
+
+
+@register.simple_tag
+def audit_target_url(entry) -> str:
+    """The page of the entry's target, when it has one (a deleted object's id leads nowhere)."""
+    name = AUDIT_TARGET_PAGES.get(entry.target_type)
+    if not name or not str(entry.target_id).isdigit() or entry.action.endswith(".delete"):
+        return ""
+    return reverse(name, args=[int(entry.target_id)])
+
+
+@register.filter
+def breaker_state_then(reason: str) -> str:
+    """The breaker's state when the run was blocked, read from the reason it was given then (never today's state)."""
+    return "half-open" if str(reason or "").startswith("circuit half-open") else "open"

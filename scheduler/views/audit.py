@@ -29,7 +29,9 @@ CSV_COLUMNS = [
 
 def _filtered(request):
     form = AuditFilterForm(request.GET or None)
-    filters = form.filters() if form.is_bound and form.is_valid() else {}
+    if form.is_bound:
+        form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
+    filters = form.filters()
     return form, selectors.audit_filtered(filters)
 
 

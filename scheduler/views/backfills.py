@@ -11,7 +11,7 @@ from scheduler import selectors
 from scheduler.models import Backfill, BackfillStatus, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
-from scheduler.views.common import action, page, require
+from scheduler.views.common import action, page, partial, require
 from scheduler.views.forms import BackfillForm, ReasonForm
 
 # the service names its inputs from / to / window; the form's fields are longer
@@ -31,7 +31,7 @@ def _service(name: str):
 def backfill_list(request):
     initial = {"schedule": request.GET.get("schedule")} if request.GET.get("schedule") else None
     context = {"backfills": selectors.backfills_with_progress()[:100], "form": BackfillForm(initial=initial)}
-    return render(request, "scheduler/backfills.html", context)
+    return render(request, partial(request, "scheduler/backfills.html", "table"), context)
 
 
 @action("scheduler.manage_backfill")
@@ -52,8 +52,13 @@ def backfill_submit(request):
                 requested_by=request.user,
             )
         except ServiceError as exc:
-            field = SERVICE_FIELDS.get((exc.field or "").split(".")[0], exc.field)
-            form.add_error(field if field in form.fields else None, str(exc))
+            for error in exc.errors:  # every problem under its own field, each said once
+                name = (error.field or "").split(".")[0]
+                field = SERVICE_FIELDS.get(name, name)
+                if field in form.fields:
+                    form.add_error(field, error.message_under(name))
+                else:
+                    form.add_error(None, str(error))
         else:
             messages.success(request, f"Backfill {backfill.pk} submitted with {backfill.total_windows} windows.")
             return redirect("scheduler:backfill_detail", backfill_id=backfill.pk)
@@ -75,7 +80,10 @@ def _progress(backfill: Backfill, windows) -> dict:
         "counts": counts,
         "running": counts[WindowStatus.QUEUED] + counts[WindowStatus.RUNNING],
         "pending": counts[WindowStatus.PENDING],
-        "percent": round(100 * (done + failed) / total) if total else 100,
+        "cancelled": counts[WindowStatus.CANCELLED],
+        # a cancelled window is settled too: a cancelled backfill's bar reaches its end
+        "settled": done + failed + counts[WindowStatus.CANCELLED],
+        "percent": round(100 * (done + failed + counts[WindowStatus.CANCELLED]) / total) if total else 100,
     }
 
 

@@ -7,6 +7,7 @@ they can be tested without rendering anything.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Hashable, Iterable
 
 from scheduler.core import CycleError, topological_order
@@ -183,3 +184,98 @@ def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = ()) -> tuple[li
         rows.append({"task": task, "outcome": "BLOCKED", "rows": None, "reason": "an upstream node failed"})
     nodes = [Node(key=r["task"], label=r["task"], status=r["outcome"].lower()) for r in rows]
     return rows, layered_layout(nodes, list(deps))
+
+
+# --- timeline (Gantt) of runs per schedule ----------------------------------
+
+TICK_STEPS = (60, 300, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+@dataclass
+class TimelineBar:
+    run_id: int
+    status: str
+    x: float
+    w: float
+    wait_x: float
+    wait_w: float
+    title: str
+    href: str = ""
+
+
+@dataclass
+class TimelineRow:
+    label: str
+    href: str
+    y: float
+    bars: list[TimelineBar] = field(default_factory=list)
+
+
+@dataclass
+class Timeline:
+    rows: list[TimelineRow]
+    ticks: list[tuple[float, str]]
+    width: float
+    height: float
+    label_w: float
+    plot_w: float
+    row_h: float
+    now_x: float
+    zone: str = "UTC"
+
+
+def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: int = 170, row_h: int = 24,
+                   href=lambda run: "", schedule_href=lambda schedule_id: "", tz=timezone.utc) -> Timeline:
+    """One row per schedule; per run a pale bar for its queue wait and a solid bar for its execution.
+
+    A run still waiting or running reaches `end` (now). A run that never
+    started (blocked, skipped, cancelled in the queue) is a thin mark at the
+    time it was queued, so it is seen without pretending it ran.
+    """
+    span = max((end - start).total_seconds(), 1.0)
+
+    def x_of(moment) -> float:
+        seconds = min(max((moment - start).total_seconds(), 0.0), span)
+        return round(label_w + plot_w * seconds / span, 1)
+
+    rows: dict[int, TimelineRow] = {}
+    for run in runs:
+        row = rows.get(run.schedule_id)
+        if row is None:
+            row = rows[run.schedule_id] = TimelineRow(run.schedule.name, schedule_href(run.schedule_id), 0)
+        started = run.started_at
+        stop = run.finished_at or end
+        wait_end = started or (end if run.finished_at is None else run.finished_at)
+        wait_x, wait_x2 = x_of(run.queued_at), x_of(wait_end)
+        if started is None:
+            x, x2 = x_of(run.finished_at or end), x_of(run.finished_at or end)
+        else:
+            x, x2 = x_of(started), x_of(stop)
+        wait = (started - run.queued_at).total_seconds() if started else None
+        ran = (stop - started).total_seconds() if started else None
+        queued = run.queued_at.astimezone(tz)
+        title = f"#{run.pk} {run.schedule.name} {run.status.lower()}: queued {queued:%H:%M:%S} {queued.tzname()}"
+        if wait is not None:
+            title += f", waited {wait:.1f} s, ran {ran:.1f} s"
+        elif run.finished_at is None:
+            title += ", not started yet"
+        else:
+            title += ", never started"
+        row.bars.append(TimelineBar(run.pk, run.status.lower(), x, max(x2 - x, 2.0), wait_x,
+                                    max(wait_x2 - wait_x, 0.0), title, href(run)))
+    ordered = sorted(rows.values(), key=lambda r: r.label)
+    top = 22
+    for i, row in enumerate(ordered):
+        row.y = top + i * row_h
+    step = next((s for s in TICK_STEPS if span / s <= 12), TICK_STEPS[-1])
+    # ticks on round local times: a whole-hour zone offset keeps UTC's round marks round
+    offset = end.astimezone(tz).utcoffset().total_seconds()
+    t = (start.timestamp() + offset) // step * step + step - offset
+    ticks = []
+    while t < end.timestamp():
+        moment = datetime.fromtimestamp(t, tz=tz)
+        ticks.append((x_of(moment), moment.strftime("%H:%M" if step < 86400 else "%m-%d")))
+        t += step
+    height = top + max(len(ordered), 1) * row_h + 6
+    zone = end.astimezone(tz).tzname() or "UTC"
+    return Timeline(ordered, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, x_of(end), zone)

@@ -40,7 +40,7 @@ class RunFilterForm(forms.Form):
 
     def filters(self) -> dict:
         """Cleaned values ready for selectors.run_filters_apply; invalid fields are left out."""
-        data = {k: v for k, v in getattr(self, "cleaned_data", {}).items() if v not in (None, "")}
+        data = {k: v for k, v in getattr(self, "cleaned_data", {}).items() if v not in (None, "") and k not in self.errors}
         if "since" in data:
             data["since"] = _day_start(data["since"])
         if "until" in data:
@@ -111,3 +111,15 @@ class BackfillForm(forms.Form):
     params = JSONObjectField(required=False, label="Params (JSON object)",
                              help_text='Given to every window\'s run, e.g. {"table": "fact_orders_replay"}')
     reason = forms.CharField(max_length=500)
+
+
+class RerunForm(forms.Form):
+    downstream = forms.BooleanField(required=False, label="and then its downstream")
+    reason = forms.CharField(required=False, max_length=500, label="Reason")
+
+
+TIMELINE_HOURS = [(1, "1 hour"), (3, "3 hours"), (6, "6 hours"), (12, "12 hours"), (24, "24 hours"), (48, "48 hours")]
+
+
+class TimelineForm(forms.Form):
+    hours = forms.TypedChoiceField(choices=TIMELINE_HOURS, coerce=int, required=False, label="Last")

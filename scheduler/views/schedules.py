@@ -18,13 +18,16 @@ from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
 @page("scheduler.view_schedule")
 def schedule_list(request):
     now = timezone.now()
+    schedules = list(selectors.schedules_with_last_run())
+    recent = selectors.recent_runs_by_schedule(s.pk for s in schedules)
     rows = [
         {
             "schedule": s,
             "trigger_text": selectors.describe_trigger(s),
             "fires": selectors.next_fire_times(s, now=now, count=2),
+            **selectors.strip_summary(recent.get(s.pk, [])),
         }
-        for s in selectors.schedules_with_last_run()
+        for s in schedules
     ]
     return render(request, "scheduler/schedules.html", {"rows": rows, "run_now_form": RunNowForm()})
 
@@ -82,7 +85,11 @@ def schedule_run_now(request, schedule_id: int):
                 reason=form.cleaned_data["reason"],
             )
         except ServiceError as exc:
-            form.add_error("params" if exc.field == "params" else None, str(exc))
+            for error in exc.errors:
+                if (error.field or "").split(".")[0] == "params":
+                    form.add_error("params", error.message_under("params"))
+                else:
+                    form.add_error(None, str(error))
         else:
             messages.success(request, f"Queued run {run.pk} of {schedule.name}.")
             return redirect("scheduler:run_detail", run_id=run.pk)
@@ -109,7 +116,11 @@ def schedule_watermark(request, schedule_id: int):
                 messages.success(request, f"Watermark of {schedule.name} set to {stored}.")
             return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
         except ServiceError as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+            for error in exc.errors:
+                if error.field in form.fields:
+                    form.add_error(error.field, error.message_under(error.field))
+                else:
+                    form.add_error(None, str(error))
     return render(
         request, "scheduler/schedule_detail.html", _detail_context(request, schedule, watermark_form=form), status=400
     )
@@ -124,6 +135,8 @@ def schedule_breaker_reset(request, schedule_id: int):
     reason = (form.cleaned_data["reason"] if form.is_valid() else "") or "reset from the dashboard"
     breaker_reset(schedule=schedule, actor=request.user, reason=reason)
     messages.success(request, f"Breaker of {schedule.name} reset to closed.")
+    if _safe_next(request):
+        return redirect(request.POST["next"])
     return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
 
 

@@ -25,6 +25,7 @@ def _styled_and_live(page) -> dict:
             sheet: [...document.styleSheets].some(s => (s.href || '').endsWith('/scheduler/app.css') && s.cssRules.length > 20),
             background: getComputedStyle(document.body).backgroundColor,
             htmx: typeof window.htmx === 'object' && typeof window.htmx.version === 'string',
+            morph: typeof window.Idiomorph === 'object',
         })"""
     )
 
@@ -50,6 +51,7 @@ def _pages(sample) -> list[str]:
         "/runs/?status=FAILED",
         "/runs/blocked/",
         "/runs/skipped/",
+        "/timeline/",
         f"/runs/{sample['run'].pk}/",
         "/schedules/",
         "/schedules/graph/",
@@ -83,6 +85,7 @@ def test_every_page_loads_with_no_failed_request_and_with_its_stylesheet_and_htm
             assert state["sheet"], f"{path}: app.css is not applied"
             assert state["background"] == "rgb(247, 248, 250)", f"{path}: body background {state['background']}"
             assert state["htmx"], f"{path}: htmx is not loaded"
+            assert state["morph"], f"{path}: the idiomorph extension is not loaded"
 
 
 def test_a_page_that_polls_gets_its_update_from_the_served_htmx(page, login, operator, make_schedule, make_run):

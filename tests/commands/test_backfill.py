@@ -27,7 +27,7 @@ def test_it_submits_a_backfill_and_prints_json(marked):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["--from", "10", "--to", "5", "--window", "1"], "from"),
+    (["--from", "10", "--to", "5", "--window", "1"], "to: must be after from"),
     (["--from", "0", "--to", "5", "--window", "0"], "window"),
     (["--from", "zero", "--to", "5", "--window", "1"], "from"),
     (["--from", "0", "--to", "5", "--window", "1", "--max-parallel", "none"], "max_parallel"),

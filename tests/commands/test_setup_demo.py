@@ -3,7 +3,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from scheduler.models import Run, Schedule
 
@@ -30,6 +30,11 @@ def test_it_creates_the_demo_schedules_a_login_shown_once_and_kicks_off_the_sync
     password = re.search(r"login: operator / (\S+)", text).group(1)
     user = User.objects.get(username="operator")
     assert user.check_password(password) and user.groups.filter(name="operator").exists()
+    assert not user.is_staff and not user.is_superuser and not user.groups.filter(name="admin").exists()
+    admin_password = re.search(r"admin login: admin / (\S+)", text).group(1)
+    admin = User.objects.get(username="admin")
+    assert admin.check_password(admin_password) and admin.is_staff and admin.groups.filter(name="admin").exists()
+    assert admin_password != password
     assert Run.objects.filter(schedule__name__in=["customer_sync", "order_sync"]).count() == 2
     assert (demo_paths / "source.sqlite3").exists()
 
@@ -37,3 +42,17 @@ def test_it_creates_the_demo_schedules_a_login_shown_once_and_kicks_off_the_sync
     call_command("setup_demo", stdout=again)
     assert password not in again.getvalue() and "0 created" in again.getvalue()
     assert Run.objects.count() == 2
+
+
+def test_the_operator_and_admin_logins_cannot_be_one_user(demo_paths):
+    with pytest.raises(CommandError) as info:
+        call_command("setup_demo", "--admin-username", "operator", stdout=StringIO())
+    assert info.value.returncode == 2 and "--admin-username" in str(info.value)
+    assert not Schedule.objects.exists() and not User.objects.exists()
+
+
+def test_no_admin_login_when_asked_for_none(demo_paths):
+    out = StringIO()
+    call_command("setup_demo", "--admin-username", "", "--no-kickoff", stdout=out)
+    assert "admin login" not in out.getvalue()
+    assert list(User.objects.values_list("username", flat=True)) == ["operator"]

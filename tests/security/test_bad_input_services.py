@@ -157,8 +157,8 @@ def test_a_hostile_backfill_request_is_refused_or_split_cleanly(wm_schedule, sta
 
 
 @pytest.mark.parametrize("kwargs, field", [
-    ({"window": 0}, "window"), ({"window": -5}, "window"), ({"start": 10, "end": 10}, "from"),
-    ({"start": 20, "end": 10}, "from"), ({"max_parallel": 0}, "max_parallel"), ({"max_parallel": 2**40}, "max_parallel"),
+    ({"window": 0}, "window"), ({"window": -5}, "window"), ({"start": 10, "end": 10}, "to"),
+    ({"start": 20, "end": 10}, "to"), ({"max_parallel": 0}, "max_parallel"), ({"max_parallel": 2**40}, "max_parallel"),
     ({"reason": ""}, "reason"), ({"reason": "a\x00b"}, "reason"), ({"requested_by": "a\x00"}, "actor"),
 ])
 def test_bad_backfill_arguments_are_refused_naming_the_field(wm_schedule, kwargs, field):
@@ -218,7 +218,7 @@ def test_an_out_of_range_or_unreadable_datetime_mark_is_refused(make_schedule, v
     (lambda h: h.trigger_manual("wm", ["not", "a", "dict"]), "params"),
     (lambda h: h.trigger_manual("wm", {"a": float("nan")}), "params"),
     (lambda h: h.trigger_manual("wm", reason="a\x00"), "reason"),
-    (lambda h: h.submit_backfill("wm", 10, 0, 1, reason="r"), "from"),
+    (lambda h: h.submit_backfill("wm", 10, 0, 1, reason="r"), "to"),
     (lambda h: h.submit_backfill("wm", 0, 10, 0, reason="r"), "window"),
     (lambda h: h.submit_backfill("wm", 0, 10, 1, reason="r", max_parallel=-1), "max_parallel"),
     (lambda h: h.submit_backfill("nope", 0, 10, 1, reason="r"), None),

@@ -81,8 +81,8 @@ def test_an_integer_watermark_gets_integer_windows(make_schedule, now, counter):
 
 
 @pytest.mark.parametrize("changes, field, text", [
-    ({"start": "2026-01-02T00:00:00+00:00", "end": "2026-01-01T00:00:00+00:00"}, "from", "must be before to"),
-    ({"end": "2026-01-01T00:00:00+00:00"}, "from", "must be before to"),
+    ({"start": "2026-01-02T00:00:00+00:00", "end": "2026-01-01T00:00:00+00:00"}, "to", "must be after from"),
+    ({"end": "2026-01-01T00:00:00+00:00"}, "to", "must be after from"),
     ({"window": 0}, "window", "positive"),
     ({"window": "-5"}, "window", "positive"),
     ({"window": "hourly"}, "window", "seconds"),
@@ -180,3 +180,11 @@ def test_cancelling_leaves_no_run_stranded(marked, now):
     assert backfill.status == BackfillStatus.CANCELLED and backfill.finished_at == now
     with pytest.raises(ServiceError, match="CANCELLED"):
         backfill_resume(backfill=backfill, actor="tests", now=now)
+
+
+def test_every_bad_input_is_reported_at_once_each_naming_its_field(marked, now):
+    with pytest.raises(ServiceError) as info:
+        _submit(marked, now, start="yesterday", end="soon", window="hourly", reason=" ")
+    assert [e.field for e in info.value.errors] == ["from", "to", "window", "reason"]
+    assert [e.problem for e in info.value.errors][0] == "'yesterday' is not an ISO 8601 date and time"
+    assert not Backfill.objects.exists()

@@ -121,7 +121,8 @@ def test_each_condition_gives_the_expected_verdict(make_schedule, now, condition
     # runs in any status, final ones included: built directly, as a fixture
     run_build(schedule=b, trigger_kind="cron", trigger_key="k", status=b_status, now=now).save()
     run_build(schedule=c, trigger_kind="cron", trigger_key="k", status=c_status, now=now).save()
-    verdict = dependencies.evaluate(d)
+    d_run = run_enqueue(schedule=d, trigger_kind="cron", trigger_key="k", logical_time=now, now=now)
+    verdict = dependencies.verdict_for(d_run)
     assert verdict.action == action
     if action == "block":
         assert verdict.upstream is not None and f"upstream '{verdict.upstream.name}'" in verdict.reason

@@ -148,8 +148,13 @@ def test_dependencies_look_past_a_fire_its_overlap_policy_skipped(make_schedule)
     fire_and_admit(0)
     fire_and_admit(1)
     assert statuses(upstream) == [S.RUNNING, S.SKIPPED]
-    verdict = dependencies.evaluate(downstream)
+    # a downstream run of the skipped fire's time is judged on the run still RUNNING, not on the skip
+    at = START + timedelta(minutes=1)
+    down_run = Run.objects.create(schedule=downstream, trigger_kind="cron", trigger_key="cron:1", logical_time=at,
+                                  queued_at=at, workload_class_id=downstream.workload_class_id)
+    verdict = dependencies.verdict_for(down_run)
     assert verdict.action == "wait" and "'up'" in verdict.reason
+    assert [m.status for m in verdict.matches] == [S.RUNNING]
 
 
 def hourly(make_schedule, name, start, **fields):

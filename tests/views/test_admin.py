@@ -38,6 +38,7 @@ def _form(standard_class, **overrides) -> dict:
         "watermark_config": "{}",
         "condition": "ALL_SUCCESS",
         "max_wait_seconds": "3600",
+        "max_upstream_age_seconds": "86400",
         "breaker_threshold": "5",
         "breaker_cooldown_seconds": "300",
         "breaker_max_cooldown_seconds": "3600",
@@ -186,3 +187,15 @@ def test_the_export_action_downloads_a_schedules_file_apply_reads_back(admin_cli
     text = response.content.decode()
     assert "name: alpha" in text and "priority: 7" in text and "name: beta" not in text
     assert schedules_apply(text=text, actor="tests").summary["unchanged"] == 1
+
+
+def test_every_bad_field_is_reported_under_its_own_field_with_its_name_said_once(admin_client, standard_class):
+    response = admin_client.post(ADD, _form(standard_class, trigger_kind="cron", trigger_config={"cron": "99 * * * *"},
+                                            target_id="no.such.pipeline", breaker_threshold="0"))
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert set(errors) >= {"trigger_config", "target_id", "breaker_threshold"}, errors
+    [cron] = errors["trigger_config"]
+    assert cron.startswith("cron: ") and "trigger_config" not in cron and "cron: cron" not in cron
+    assert errors["breaker_threshold"] == ["must be >= 1, got 0"]
+    assert not Schedule.objects.filter(name="orders").exists()

@@ -55,6 +55,43 @@ def test_csv_export_streams_the_filtered_entries_and_defuses_formulas(viewer_cli
     assert len(rows) == 2 and rows[1][1] == "alice" and rows[1][7].startswith("'=")
 
 
+def test_changes_render_as_a_diff_not_as_python_dict_text(viewer_client, make_schedule):
+    from scheduler.services.schedules import schedule_save
+
+    schedule = make_schedule("orders", priority=3)
+    schedule_save(data={"priority": 7, "description": "nightly"}, schedule=schedule, actor="tests")
+    page = viewer_client.get(reverse("scheduler:audit"), {"action": "schedule.update"}).content.decode()
+    assert "{'" not in page and "&#x27;priority&#x27;:" not in page
+    assert "<code>priority</code> <del>3</del> → <ins>7</ins>" in page
+    assert "<code>description</code> <del>(empty)</del> → <ins>nightly</ins>" in page
+
+
+def test_a_target_with_a_page_is_a_link(viewer_client, make_schedule, make_run):
+    schedule = make_schedule("orders")
+    run = make_run(schedule)
+    _entry("alice", "run.trigger", 1, target=("run", str(run.pk)))
+    _entry("alice", "schedule.delete", 2, target=("schedule", "999"))
+    _entry("alice", "event.receive", 3, target=("event", "12"))
+    page = viewer_client.get(reverse("scheduler:audit")).content.decode()
+    assert f'<a href="/runs/{run.pk}/">run:{run.pk}</a>' in page
+    assert f'<a href="/schedules/{schedule.pk}/">schedule:{schedule.pk}</a>' in page  # its create entry
+    assert 'href="/schedules/999/"' not in page and "event:12" in page
+
+
+def test_the_diff_compares_nested_values_by_key():
+    from scheduler.templatetags.scheduler_tags import audit_changes
+
+    rows = audit_changes({"status": "OPEN", "cfg": {"cron": "0 * * * *", "tz": "UTC"}},
+                         {"status": "CLOSED", "cfg": {"cron": "5 * * * *", "tz": "UTC"}, "by": "ada"})
+    assert [(r["key"], r["old"], r["new"], r["kind"]) for r in rows] == [
+        ("status", "OPEN", "CLOSED", "changed"), ("cfg.cron", "0 * * * *", "5 * * * *", "changed"),
+        ("by", "", "ada", "added"),
+    ]
+    assert [(r["key"], r["new"], r["kind"]) for r in audit_changes(None, {"windows": 4})] == [("windows", "4", "value")]
+    assert audit_changes(None, None) == []
+    assert audit_changes({"a": 1}, {})[0]["kind"] == "removed"
+
+
 def test_the_last_day_the_picker_offers_is_no_upper_bound_on_the_page_and_the_csv(viewer_client, db):
     entry = _entry("alice", "run.trigger", 1)
     params = {"since": "0001-01-01", "until": "9999-12-31"}

@@ -112,6 +112,26 @@ def test_retry_failed_puts_failed_windows_back_to_pending(operator_client, make_
     }
 
 
+def test_every_bad_field_is_marked_at_once_and_named_once(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = _submit(operator_client, schedule, range_from="x", range_to="y", window_size="0")
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert errors["range_from"] == ["'x' is not a whole number"]
+    assert set(errors) == {"range_from", "range_to", "window_size"}
+    html = response.content.decode()
+    assert "From: " in html and "range_from:" not in html and "From: from:" not in html
+    assert not Backfill.objects.exists()
+
+
+def test_an_inverted_range_is_reported_on_the_to_field(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = _submit(operator_client, schedule, range_from="60", range_to="0")
+    assert response.status_code == 400
+    assert response.context["form"].errors == {"range_to": ["must be after from (0 <= 60)"]}
+    assert not Backfill.objects.exists()
+
+
 def test_params_submitted_on_the_page_go_with_the_backfill(operator_client, make_schedule):
     schedule = make_schedule("orders", watermark_config=WM)
     response = _submit(operator_client, schedule, params='{"table": "orders_replay"}')

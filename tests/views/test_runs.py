@@ -50,6 +50,19 @@ def test_a_bad_filter_names_the_field_and_shows_all_runs(viewer_client, make_sch
     assert response.context["form"].errors.keys() == {"status", "since"}
 
 
+def test_a_bad_filter_value_keeps_the_other_filters(viewer_client, make_schedule, make_run):
+    a, b = make_schedule("a"), make_schedule("b")
+    failed_a = make_run(a, RunStatus.FAILED)
+    make_run(a, RunStatus.SUCCEEDED)
+    make_run(b, RunStatus.FAILED)
+    response = viewer_client.get(URL, {"status": "FAILED", "schedule": "a", "since": "yesterday"})
+    assert response.context["form"].errors.keys() == {"since"}
+    assert _ids(response) == [failed_a.pk]
+    response = viewer_client.get(URL, {"status": "FAILED", "since": "2026-03-05", "until": "2026-03-01"})
+    assert response.context["form"].errors.keys() == {"until"}
+    assert _ids(response) == []  # From still applies: nothing failed after 5 March
+
+
 def test_it_pages_by_id_cursor_without_counting(
     viewer_client, make_schedule, make_run, monkeypatch, django_assert_max_num_queries
 ):
@@ -129,6 +142,21 @@ def test_run_detail_names_the_upstream_that_blocked_it(viewer_client, make_sched
     assert reverse("scheduler:schedule_detail", args=[up.pk]) in page
 
 
+def test_run_detail_shows_the_upstream_runs_the_run_stands_for(viewer_client, make_schedule, make_run, now):
+    from scheduler.models import RunUpstream
+
+    extract, other = make_schedule("extract"), make_schedule("other")
+    load = make_schedule("load", depends_on=[extract, other], trigger_kind="upstream")
+    up = make_run(extract, RunStatus.SUCCEEDED, logical_time=now - timedelta(minutes=10))
+    run = make_run(load, RunStatus.WAITING, logical_time=now - timedelta(minutes=10))
+    RunUpstream.objects.create(run=run, upstream_schedule=extract, upstream_run=up, pinned=True)
+    page = viewer_client.get(reverse("scheduler:run_detail", args=[run.pk])).content.decode()
+    assert 'id="upstream-runs"' in page
+    assert reverse("scheduler:run_detail", args=[up.pk]) in page and "it triggered this run" in page
+    # still waiting: the other upstream has no run of its logical time yet
+    assert "none yet" in page and "(judged now)" in page
+
+
 def test_run_detail_draws_a_workflow_report_as_table_and_graph(viewer_client, make_schedule, make_run):
     schedule = make_schedule("wf", target_kind="workflow", target_id=_any_workflow())
     report = {
@@ -185,6 +213,16 @@ def test_blocked_list_shows_the_reason_and_the_upstream_or_breaker(viewer_client
     page = response.content.decode()
     assert [r.pk for r in response.context["page"]["runs"]] == [by_breaker.pk, by_upstream.pk]
     assert "upstream <a" in page and "breaker of <a" in page and "circuit open" in page
+
+
+def test_blocked_rows_show_the_breaker_state_at_the_time_not_today(viewer_client, make_schedule, make_run):
+    schedule = make_schedule("feed")
+    make_run(schedule, RunStatus.BLOCKED, reason="circuit open", blocked_by=schedule)
+    make_run(schedule, RunStatus.BLOCKED, reason="circuit half-open: test run in progress", blocked_by=schedule)
+    # since then the breaker closed again: the old rows must not say "closed"
+    page = viewer_client.get(reverse("scheduler:blocked")).content.decode()
+    assert page.count("(open at the time)") == 1 and page.count("(half-open at the time)") == 1
+    assert "(closed)" not in page
 
 
 def test_skipped_list_shows_only_skipped_runs_with_their_reason(viewer_client, make_schedule, make_run):

@@ -140,6 +140,30 @@ def test_the_graph_places_upstreams_left_and_links_each_node(viewer_client, make
     assert 'class="node n-failed" data-schedule="b"' in page and 'class="node n-none" data-schedule="a"' in page
 
 
+def test_the_breaker_count_reads_right_past_its_threshold(viewer_client, make_schedule):
+    schedule = make_schedule("orders", breaker_threshold=3)
+    url = reverse("scheduler:schedule_detail", args=[schedule.pk])
+    Schedule.objects.filter(pk=schedule.pk).update(breaker_status=BreakerStatus.OPEN, breaker_failures=4)
+    page = viewer_client.get(url).content.decode()
+    assert "4 consecutive failures (threshold 3)" in page and "of 3" not in page
+    Schedule.objects.filter(pk=schedule.pk).update(breaker_status=BreakerStatus.CLOSED, breaker_failures=1)
+    assert "1 consecutive failure; it opens at 3" in viewer_client.get(url).content.decode()
+
+
+def test_a_watermark_error_names_its_field_once(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    response = operator_client.post(
+        reverse("scheduler:schedule_watermark", args=[schedule.pk]), {"value": "yesterday", "op": "set", "reason": "x"}
+    )
+    assert "value: value:" not in html.unescape(response.content.decode())
+
+
+def test_run_now_params_error_names_its_field_once(operator_client, make_schedule):
+    schedule = make_schedule("orders")
+    response = operator_client.post(reverse("scheduler:schedule_run_now", args=[schedule.pk]), {"params": '{"a": NaN}'})
+    assert "params: params:" not in html.unescape(response.content.decode())
+
+
 def test_a_future_watermark_is_refused_on_the_page_unless_forced(operator_client, make_schedule):
     schedule = make_schedule("dated", watermark_config={"type": "datetime", "column": "ts",
                                                         "initial": "2020-01-01T00:00:00+00:00"})

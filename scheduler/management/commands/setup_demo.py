@@ -1,10 +1,10 @@
-"""`setup_demo`: demo source and warehouse databases, demo schedules, and an operator login."""
+"""`setup_demo`: demo source and warehouse databases, demo schedules, an operator login and an admin login."""
 import secrets
 from datetime import datetime, timedelta, timezone
 
 from django.conf import settings
 from django.contrib.auth.models import Group, User
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.models import Schedule
 from scheduler.pipelines.demo_data import create_warehouse_db, generate_source_db
@@ -49,13 +49,17 @@ def demo_schedules(now: datetime) -> list[dict]:
 
 
 class Command(BaseCommand):
-    help = "Create demo data, demo schedules and an operator login (idempotent)."
+    help = "Create demo data, demo schedules, an operator login and an admin login (idempotent)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--username", default="operator")
+        parser.add_argument("--username", default="operator", help="The operator login (operator group, not staff).")
+        parser.add_argument("--admin-username", default="admin",
+                            help="The admin login (staff, admin group: the Django admin); '' creates none.")
         parser.add_argument("--no-kickoff", action="store_true", help="Do not trigger the first syncs.")
 
     def handle(self, *args, **opts):
+        if opts["admin_username"] == opts["username"]:
+            raise CommandError("--admin-username: must differ from --username (an operator is not an admin)", returncode=2)
         now = datetime.now(timezone.utc)
         generate_source_db(settings.ETL_DEMO_SOURCE_DB, now=now)
         create_warehouse_db(settings.ETL_DEMO_WAREHOUSE_DB)
@@ -69,14 +73,19 @@ class Command(BaseCommand):
             for name in ("customer_sync", "order_sync"):
                 run_trigger_manual(schedule=Schedule.objects.get(name=name), actor="setup_demo",
                                    reason="first load of the demo")
-        self._login(opts["username"])
+        self._login(opts["username"], group="operator", staff=False, label="login",
+                    what="runs, backfills, breakers and watermarks; no admin")
+        if opts["admin_username"]:
+            self._login(opts["admin_username"], group="admin", staff=True, label="admin login",
+                        what="also edits schedules and classes in the Django admin")
 
-    def _login(self, username: str) -> None:
+    def _login(self, username: str, *, group: str, staff: bool, label: str, what: str) -> None:
         user = User.objects.filter(username=username).first()
         if user is not None:
-            self.stdout.write(f"login: {username} (exists; change its password with `manage.py changepassword {username}`)")
+            self.stdout.write(f"{label}: {username} (exists; change its password with "
+                              f"`manage.py changepassword {username}`)")
             return
         password = secrets.token_urlsafe(12)
-        user = User.objects.create_user(username=username, password=password, is_staff=True)
-        user.groups.add(*Group.objects.filter(name__in=["operator", "admin"]))
-        self.stdout.write(self.style.SUCCESS(f"login: {username} / {password}   (shown once; save it now)"))
+        user = User.objects.create_user(username=username, password=password, is_staff=staff)
+        user.groups.add(*Group.objects.filter(name=group))
+        self.stdout.write(self.style.SUCCESS(f"{label}: {username} / {password}   ({what}; shown once, save it now)"))

@@ -1,0 +1,191 @@
+"""Per-run logs: what a run printed while a worker executed it, capped, stored, read by the run page.
+
+A `RunLogCapture` is a logging handler on the root logger for the time one
+run executes. It keeps only records of the worker thread that runs it (the
+heartbeat pump and anything else in the process log elsewhere), adds the
+scheduler's own notes (started, attempt, window, outcome), and stores the
+lines in batches: the heartbeat pump saves what is pending every beat, so the
+page can follow a RUNNING run, and the worker saves the rest when the run
+ends. Saving never happens inside `emit`: a pipeline may be in the middle of
+its own transaction when it logs.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from datetime import datetime
+from datetime import timezone as dt_timezone
+from typing import Callable, Iterator
+
+from django.conf import settings
+from django.utils import timezone
+
+from scheduler.models import Run, RunLogLine, RunStatus
+
+SCHEDULER = "scheduler"
+log = logging.getLogger(__name__)
+
+_active: dict[int, "RunLogCapture"] = {}
+_active_guard = threading.Lock()
+
+
+class RunLogCapture(logging.Handler):
+    """Collects one run's log lines up to a byte cap; `save()` writes what is pending."""
+
+    def __init__(self, run_id: int, *, max_bytes: int, max_line: int, level: int,
+                 clock: Callable[[], datetime] = timezone.now) -> None:
+        super().__init__(level)
+        self.run_id = run_id
+        self.thread = threading.get_ident()
+        self.max_bytes = max_bytes
+        self.max_line = max_line
+        self.clock = clock
+        self.setFormatter(logging.Formatter("%(message)s"))
+        self._mutex = threading.Lock()  # not Handler.lock: emit holds that one
+        self._pending: list[RunLogLine] = []
+        self._seq = 0
+        self._bytes = 0
+        self.dropped = 0
+
+    # -- collecting --------------------------------------------------------
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread == self.thread and super().filter(record)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)  # the traceback too, when the record carries one
+        except Exception:
+            self.handleError(record)
+            return
+        at = datetime.fromtimestamp(record.created, tz=dt_timezone.utc)
+        self.add(text, level=record.levelname, source=record.name, at=at)
+
+    def note(self, message: str, *, level: str = "INFO", force: bool = False) -> None:
+        """A line of the scheduler's own about this run (`force`: kept even past the cap)."""
+        self.add(message, level=level, source=SCHEDULER, at=self.clock(), force=force)
+
+    def add(self, message: str, *, level: str, source: str, at: datetime, force: bool = False) -> None:
+        if len(message) > self.max_line:
+            message = message[: self.max_line] + f" … [{len(message) - self.max_line} characters cut]"
+        size = len(message.encode("utf-8", "replace"))
+        with self._mutex:
+            if self._bytes + size > self.max_bytes and not force:
+                self.dropped += 1
+                return
+            self._bytes += size
+            self._seq += 1
+            self._pending.append(RunLogLine(
+                run_id=self.run_id, seq=self._seq, at=at, level=level[:8], source=source[:100],
+                message=message.replace("\x00", "\\x00"),  # PostgreSQL text cannot hold NUL
+            ))
+
+    # -- storing -----------------------------------------------------------
+    def save(self) -> int:
+        """Write the pending lines; on a database error keep them for the next save."""
+        with self._mutex:
+            batch, self._pending = self._pending, []
+        if not batch:
+            return 0
+        try:
+            RunLogLine.objects.bulk_create(batch, ignore_conflicts=True)
+        except Exception:
+            with self._mutex:
+                self._pending = batch + self._pending
+            raise
+        return len(batch)
+
+    def finish(self) -> None:
+        """The closing note (outcome, rows, and how much the cap dropped), then the last save."""
+        row = (
+            Run.objects.filter(pk=self.run_id)
+            .values("status", "rows_loaded", "reason", "watermark_after", "started_at", "finished_at")
+            .first()
+        )
+        # the closing lines go in whatever the cap says: they are what a reader needs most
+        if row is not None:
+            self.note(_outcome_text(row), level="ERROR" if row["status"] == RunStatus.FAILED else "INFO", force=True)
+        if self.dropped:
+            self.note(f"log cap of {self.max_bytes} bytes reached: {self.dropped} later line(s) not kept",
+                      level="WARNING", force=True)
+        self.save()
+
+
+def _outcome_text(row: dict) -> str:
+    parts = [f"finished {row['status']}"]
+    if row["started_at"] and row["finished_at"]:
+        parts.append(f"after {(row['finished_at'] - row['started_at']).total_seconds():.1f} s")
+    if row["rows_loaded"] is not None:
+        parts.append(f"{row['rows_loaded']} rows")
+    if row["watermark_after"]:
+        parts.append(f"watermark now {row['watermark_after']}")
+    text = ", ".join(parts)
+    if row["status"] == RunStatus.RUNNING:
+        text = "the worker stopped before the run ended"
+    if row["reason"]:
+        text += f": {row['reason']}"
+    return text
+
+
+def save_pending() -> None:
+    """Save every active capture's pending lines (the heartbeat pump calls this each beat)."""
+    with _active_guard:
+        captures = list(_active.values())
+    for capture in captures:
+        try:
+            capture.save()
+        except Exception:  # the worker saves again at the end; a blip here loses nothing
+            log.debug("saving log lines of run %s failed; kept for later", capture.run_id, exc_info=True)
+
+
+@contextmanager
+def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now) -> Iterator[RunLogCapture]:
+    """Capture the worker thread's logging into `run`'s log for the duration of the block."""
+    level = logging.getLevelName(settings.ETL_RUN_LOG_LEVEL)
+    capture = RunLogCapture(
+        run.pk, max_bytes=settings.ETL_RUN_LOG_MAX_BYTES, max_line=settings.ETL_RUN_LOG_MAX_LINE,
+        level=level, clock=clock,
+    )
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(capture)
+    if old_level > level:
+        # the root's WARNING default would drop a pipeline's INFO lines before any handler sees them
+        root.setLevel(level)
+    with _active_guard:
+        _active[run.pk] = capture
+    try:
+        yield capture
+    except BaseException:
+        capture.note("the run stopped on an unexpected error", level="ERROR", force=True)
+        raise
+    finally:
+        with _active_guard:
+            _active.pop(run.pk, None)
+        root.removeHandler(capture)
+        if root.level == level and old_level > level:
+            root.setLevel(old_level)
+        try:
+            capture.finish()
+        except Exception:
+            log.warning("could not store the log of run %s", run.pk, exc_info=True)
+
+
+def run_start_notes(capture: RunLogCapture, run: Run, *, now: datetime) -> None:
+    """The scheduler's own opening lines: where, which attempt, how long it queued."""
+    text = f"started on {run.worker_id or 'a worker'}, attempt {run.attempt} of {run.max_attempts}"
+    if run.admitted_at:
+        text += f"; admitted {(run.admitted_at - run.queued_at).total_seconds():.1f} s after it was queued"
+    capture.note(text)
+    if run.rerun_of_id:
+        capture.note(f"re-run of run {run.rerun_of_id}" + ("" if run.propagate else " (downstream not started)"))
+    if run.attempt > 1 and run.reason:
+        capture.note(f"previous attempt: {run.reason}", level="WARNING")
+
+
+def window_note(capture: RunLogCapture, window) -> None:
+    if window is None:
+        capture.note("no watermark: the pipeline reads what it reads")
+    else:
+        capture.note(f"window {window}")
+
