@@ -53,6 +53,7 @@ SCHEDULE_STATE_FIELDS = (
     "breaker_opened_at",
     "breaker_current_cooldown_seconds",
     "breaker_trial_run",
+    "freshness_breached_at",
     "created_at",
     "updated_at",
 )
@@ -316,7 +317,7 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ("schedule", "workload_class", "blocked_by")
     # COUNT(*) over millions of rows is the slowest part of a change list
     show_full_result_count = False
-    actions = ["cancel"]
+    actions = ["cancel", "rerun_from_failure"]
 
     def has_add_permission(self, request):
         return False
@@ -332,6 +333,20 @@ class RunAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return _visible(super().get_queryset(request), request.user, "schedule__owner_id")
+
+    def has_trigger_permission(self, request):
+        return request.user.has_perm("scheduler.trigger_schedule")
+
+    @admin.action(description="Re-run selected workflow runs from their failure", permissions=["trigger"])
+    def rerun_from_failure(self, request, queryset):
+        from scheduler.services.nodes import run_rerun_from_failure
+
+        for run in _permitted(self, request, "scheduler.trigger_schedule", queryset.select_related("schedule")):
+            try:
+                new = run_rerun_from_failure(run=run, actor=request.user, reason="admin action")
+                self.message_user(request, f"Run {new.pk} re-runs run {run.pk} from its failure.")
+            except ServiceError as exc:
+                self.message_user(request, str(exc), level=messages.WARNING)
 
     @admin.action(description="Cancel selected runs", permissions=["cancel"])
     def cancel(self, request, queryset):

@@ -20,6 +20,7 @@ from django.utils import timezone
 from scheduler.core import EtlError
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule, WatermarkHistory
 from scheduler.services.errors import NotFound, ServiceError
+from scheduler.services.freshness import freshness_status
 from scheduler.services.schedule_files import Plan, schedules_apply, schedules_export
 from scheduler.services.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
 from scheduler.services.teams import authorize, authorize_owner_change, team_get
@@ -306,6 +307,10 @@ class SchedulerHost:
         breaker_reset(schedule=target, actor=reset_by,
                       reason=reason or "reset through SchedulerHost")
 
+    def freshness(self, *, now: datetime | None = None) -> list[dict]:
+        """Each enabled schedule with a freshness objective: age, objective, breached (as `manage.py freshness --json`)."""
+        return [row.as_dict() for row in freshness_status(now=now or timezone.now())]
+
     def next_fires(self, schedule: Any, count: int = 5, *, after: datetime | None = None) -> list[datetime]:
         """The next fire instants (aware UTC) of a cron or interval schedule, Debian cron's DST rule."""
         from scheduler.services.schedules import schedule_get
@@ -320,6 +325,12 @@ class SchedulerHost:
             raise ServiceError(f"must be a whole number from 1 to 1000, got {count!r}", field="count")
         return plugin.next_fires(found.trigger_config or {}, timezone=found.timezone,
                                  after=after or timezone.now(), count=count)
+
+    def rerun_from_failure(self, run_id: int, *, actor: Any = "api", reason: str = "") -> int:
+        """Queue a new run of a failed workflow run that skips its succeeded nodes; returns its id."""
+        from scheduler.services.nodes import run_rerun_from_failure
+
+        return run_rerun_from_failure(run=self.storage.get(run_id), actor=actor, reason=reason).pk
 
     def get_active_runs(self) -> list[tuple[int, str, str]]:
         """(run id, pipeline or workflow id, status) of every QUEUED, WAITING or RUNNING run, oldest first."""

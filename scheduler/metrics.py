@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, WorkloadClass
+from scheduler.services.freshness import freshness_status
 
 DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, float("inf"))
 LATENCY_BUCKETS = (0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, float("inf"))
@@ -101,6 +102,27 @@ class SchedulerCollector(Collector):
         interval = GaugeMetricFamily("etl_governance_interval_seconds", "Configured governance interval.")
         interval.add_metric([], settings.ETL_GOVERNANCE_INTERVAL)
         yield interval
+
+        yield from self._freshness(now)
+
+    def _freshness(self, now: datetime):
+        """Per schedule with a freshness objective: the data's age, the objective, and whether it is breached."""
+        age = GaugeMetricFamily("etl_freshness_age_seconds",
+                                "Age of each schedule's data (last success or watermark lag).",
+                                labels=["schedule", "measure"])
+        objective = GaugeMetricFamily("etl_freshness_objective_seconds", "Each schedule's freshness objective.",
+                                      labels=["schedule"])
+        breached = GaugeMetricFamily("etl_freshness_breached",
+                                     "1 while governance holds the schedule's freshness objective breached.",
+                                     labels=["schedule"])
+        for row in freshness_status(now=now):
+            name = row.schedule.name
+            age.add_metric([name, row.measure], row.freshness.age.total_seconds())
+            objective.add_metric([name], row.freshness.objective.total_seconds())
+            breached.add_metric([name], 1 if row.schedule.freshness_breached_at else 0)
+        yield age
+        yield objective
+        yield breached
 
 
 def render_metrics(clock=timezone.now) -> bytes:

@@ -506,16 +506,11 @@ def backfills_with_failed_windows():
 
 
 def late_schedules():
-    """Schedules whose data is older than their freshness objective.
-
-    The freshness objective (the authoring work) stores a breach on the
-    schedule as `freshness_breached_at`; until that field exists nothing is late.
-    """
+    """Schedules whose data is older than their freshness objective (governance stored the breach)."""
     from scheduler.models import Schedule
 
-    if "freshness_breached_at" not in {f.name for f in Schedule._meta.get_fields()}:
-        return []
-    return list(Schedule.objects.filter(freshness_breached_at__isnull=False).order_by("name")[:ATTENTION_LIMIT])
+    return list(Schedule.objects.filter(freshness_breached_at__isnull=False).order_by("freshness_breached_at", "name")
+                [:ATTENTION_LIMIT])
 
 
 def needs_attention(now: datetime, *, breakers=None) -> list[dict]:
@@ -543,7 +538,9 @@ def needs_attention(now: datetime, *, breakers=None) -> list[dict]:
                       "detail": f"last run #{s.verdict_run} failed: {s.verdict_reason or 'no reason given'}"})
     for s in late_schedules():
         items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
-                      "detail": "freshness objective breached"})
+                      "detail": f"freshness objective ({s.freshness_max_age_seconds or 0} s, "
+                                f"{s.freshness_measure.replace('_', ' ')}) breached since "
+                                f"{s.freshness_breached_at:%Y-%m-%d %H:%M} UTC"})
     for run, waited in long_waiting_runs(now)[:ATTENTION_LIMIT]:
         items.append({"kind": "waiting", "label": "Waiting long", "href": run_url(run.pk),
                       "title": f"run #{run.pk} of {run.schedule.name}",

@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/<int:run_id>/log", pages.run_log, name="run_log"),
     path("runs/<int:run_id>/rerun", pages.run_rerun, name="run_rerun"),
     path("timeline/", pages.timeline, name="timeline"),
+    path("runs/<int:run_id>/rerun-from-failure", pages.run_rerun_failed, name="run_rerun_failed"),
     path("schedules/", schedules.schedule_list, name="schedules"),
     path("schedules/graph/", schedules.dependency_graph, name="graph"),
     path("schedules/<int:schedule_id>/", schedules.schedule_detail, name="schedule_detail"),

@@ -33,6 +33,7 @@ from .dag import (
 )
 from .errors import ConfigError, CycleError, EtlError, PermanentError
 from .executor import Executor, RunReport
+from .freshness import Freshness, freshness
 from .ledger import Ledger, MemoryLedger, Outcome, RunRecord
 from .overlap import ActiveRun, Fire, OverlapDecision, decide_catchup, decide_overlap
 from .pipeline import IdentityTransform, Pipeline, PipelineResult, Sink, Source, Transform
@@ -84,6 +85,8 @@ __all__ = [
     "find_all_cycles",
     "find_cycle",
     "ActiveRun",
+    "Freshness",
+    "freshness",
     "Fire",
     "OverlapDecision",
     "decide_catchup",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
@@ -25,6 +25,11 @@ class RunReport:
     blocked: list[str] = field(default_factory=list)
 
     @property
+    def resumed(self) -> list[str]:
+        """Nodes that succeeded in an earlier attempt of the run and were not run again."""
+        return [r.task_id for r in self.records if r.resumed]
+
+    @property
     def ok(self) -> bool:
         return not self.blocked and all(r.outcome == Outcome.SUCCESS for r in self.records)
 
@@ -41,6 +46,7 @@ class RunReport:
             "records": [r.to_dict() for r in self.records],
             "skipped": list(self.skipped),
             "blocked": list(self.blocked),
+            "resumed": self.resumed,
             "ok": self.ok,
         }
 
@@ -62,7 +68,12 @@ class Executor:
 
     `sleep` is used for retry back-off in every pipeline; None keeps each
     pipeline's own. `on_node(event, task_id, record)` lets the app heartbeat:
-    events are 'start', 'success', 'failed', 'skipped' and 'blocked'.
+    events are 'start', 'success', 'failed', 'skipped', 'blocked' and
+    'resumed'. Every record goes to `ledger.append` as its node finishes, so a
+    ledger that writes durably keeps what a killed worker had done.
+    `done` holds the records of nodes that already succeeded for this run (an
+    earlier attempt): they are not run again, their records are carried into
+    the report marked `resumed`, and their downstreams run.
     """
 
     def __init__(
@@ -71,11 +82,13 @@ class Executor:
         clock: Callable[[], datetime] | None = None,
         sleep: Callable[[float], None] | None = None,
         on_node: NodeHook | None = None,
+        done: Mapping[str, RunRecord] | None = None,
     ) -> None:
         self.ledger = ledger
         self.clock = clock or utc_now
         self.sleep = sleep
         self.on_node = on_node
+        self.done = dict(done or {})
         self.pipelines: dict[str, Pipeline] = {}
         self.deps: list[tuple[str, str]] = []  # (upstream, task): task depends on upstream
 
@@ -114,6 +127,13 @@ class Executor:
                 self._emit("blocked", task_id, None)
                 continue
             pipeline = self.pipelines[task_id]
+            earlier = self.done.get(task_id)
+            if earlier is not None and earlier.outcome == Outcome.SUCCESS:
+                record = replace(earlier, resumed=True)
+                self.ledger.append(record)
+                report.records.append(record)
+                self._emit("resumed", task_id, record)
+                continue
             if self._fresh(task_id, pipeline):
                 report.skipped.append(task_id)
                 self._emit("skipped", task_id, None)
@@ -139,10 +159,22 @@ class Executor:
     def _run_one(self, task_id: str, pipeline: Pipeline) -> RunRecord:
         started = self.clock()
         self._emit("start", task_id, None)
+        tries = [1]
+        hook = pipeline.on_retry
+
+        def count(attempt: int, exc: BaseException, wait: float) -> None:
+            if hook is not None:
+                hook(attempt, exc, wait)  # may raise to stop retrying: then no further try
+            tries[0] += 1
+
+        pipeline.on_retry = count
         try:
             result = pipeline.run(sleep=self.sleep)
         except Exception as exc:  # any pipeline error is a recorded failure, not a crash
-            return RunRecord(task_id, Outcome.FAILED, started, self.clock(), reason=_reason(exc))
+            return RunRecord(task_id, Outcome.FAILED, started, self.clock(), reason=_reason(exc), attempts=tries[0])
+        finally:
+            pipeline.on_retry = hook
         return RunRecord(
-            task_id, Outcome.SUCCESS, started, self.clock(), rows=result.rows, watermark=result.max_value
+            task_id, Outcome.SUCCESS, started, self.clock(), rows=result.rows, watermark=result.max_value,
+            attempts=tries[0],
         )

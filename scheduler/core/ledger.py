@@ -45,6 +45,8 @@ class RunRecord:
     rows: int = 0
     watermark: Any = None
     reason: str = ""
+    attempts: int = 1  # tries of the node under its retry policy
+    resumed: bool = False  # succeeded in an earlier attempt of the run; not run again
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,8 @@ class RunRecord:
             "rows": self.rows,
             "watermark": _json_value(self.watermark),
             "reason": self.reason,
+            "attempts": self.attempts,
+            "resumed": self.resumed,
         }
 
     @classmethod
@@ -67,6 +71,8 @@ class RunRecord:
             rows=int(data.get("rows", 0)),
             watermark=_from_json_value(data.get("watermark")),
             reason=data.get("reason", ""),
+            attempts=int(data.get("attempts", 1)),
+            resumed=bool(data.get("resumed", False)),
         )
 
 

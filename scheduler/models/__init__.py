@@ -10,6 +10,8 @@ from scheduler.models.choices import (
     CATCHUP_SKIP_REASON,
     CatchupPolicy,
     Condition,
+    FreshnessMeasure,
+    NodeOutcome,
     OverlapPolicy,
     OVERLAP_SKIP_REASON,
     RunStatus,
@@ -20,6 +22,7 @@ from scheduler.models.choices import (
     WindowStatus,
 )
 from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
+from scheduler.models.node import NodeRecord
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run, RunUpstream
 from scheduler.models.runlog import RunLogLine
@@ -30,7 +33,9 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "Run",
-    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "Team", "TriggerKind", "WatermarkChange", "WatermarkHistory",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
+    "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
+    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
+    "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

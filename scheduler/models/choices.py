@@ -114,9 +114,22 @@ class AlertKind(models.TextChoices):
     BREAKER_OPENED = "breaker_opened", "Circuit breaker opened"
     DEPENDENCY_TIMEOUT = "dependency_timeout", "Dependency timeout"
     GOVERNANCE_LATE = "governance_late", "Governance loop late"
+    FRESHNESS_BREACHED = "freshness_breached", "Freshness objective breached"
+
+
+class FreshnessMeasure(models.TextChoices):
+    LAST_SUCCESS = "last_success", "Age of the last success"
+    WATERMARK = "watermark", "Watermark lag behind now"
 
 
 class AlertStatus(models.TextChoices):
     PENDING = "PENDING", "Pending"
     SENT = "SENT", "Sent"
+    FAILED = "FAILED", "Failed"
+
+
+class NodeOutcome(models.TextChoices):
+    """How one node of a workflow run ended (the executor's Outcome)."""
+
+    SUCCESS = "SUCCESS", "Succeeded"
     FAILED = "FAILED", "Failed"

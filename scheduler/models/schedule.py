@@ -1,7 +1,7 @@
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from scheduler.models.choices import BreakerStatus, CatchupPolicy, Condition, OverlapPolicy, TargetKind
+from scheduler.models.choices import BreakerStatus, CatchupPolicy, Condition, FreshnessMeasure, OverlapPolicy, TargetKind
 from scheduler.models.team import Team
 
 
@@ -97,6 +97,17 @@ class Schedule(models.Model):
     max_runs_per_minute = models.PositiveIntegerField(default=0, help_text="0 = unlimited.")
     refresh_after_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Skip a run when the last success is younger than this."
+    )
+    freshness_max_age_seconds = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Freshness objective: alert when the data is older than this (empty: no objective).",
+    )
+    freshness_measure = models.CharField(
+        max_length=16, choices=FreshnessMeasure.choices, default=FreshnessMeasure.LAST_SUCCESS,
+        help_text="What the objective measures: the age of the last success, or a datetime watermark's lag.",
+    )
+    freshness_breached_at = models.DateTimeField(
+        null=True, blank=True, help_text="Since when the freshness objective is breached (empty: fresh)."
     )
     retry_max_attempts = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1)], help_text="Attempts per run.")
     retry_initial_delay = models.FloatField(default=1.0, validators=[MinValueValidator(0)], help_text="Seconds before the first retry.")

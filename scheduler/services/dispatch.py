@@ -49,7 +49,9 @@ def _held_back(run: Run, *, now: datetime, running_watermarked: set[int]) -> str
 
 def _fresh_reason(run: Run, *, now: datetime) -> str:
     schedule = run.schedule
-    if not schedule.refresh_after_seconds or run.backfill_id is not None or run.trigger_kind in (TriggerKind.MANUAL, TriggerKind.RERUN):
+    # a person asking for a run (manual, a re-run, a re-run from failure) gets one
+    if (not schedule.refresh_after_seconds or run.backfill_id is not None
+            or run.trigger_kind in (TriggerKind.MANUAL, TriggerKind.RERUN, TriggerKind.RETRY)):
         return ""
     last = (
         Run.objects.filter(schedule_id=schedule.pk, status=S.SUCCEEDED, backfill__isnull=True)

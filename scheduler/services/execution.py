@@ -16,13 +16,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduler import signals
-from scheduler.core import Executor, Outcome, Pipeline, RetryPolicy, RunRecord, RunReport, Window, compute_window
+from scheduler.core import Executor, Pipeline, RetryPolicy, RunReport, Window, compute_window
 from scheduler.core.windows import reached_until
 from scheduler.core.errors import PermanentError
 from scheduler.models import Run, RunStatus, Schedule, TargetKind
 from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
 from scheduler.services.backfills import backfill_on_run_started
+from scheduler.services.nodes import NodeLedger, nodes_done
 from scheduler.services.finish import Loaded, run_finish
 from scheduler.services.runlogs import run_log_capture, run_start_notes, save_pending, window_note
 from scheduler.services.watermarks import decode_value, encode_value, watermark_config, watermark_state
@@ -89,31 +90,6 @@ def retry_policy(schedule: Schedule) -> RetryPolicy:
         max_attempts=schedule.retry_max_attempts, initial_delay=schedule.retry_initial_delay,
         backoff=schedule.retry_backoff, max_delay=schedule.retry_max_delay, jitter=schedule.retry_jitter,
     )
-
-
-class DbLedger:
-    """The executor's ledger in the app: node records stored with the schedule's workflow runs."""
-
-    def __init__(self, schedule: Schedule) -> None:
-        self.schedule = schedule
-        self.appended: list[RunRecord] = []
-
-    def append(self, record: RunRecord) -> None:
-        self.appended.append(record)
-
-    def last_success(self, task_id: str) -> RunRecord | None:
-        for record in reversed(self.appended):
-            if record.task_id == task_id and record.outcome == Outcome.SUCCESS:
-                return record
-        reports = (
-            Run.objects.filter(schedule=self.schedule, report__isnull=False)
-            .order_by("-id").values_list("report", flat=True)[:50]
-        )
-        for data in reports:
-            for rec in reversed((data or {}).get("records", [])):
-                if rec.get("task_id") == task_id and rec.get("outcome") == Outcome.SUCCESS.value:
-                    return RunRecord.from_dict(rec)
-        return None
 
 
 class NothingToRead(Exception):
@@ -221,13 +197,25 @@ def _prepare(pipeline: Pipeline, run: Run, token: str) -> Pipeline:
     return pipeline
 
 
+def _prepare_node(pipeline: Pipeline, schedule: Schedule) -> Pipeline:
+    """A workflow node retries under its own declared policy (else the schedule's); its record counts the tries."""
+    pipeline.policy = pipeline.declared_policy or retry_policy(schedule)
+    return pipeline
+
+
 def _run_target(run: Run, token: str, ctx: RunContext, clock) -> tuple[int, Any, RunReport | None]:
     schedule = run.schedule
     if schedule.target_kind == TargetKind.WORKFLOW:
         workflow = get_workflow(schedule.target_id)
-        executor = Executor(DbLedger(schedule), clock=clock)
+        if ctx.window is not None and not (run.window_low or run.window_high):
+            # a re-queued attempt resumes on the same window its finished nodes read
+            Run.objects.filter(pk=run.pk, dispatch_token=token).update(
+                window_low=encode_value(ctx.window.low), window_high=encode_value(ctx.window.high))
+        # each node's record is written by NodeLedger as the node finishes; nodes that
+        # already succeeded for this run (an earlier attempt, or the run it re-runs) are skipped
+        executor = Executor(NodeLedger(run), clock=clock, done=nodes_done(run))
         for node_id, factory in workflow.nodes.items():
-            executor.add_pipeline(node_id, _prepare(factory(ctx), run, token))
+            executor.add_pipeline(node_id, _prepare_node(factory(ctx), schedule))
         for upstream, downstream in workflow.deps:
             executor.add_dep(downstream, upstream)
         report = executor.run()

@@ -21,6 +21,7 @@ from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_cooldowns
 from scheduler.services.dispatch import run_redispatch
 from scheduler.services.finish import run_finish, runs_lost
+from scheduler.services.freshness import freshness_check
 from scheduler.services.webhooks import webhook_prune
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ def _jobs() -> list[tuple[str, Callable[..., object]]]:
         ("stuck", stuck_runs),
         ("half_open", breaker_cooldowns),
         ("alerts_resent", alerts.governance_alerts),
+        ("freshness", freshness_check),
         ("pruned", prune),
     ]
 

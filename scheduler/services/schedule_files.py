@@ -302,7 +302,8 @@ def schedules_apply(*, text: str | None = None, entries: list | None = None, act
                     schedule_delete(schedule=Schedule.objects.get(name=change.name), actor=actor, reason=reason,
                                     now=now)
         except ServiceError as exc:
-            raise ScheduleFileError([Problem(change.name, exc.field, getattr(exc, "problem", None) or str(exc))]) from None
+            raise ScheduleFileError([Problem(change.name, e.field, getattr(e, "problem", None) or str(e))
+                                     for e in exc.errors]) from None
         plan.applied = True
     return plan
 

@@ -17,7 +17,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
-from scheduler.models import CatchupPolicy, Condition, OverlapPolicy, Schedule, TargetKind, Team, WorkloadClass
+from scheduler.models import (
+    CatchupPolicy,
+    Condition,
+    FreshnessMeasure,
+    OverlapPolicy,
+    Schedule,
+    TargetKind,
+    Team,
+    WorkloadClass,
+)
 from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
 from scheduler.services.dependencies import cycle_for
@@ -36,7 +45,7 @@ SCHEDULE_FIELDS: tuple[str, ...] = (
     "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
     "watermark_config", "depends_on", "condition", "max_wait_seconds", "max_upstream_age_seconds",
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
-    "max_runs_per_minute", "refresh_after_seconds",
+    "max_runs_per_minute", "refresh_after_seconds", "freshness_max_age_seconds", "freshness_measure",
     "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
     "alert_emails", "alert_webhook_url",
 )
@@ -149,6 +158,19 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if schedule.refresh_after_seconds is not None:
         with found.check():
             schedule.refresh_after_seconds = _int(schedule.refresh_after_seconds, "refresh_after_seconds", minimum=1)
+    if schedule.freshness_max_age_seconds is not None:
+        with found.check():
+            schedule.freshness_max_age_seconds = _int(schedule.freshness_max_age_seconds, "freshness_max_age_seconds",
+                                                      minimum=1)
+    if not isinstance(schedule.freshness_measure, str) or schedule.freshness_measure not in FreshnessMeasure.values:
+        found.errors.append(ServiceError(
+            f"must be one of {', '.join(FreshnessMeasure.values)}, got {schedule.freshness_measure!r}",
+            field="freshness_measure"))
+    elif schedule.freshness_measure == FreshnessMeasure.WATERMARK and not found.failed("watermark_config") and (
+            not isinstance(schedule.watermark_config, dict) or not schedule.watermark_config
+            or schedule.watermark_config.get("type", "datetime") != "datetime"):
+        found.errors.append(ServiceError("'watermark' measures a datetime watermark's lag: this schedule has none "
+                                         "(use last_success)", field="freshness_measure"))
     with found.check():
         schedule.retry_initial_delay = _float(schedule.retry_initial_delay, "retry_initial_delay", minimum=0)
     with found.check():

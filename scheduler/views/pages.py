@@ -16,6 +16,7 @@ from scheduler.models import Run, RunStatus
 from scheduler.services.errors import ServiceError
 from scheduler.services.reruns import rerun_offers
 from scheduler.services.reruns import run_rerun as run_rerun_service
+from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_failure
 from scheduler.views import charts
 from scheduler.views.common import action, int_or_none, page, partial
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
@@ -92,6 +93,9 @@ def run_detail(request, run_id: int):
         context["latency"] = (run.started_at - run.queued_at).total_seconds()
     if run.report:
         context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, _workflow_deps(run))
+    if run.schedule.target_kind == "workflow":
+        context["nodes"] = node_records(run)
+        context["can_resume"] = run.status in RERUNNABLE and run.backfill_id is None
     context["offers"] = rerun_offers(run)
     context["rerun_form"] = RerunForm()
     if not request.htmx:
@@ -144,6 +148,21 @@ def run_rerun(request, run_id: int):
     messages.success(
         request, f"Run {new.pk} queued: a re-run of run {run.pk}" + (" and then its downstream." if downstream else ".")
     )
+    return redirect("scheduler:run_detail", run_id=new.pk)
+
+
+@action("scheduler.trigger_schedule")
+def run_rerun_failed(request, run_id: int):
+    """Re-run from failure: a new run of the workflow that skips the nodes which succeeded."""
+    run = get_object_or_404(Run.objects.select_related("schedule"), pk=run_id)
+    form = ReasonForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    try:
+        new = run_rerun_from_failure(run=run, actor=request.user, reason=reason)
+    except ServiceError as exc:
+        messages.error(request, f"{exc.field}: {exc}" if exc.field else str(exc))
+        return redirect("scheduler:run_detail", run_id=run.pk)
+    messages.success(request, f"Run {new.pk} re-runs run {run.pk} from its failure.")
     return redirect("scheduler:run_detail", run_id=new.pk)
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from scheduler import selectors
 from scheduler.models import Schedule
 from scheduler.services.errors import ServiceError
+from scheduler.services.freshness import freshness_status
 from scheduler.views import charts
 from scheduler.views.common import action, page
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
@@ -33,7 +34,9 @@ def schedule_list(request):
 
 
 def _detail_context(request, schedule: Schedule, **extra) -> dict:
-    context = selectors.schedule_detail(schedule, now=timezone.now())
+    now = timezone.now()
+    context = selectors.schedule_detail(schedule, now=now)
+    context["freshness"] = next(iter(freshness_status(now=now, schedules=[schedule])), None)
     context["chart"] = charts.history_chart(
         context["history"], href=lambda run: reverse("scheduler:run_detail", args=[run.pk])
     )

@@ -45,9 +45,12 @@ def test_the_executor_scenario_runs_chain_and_fanout_workflows_through_the_execu
     assert set(result.details) >= {"chain", "fanout"}
     assert result.details["chain"]["execute_path_s"][12] > 0
     # warm-up + one timed run per size and shape, every one SUCCEEDED with a report of all its nodes
-    runs = Run.objects.filter(schedule__name__startswith="bench-")
+    runs = Run.objects.filter(schedule__name__startswith="bench-", report__isnull=False)
     assert runs.count() == 8 and set(runs.values_list("status", flat=True)) == {RunStatus.SUCCEEDED}
     assert {len(r.report["records"]) for r in runs} == {10, 12}
+    # and every node of every run wrote its durable record as it finished
+    assert all(r.nodes.count() == len(r.report["records"]) for r in runs)
+    assert result.rows[-1]["figure"] == "durable node record (one committed INSERT), per node"
 
 
 @pytest.mark.django_db

@@ -224,3 +224,53 @@ def test_adding_the_same_pipeline_twice_is_refused():
     make(ex, "a")
     with pytest.raises(EtlError, match="'a'"):
         make(ex, "a")
+
+
+# --- resuming and per-node attempts ---------------------------------------------------
+
+
+def test_nodes_that_already_succeeded_for_the_run_are_not_run_again_and_their_downstreams_run():
+    log: list[str] = []
+    ledger = MemoryLedger()
+    ex = Executor(ledger, clock=FakeClock(), done={
+        "extract": RunRecord("extract", Outcome.SUCCESS, T0, T0, rows=7),
+        "transform": RunRecord("transform", Outcome.FAILED, T0, T0, reason="boom"),  # failed: runs again
+    })
+    sources = {name: make(ex, name, log) for name in ("extract", "transform", "report")}
+    ex.add_dep("transform", depends_on="extract")
+    ex.add_dep("report", depends_on="transform")
+    report = ex.run()
+    assert log == ["transform", "report"] and sources["extract"].calls == 0
+    assert report.ok and report.resumed == ["extract"] and report.rows == 7 + 1 + 1
+    assert [(r.task_id, r.resumed) for r in ledger.records] == [("extract", True), ("transform", False),
+                                                                ("report", False)]
+    assert report.to_dict()["resumed"] == ["extract"]
+
+
+def test_each_record_counts_the_tries_its_node_policy_allowed():
+    ex = Executor(MemoryLedger(), clock=FakeClock(), sleep=no_sleep)
+    flaky = ListSource([{"v": 1}], fail_times=2)
+    ex.add_pipeline("flaky", Pipeline(flaky, None, ListSink(), RetryPolicy(max_attempts=3, initial_delay=0)))
+    broken = ListSource([{"v": 1}], fail_times=10)
+    ex.add_pipeline("broken", Pipeline(broken, None, ListSink(), RetryPolicy(max_attempts=2, initial_delay=0)))
+    report = ex.run()
+    assert [(r.task_id, r.outcome, r.attempts) for r in report.records] == [
+        ("flaky", Outcome.SUCCESS, 3), ("broken", Outcome.FAILED, 2)]
+    assert RunRecord.from_dict(report.records[0].to_dict()).attempts == 3
+
+
+def test_an_on_retry_hook_that_stops_retrying_stops_the_count_too():
+    ex = Executor(MemoryLedger(), clock=FakeClock(), sleep=no_sleep)
+    pipeline = Pipeline(ListSource([{"v": 1}], fail_times=10), None, ListSink(),
+                        RetryPolicy(max_attempts=5, initial_delay=0))
+    seen = []
+
+    def stop_after_two(attempt, exc, wait):
+        seen.append(attempt)
+        if attempt >= 2:
+            raise exc
+
+    pipeline.on_retry = stop_after_two
+    ex.add_pipeline("x", pipeline)
+    (record,) = ex.run().records
+    assert record.attempts == 2 and pipeline.on_retry is stop_after_two

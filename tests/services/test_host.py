@@ -134,3 +134,15 @@ def test_next_fires_refuses_a_manual_schedule_and_a_bad_count(host, make_schedul
     with pytest.raises(ServiceError) as info:
         host.next_fires("hourly", 0)
     assert info.value.field == "count"
+
+
+def test_rerun_from_failure_returns_the_new_run(host, make_schedule):
+    from scheduler.models import TargetKind
+
+    schedule = make_schedule("wf", target_kind=TargetKind.WORKFLOW, target_id="demo.nightly")
+    failed = Run.objects.get(pk=host.trigger_manual("wf"))
+    Run.objects.filter(pk=failed.pk).update(status=RunStatus.FAILED)
+    new_id = host.rerun_from_failure(failed.pk, actor="user:olivia", reason="fixed")
+    assert Run.objects.get(pk=new_id).retry_of_id == failed.pk
+    with pytest.raises(NotFound):
+        host.rerun_from_failure(999999)

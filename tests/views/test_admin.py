@@ -44,6 +44,8 @@ def _form(standard_class, **overrides) -> dict:
         "breaker_max_cooldown_seconds": "3600",
         "max_runs_per_minute": "0",
         "refresh_after_seconds": "",
+        "freshness_max_age_seconds": "",
+        "freshness_measure": "last_success",
         "retry_max_attempts": "3",
         "retry_initial_delay": "1.0",
         "retry_backoff": "2.0",
@@ -187,6 +189,16 @@ def test_the_export_action_downloads_a_schedules_file_apply_reads_back(admin_cli
     text = response.content.decode()
     assert "name: alpha" in text and "priority: 7" in text and "name: beta" not in text
     assert schedules_apply(text=text, actor="tests").summary["unchanged"] == 1
+
+
+def test_the_admin_reruns_a_failed_workflow_run_from_its_failure(admin_client, make_schedule, make_run):
+    from scheduler.models import TargetKind
+
+    schedule = make_schedule("wf", target_kind=TargetKind.WORKFLOW, target_id="demo.nightly")
+    failed, done = make_run(schedule, RunStatus.FAILED), make_run(schedule, RunStatus.SUCCEEDED)
+    admin_client.post(reverse("admin:scheduler_run_changelist"),
+                      {"action": "rerun_from_failure", "_selected_action": [failed.pk, done.pk]})
+    assert list(Run.objects.filter(retry_of__isnull=False).values_list("retry_of_id", flat=True)) == [failed.pk]
 
 
 def test_every_bad_field_is_reported_under_its_own_field_with_its_name_said_once(admin_client, standard_class):

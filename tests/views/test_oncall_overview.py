@@ -75,12 +75,14 @@ def test_backfills_with_failed_windows_are_listed(viewer_client, make_schedule):
     assert "1 of 2 windows failed" in items[0]["detail"]
 
 
-def test_late_data_has_a_named_selector_that_is_empty_until_freshness_lands(db):
-    from scheduler import selectors
-
-    assert list(selectors.late_schedules()) == [] or all(
-        s.freshness_breached_at for s in selectors.late_schedules()
-    )
+def test_a_schedule_breaking_its_freshness_objective_is_late_data(viewer_client, make_schedule):
+    make_schedule("fresh", freshness_max_age_seconds=3600)
+    late = make_schedule("orders", freshness_max_age_seconds=3600)
+    Schedule.objects.filter(pk=late.pk).update(freshness_breached_at=timezone.now() - timedelta(minutes=5))
+    items = _attention(viewer_client.get(URL))["late"]
+    assert [i["title"] for i in items] == ["orders"]
+    assert items[0]["href"] == reverse("scheduler:schedule_detail", args=[late.pk])
+    assert items[0]["detail"].startswith("freshness objective (3600 s, last success) breached since ")
 
 
 def test_attention_comes_first_and_recent_failures_above_latest_runs(viewer_client, make_schedule, make_run):

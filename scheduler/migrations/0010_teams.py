@@ -41,7 +41,7 @@ def noop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduler", "0007_run_upstreams"),
+        ("scheduler", "0009_freshness_objectives"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,11 +1,11 @@
 """Every schedule has an owner. A migration of its own: on PostgreSQL the ALTER cannot share a
-transaction with 0008's UPDATE of the same table (pending deferred foreign-key triggers)."""
+transaction with 0010's UPDATE of the same table (pending deferred foreign-key triggers)."""
 import django.db.models.deletion
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("scheduler", "0008_teams")]
+    dependencies = [("scheduler", "0010_teams")]
 
     operations = [
         migrations.AlterField(

@@ -1,0 +1,37 @@
+"""`manage.py rerun_from_failure RUN_ID [--reason ...] [--json]`: re-run a failed workflow run, skipping what succeeded."""
+from django.core.management.base import BaseCommand
+
+from scheduler.core import EtlError
+from scheduler.management.commands._semantics import bad_input, dump
+from scheduler.models import Run
+from scheduler.services.nodes import nodes_done, run_rerun_from_failure
+
+
+class Command(BaseCommand):
+    help = ("Queue a new run of a FAILED or CANCELLED workflow run with the same params and window; nodes that "
+            "already succeeded for it are not run again (docs/semantics.md, 'Workflows').")
+
+    def add_arguments(self, parser):
+        parser.add_argument("run_id", help="The failed workflow run's id.")
+        parser.add_argument("--reason", default="", help="Why (kept in the audit log).")
+        parser.add_argument("--actor", default="cli", help="Who asks for it (default: cli).")
+        parser.add_argument("--json", action="store_true", help="Print {run, rerun_of, skips} as JSON.")
+
+    def handle(self, *args, **options):
+        try:
+            run_id = int(str(options["run_id"]).strip())
+        except ValueError:
+            raise bad_input(f"run_id: {options['run_id']!r} is not a run id") from None
+        run = Run.objects.select_related("schedule").filter(pk=run_id).first()
+        if run is None:
+            raise bad_input(f"run_id: unknown run {run_id}")
+        skips = sorted(nodes_done(run))
+        try:
+            new = run_rerun_from_failure(run=run, actor=options["actor"], reason=options["reason"])
+        except EtlError as exc:
+            raise bad_input(f"{exc.field}: {exc}" if getattr(exc, "field", None) else exc) from None
+        if options["json"]:
+            dump(self, {"run": new.pk, "rerun_of": run.pk, "schedule": run.schedule.name, "skips": skips})
+            return
+        self.stdout.write(f"run {new.pk} re-runs run {run.pk} of '{run.schedule.name}' from its failure; "
+                          f"skips {', '.join(skips) if skips else 'nothing (no node had succeeded)'}")

@@ -1,0 +1,133 @@
+"""Workflow node records: written as each node finishes, read to resume, re-run from failure.
+
+The executor calls `NodeLedger.append` when a node finishes (success or
+failure); each call is one committed INSERT, so a worker killed at node 900
+of 1,000 leaves 899 records behind. A re-queued run (a lost worker) or a run
+re-run from failure hands the nodes that already succeeded for it to the
+executor as `done`: they are not run again. This module records and reads;
+how a run ends is finish.py's.
+"""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from scheduler.core import Outcome, RunRecord
+from scheduler.models import NodeOutcome, NodeRecord, Run, RunStatus, TargetKind, TriggerKind
+from scheduler.services.audit import actor_name, audit_record
+from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.runs import run_build
+
+# a workflow run that ended in one of these may be re-run from its failure
+RERUNNABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return (value.isoformat() if isinstance(value, datetime) else str(value))[:64]
+
+
+_COLUMNS = ("run_id", "run_attempt", "task_id", "outcome", "attempts", "resumed", "started_at", "finished_at",
+            "rows", "watermark", "reason")
+_INSERT = 'INSERT INTO "{table}" ({columns}) VALUES ({marks})'.format(
+    table=NodeRecord._meta.db_table, columns=", ".join(f'"{c}"' for c in _COLUMNS),
+    marks=", ".join(["%s"] * len(_COLUMNS)),
+)
+
+
+class NodeLedger:
+    """The executor's ledger for one run: a row per node as it finishes; freshness from earlier runs."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def append(self, record: RunRecord) -> None:
+        # One INSERT in autocommit: durable the moment the node is done. A plain
+        # statement rather than Model.objects.create: the ORM's save path cost
+        # five times the INSERT itself, and this runs once per node (docs/benchmarks.md).
+        adapt = connection.ops.adapt_datetimefield_value
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT, [
+                self.run.pk, self.run.attempt, record.task_id[:200], Outcome(record.outcome).value, record.attempts,
+                bool(record.resumed), adapt(record.started_at), adapt(record.finished_at), int(record.rows or 0),
+                _text(record.watermark), (record.reason or "")[:500],
+            ])
+
+    def last_success(self, task_id: str) -> RunRecord | None:
+        row = (
+            NodeRecord.objects.filter(run__schedule_id=self.run.schedule_id, task_id=task_id,
+                                      outcome=NodeOutcome.SUCCESS)
+            .order_by("-finished_at").first()
+        )
+        if row is not None:
+            return _record(row)
+        # runs from before node records: their report holds the nodes
+        reports = (
+            Run.objects.filter(schedule_id=self.run.schedule_id, report__isnull=False)
+            .order_by("-id").values_list("report", flat=True)[:50]
+        )
+        for data in reports:
+            for rec in reversed((data or {}).get("records", [])):
+                if rec.get("task_id") == task_id and rec.get("outcome") == Outcome.SUCCESS.value:
+                    return RunRecord.from_dict(rec)
+        return None
+
+
+def _record(row: NodeRecord) -> RunRecord:
+    return RunRecord(row.task_id, Outcome(row.outcome), row.started_at, row.finished_at, rows=row.rows,
+                     watermark=row.watermark or None, reason=row.reason, attempts=row.attempts, resumed=row.resumed)
+
+
+def nodes_done(run: Run) -> dict[str, RunRecord]:
+    """Nodes that already succeeded for `run`: in its earlier attempts, or in the run it re-runs from failure."""
+    ids = [run.pk] + ([run.retry_of_id] if run.retry_of_id else [])
+    rows = NodeRecord.objects.filter(run_id__in=ids, outcome=NodeOutcome.SUCCESS).order_by("id")
+    return {row.task_id: _record(row) for row in rows}
+
+
+def node_records(run: Run) -> list[NodeRecord]:
+    """Every node record of the run, in the order the nodes finished (for the run page and commands)."""
+    return list(NodeRecord.objects.filter(run=run).order_by("id"))
+
+
+def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None) -> Run:
+    """Queue a new run of a failed workflow run that skips the nodes which already succeeded.
+
+    The new run has the same params, window and logical time, is a RETRY run
+    whose `retry_of` is the failed one, and runs only the failed and blocked
+    nodes (and those never reached). Audited.
+    """
+    reason = check_text(reason, field="reason", max_length=500).strip()
+    if run.schedule.target_kind != TargetKind.WORKFLOW:
+        raise ServiceError(f"run {run.pk} is a pipeline run; only a workflow run can resume from its failure "
+                           "(trigger the schedule again instead)", field="run")
+    if run.status not in RERUNNABLE:
+        raise ServiceError(f"run {run.pk} is {run.status}; only a FAILED or CANCELLED workflow run can be re-run "
+                           "from its failure", field="run")
+    if run.backfill_id is not None:
+        raise ServiceError(f"run {run.pk} is a window of backfill {run.backfill_id}; retry it from the backfill",
+                           field="run")
+    if not run.schedule.enabled:
+        raise ServiceError(f"schedule '{run.schedule.name}' is disabled; enable it first", field="schedule")
+    now = now or timezone.now()
+    who, _kind = actor_name(actor)
+    window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None
+    done = sorted(nodes_done(run))
+    with transaction.atomic():
+        new = run_build(
+            schedule=run.schedule, trigger_kind=TriggerKind.RETRY, trigger_key=f"resume:{run.pk}:{uuid.uuid4().hex}",
+            params=dict(run.params or {}), logical_time=run.logical_time, triggered_by=who, window=window, now=now,
+        )
+        new.retry_of = run
+        new.save(force_insert=True)  # a fresh uuid in the key: nothing to collide with
+        audit_record(actor=actor, action="run.rerun_from_failure", target=run,
+                     after={"run": new.pk, "skips": done}, reason=reason, at=now)
+    return new
+
+
+__all__ = ["NodeLedger", "node_records", "nodes_done", "run_rerun_from_failure"]
