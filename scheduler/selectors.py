@@ -529,11 +529,15 @@ def needs_attention(now: datetime, *, breakers=None) -> list[dict]:
                       "title": f"run #{run.pk} of {run.schedule.name}",
                       "detail": f"no heartbeat for {(now - run.heartbeat_at).total_seconds():.0f} s"
                                 f"{' from ' + run.worker_id if run.worker_id else ''}"})
+    broken = set()
     for s in (open_breakers() if breakers is None else breakers)[:ATTENTION_LIMIT]:
+        broken.add(s.pk)
         items.append({"kind": "breaker", "label": "Breaker " + s.get_breaker_status_display().lower(),
                       "href": schedule_url(s.pk), "title": s.name,
                       "detail": f"{s.breaker_failures} consecutive failures"})
     for s in failing_schedules()[:ATTENTION_LIMIT]:
+        if s.pk in broken:
+            continue  # its open breaker already says so, once
         items.append({"kind": "failing", "label": "Failing", "href": run_url(s.verdict_run), "title": s.name,
                       "detail": f"last run #{s.verdict_run} failed: {s.verdict_reason or 'no reason given'}"})
     for s in late_schedules():

@@ -244,3 +244,21 @@ def test_a_backfill_that_completes_no_longer_offers_pause(page, login, operator,
     expect(page.locator("#backfill-actions button", has_text="Pause")).to_have_count(0)
     expect(page.locator("#backfill-progress")).to_contain_text("1 cancelled")
     assert _not_reloaded(page)
+
+
+def test_a_refresh_keeps_the_row_being_read_where_it_is(page, login, viewer, make_schedule, make_run):
+    schedule = make_schedule("orders-sync")
+    runs = [make_run(schedule, RunStatus.QUEUED, finished_at=None, started_at=None) for _ in range(45)]
+    login(viewer)
+    page.set_viewport_size({"width": 1280, "height": 600})
+    page.goto("/runs/")
+    _mark(page)
+    oldest = page.locator(f'#runs-table tr[data-run="{runs[0].pk}"]')
+    oldest.scroll_into_view_if_needed()
+    page.evaluate("window.scrollBy(0, -100)")
+    assert page.evaluate("window.scrollY") > 500
+    top = oldest.bounding_box()["y"]  # where the reader sees the row, in the viewport
+    Run.objects.filter(pk=runs[0].pk).update(status=RunStatus.CANCELLED, finished_at=timezone.now())
+    expect(oldest).to_have_attribute("data-status", "CANCELLED")
+    assert abs(oldest.bounding_box()["y"] - top) <= 2
+    assert _not_reloaded(page)

@@ -48,3 +48,24 @@ def recording(ctx: RunContext) -> Pipeline:
 
 
 register_pipeline("itest.record", recording, replace=True)
+
+
+class GatedSource:
+    """Logs a line, then waits for the file params["release"] to exist (at most a minute), then logs again."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def extract(self):
+        import logging
+
+        log = logging.getLogger("itest.gated")
+        log.info("step 1: waiting for %s", self.ctx.params.get("release"))
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self.ctx.params["release"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log.info("step 2: released")
+        return [{"id": 1}]
+
+
+register_pipeline("itest.gated", lambda ctx: Pipeline(GatedSource(ctx), IdentityTransform(), NoopSink()), replace=True)

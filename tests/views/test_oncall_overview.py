@@ -105,3 +105,11 @@ def test_heartbeat_style_runs_fold_into_one_row(viewer_client, make_schedule, ma
 def test_the_live_part_is_morphed_and_announces_a_summary(viewer_client, db):
     body = viewer_client.get(URL, headers={"HX-Request": "true"}).content.decode()
     assert "hx-swap=\"morph:" in body and 'aria-live="polite"' in body and 'id="overview-summary"' in body
+
+
+def test_a_schedule_with_an_open_breaker_is_listed_once(viewer_client, make_schedule, make_run):
+    flaky = make_schedule("flaky")
+    make_run(flaky, RunStatus.FAILED)
+    Schedule.objects.filter(pk=flaky.pk).update(breaker_status=BreakerStatus.OPEN, breaker_failures=5)
+    found = _attention(viewer_client.get(URL))
+    assert [i["title"] for i in found["breaker"]] == ["flaky"] and "failing" not in found
