@@ -179,6 +179,23 @@ def login(page):
 
 
 @pytest.fixture
+def shot_of():
+    """shot_of(page, name): like `shot`, for another page (the phone one)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def take(on, name: str) -> Path:
+        path = ARTIFACTS / f"{name}.png"
+        on.screenshot(path=str(path), full_page=True)
+        if os.environ.get("ETL_UPDATE_DOC_SCREENSHOTS"):
+            docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+            docs.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, docs / path.name)
+        return path
+
+    return take
+
+
+@pytest.fixture
 def shot(page):
     """shot(name): a full-page screenshot under test-artifacts/screenshots/ (CI keeps it, git ignores it)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,12 @@ def _watch(page) -> list[str]:
     return bad
 
 
+UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea')]
+    .filter(el => el.type !== 'hidden' && !(el.labels && el.labels.length)
+                  && !el.getAttribute('aria-label') && !el.getAttribute('aria-labelledby'))
+    .map(el => el.outerHTML.slice(0, 160))"""
+
+
 def _styled_and_live(page) -> dict:
     return page.evaluate(
         """() => ({
@@ -53,6 +59,7 @@ def _pages(sample) -> list[str]:
         "/runs/skipped/",
         "/timeline/",
         f"/runs/{sample['run'].pk}/",
+        "/timeline/",
         "/schedules/",
         "/schedules/graph/",
         f"/schedules/{sample['schedule'].pk}/",
@@ -85,6 +92,8 @@ def test_every_page_loads_with_no_failed_request_and_with_its_stylesheet_and_htm
             assert state["sheet"], f"{path}: app.css is not applied"
             assert state["background"] == "rgb(247, 248, 250)", f"{path}: body background {state['background']}"
             assert state["htmx"], f"{path}: htmx is not loaded"
+            assert page.evaluate(UNLABELLED) == [], f"{path}: inputs without a label"
+            assert page.locator("a.skip-link[href='#main']").count() == 1 and page.locator("main#main").count() == 1
             assert state["morph"], f"{path}: the idiomorph extension is not loaded"
 
 
