@@ -242,6 +242,19 @@ MIDDLEWARE.insert(
     "scheduler.middleware.NoStoreForSignedInUsers",
 )
 
+# --- end hardening settings (first part) ---
+
+# --- teams settings ---
+# Object permissions (django-rules): an operator acts only on schedules of a team they belong to.
+AUTHENTICATION_BACKENDS = [
+    "rules.permissions.ObjectPermissionBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+ETL_DEFAULT_TEAM = envstr("ETL_DEFAULT_TEAM", "default")  # owner of schedules made without one
+ETL_TEAMS_VIEW_ALL = envbool("ETL_TEAMS_VIEW_ALL", True)  # viewers and operators see other teams read-only
+# --- end teams settings ---
+
+# --- hardening settings (continued) ---
 # Alerts are delivered from their table by each cluster's `alerts` loop, through a pool of this many threads.
 ETL_ALERT_WORKERS = envint("ETL_ALERT_WORKERS", 2, minimum=1)
 ETL_ALERT_INTERVAL = envfloat("ETL_ALERT_INTERVAL", 1.0, minimum=0.05)
@@ -252,7 +265,8 @@ ETL_ALERT_ALLOW_PRIVATE_URLS = envbool("ETL_ALERT_ALLOW_PRIVATE_URLS", False)
 # login is locked for ETL_LOGIN_COOLOFF_MINUTES; admins see and clear lock-outs in the admin (Axes > Access attempts).
 INSTALLED_APPS.append("axes")
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as django-axes requires
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# axes first, as it requires; then the teams backends above
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", *AUTHENTICATION_BACKENDS]
 AXES_FAILURE_LIMIT = envint("ETL_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = envint("ETL_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

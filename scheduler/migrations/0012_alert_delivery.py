@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0009_freshness_objectives'),
+        ('scheduler', '0011_schedule_owner_required'),
     ]
 
     operations = [
