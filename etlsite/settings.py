@@ -240,3 +240,12 @@ ETL_RUN_LOG_LEVEL = envstr("ETL_RUN_LOG_LEVEL", "INFO").upper()
 if ETL_RUN_LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR"):
     raise ImproperlyConfigured(f"ETL_RUN_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR, not {ETL_RUN_LOG_LEVEL!r}")
 ETL_TIMELINE_HOURS = envint("ETL_TIMELINE_HOURS", 6, minimum=1)  # how far back the timeline looks by default
+
+# --- teams settings ---
+# Object permissions (django-rules): an operator acts only on schedules of a team they belong to.
+AUTHENTICATION_BACKENDS = [
+    "rules.permissions.ObjectPermissionBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+ETL_DEFAULT_TEAM = envstr("ETL_DEFAULT_TEAM", "default")  # owner of schedules made without one
+ETL_TEAMS_VIEW_ALL = envbool("ETL_TEAMS_VIEW_ALL", True)  # viewers and operators see other teams read-only

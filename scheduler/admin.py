@@ -4,16 +4,46 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpResponse
 
 from scheduler.models import (
-    AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, WatermarkState, WorkloadClass,
+    AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, Team, WatermarkState, WorkloadClass,
 )
 from scheduler.services import schedules as schedule_services
+from scheduler.services import teams as team_services
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError
 from scheduler.services.schedule_files import schedules_export
+
+def _visible(queryset, user, team_field: str):
+    """Narrow a queryset to the teams `user` may see (every team while ETL_TEAMS_VIEW_ALL is on)."""
+    teams = team_services.visible_team_ids(user)
+    return queryset if teams is None else queryset.filter(**{f"{team_field}__in": teams})
+
+
+def _allowed(request, perm: str, obj) -> bool:
+    return request.user.has_perm(perm) and (obj is None or request.user.has_perm(perm, obj))
+
+
+def _refuse_unless(request, perm: str, obj) -> None:
+    try:
+        team_services.authorize(actor=request.user, perm=perm, obj=obj)
+    except team_services.PermissionRefused as exc:
+        raise PermissionDenied(str(exc)) from None
+
+
+def _permitted(model_admin, request, perm: str, queryset):
+    """The objects of an action's selection the user may act on; each refusal is audited and shown."""
+    for obj in queryset:
+        try:
+            team_services.authorize(actor=request.user, perm=perm, obj=obj)
+        except team_services.PermissionRefused as exc:
+            model_admin.message_user(request, str(exc), level=messages.ERROR)
+            continue
+        yield obj
+
 
 SCHEDULE_STATE_FIELDS = (
     "next_fire_at",
@@ -53,6 +83,12 @@ class ScheduleForm(forms.ModelForm):
         exclude = ["webhook_secret", *SCHEDULE_STATE_FIELDS]
         field_classes = {"params": BoundedJSONField, "trigger_config": BoundedJSONField,
                          "watermark_config": BoundedJSONField}
+        help_texts = {"owner": "The owning team; empty means the default team (ETL_DEFAULT_TEAM)."}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "owner" in self.fields:
+            self.fields["owner"].required = False
 
     def clean(self):
         cleaned = super().clean()
@@ -79,6 +115,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
     list_display = (
         "name",
+        "owner",
         "target_id",
         "trigger_kind",
         "enabled",
@@ -87,11 +124,52 @@ class ScheduleAdmin(admin.ModelAdmin):
         "breaker_status",
         "next_fire_at",
     )
-    list_filter = ("enabled", "trigger_kind", "workload_class", "breaker_status")
+    list_filter = ("owner", "enabled", "trigger_kind", "workload_class", "breaker_status")
+    list_select_related = ("owner", "workload_class")
     search_fields = ("name", "target_id", "description")
     readonly_fields = SCHEDULE_STATE_FIELDS
     filter_horizontal = ("depends_on",)
     actions = ["enable", "disable", "run_now", "reset_breaker", "export_yaml"]
+
+    def get_queryset(self, request):
+        """Other teams' schedules only while ETL_TEAMS_VIEW_ALL is on (then read-only: has_change_permission)."""
+        return _visible(super().get_queryset(request), request.user, "owner_id")
+
+    def has_change_permission(self, request, obj=None):
+        """Model permission, then the owning team's membership for one schedule."""
+        return _allowed(request, "scheduler.change_schedule", obj)
+
+    def has_delete_permission(self, request, obj=None):
+        """Model permission, then the owning team's membership for one schedule."""
+        return _allowed(request, "scheduler.delete_schedule", obj)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        """An operator gives a schedule only to a team of their own."""
+        if db_field.name == "owner":
+            teams = team_services.actable_team_ids(request.user)
+            kwargs["queryset"] = Team.objects.all() if teams is None else Team.objects.filter(pk__in=teams)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """A save refused for another team's schedule is audited and says why (the admin's own 403 does not)."""
+        if request.method == "POST":
+            obj = self.get_object(request, object_id)
+            if obj is not None and request.user.has_perm("scheduler.change_schedule"):
+                _refuse_unless(request, "scheduler.change_schedule", obj)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        obj = self.get_object(request, object_id)
+        if obj is not None and request.user.has_perm("scheduler.delete_schedule"):
+            _refuse_unless(request, "scheduler.delete_schedule", obj)
+        return super().delete_view(request, object_id, extra_context)
+
+    def get_deleted_objects(self, objs, request):
+        """The bulk delete action: another team's schedule in the selection refuses it (audited, with the reason)."""
+        if request.user.has_perm("scheduler.delete_schedule"):
+            for obj in objs:
+                _refuse_unless(request, "scheduler.delete_schedule", obj)
+        return super().get_deleted_objects(objs, request)
 
     def save_model(self, request, obj, form, change):
         """Save through the schedule service so the audit log and next fire time are kept."""
@@ -110,30 +188,34 @@ class ScheduleAdmin(admin.ModelAdmin):
         schedule_services.schedule_delete(schedule=obj, actor=request.user, reason="deleted in admin")
 
     def delete_queryset(self, request, queryset):
-        for obj in queryset:
+        for obj in _permitted(self, request, "scheduler.delete_schedule", queryset):
             self.delete_model(request, obj)
 
     @admin.action(description="Enable selected schedules", permissions=["toggle"])
     def enable(self, request, queryset):
-        for schedule in queryset:
+        done = 0
+        for schedule in _permitted(self, request, "scheduler.toggle_schedule", queryset):
             schedule_services.schedule_set_enabled(
                 schedule=schedule, enabled=True, actor=request.user, reason="admin action"
             )
-        self.message_user(request, f"Enabled {queryset.count()} schedule(s).")
+            done += 1
+        self.message_user(request, f"Enabled {done} schedule(s).")
 
     @admin.action(description="Disable selected schedules", permissions=["toggle"])
     def disable(self, request, queryset):
-        for schedule in queryset:
+        done = 0
+        for schedule in _permitted(self, request, "scheduler.toggle_schedule", queryset):
             schedule_services.schedule_set_enabled(
                 schedule=schedule, enabled=False, actor=request.user, reason="admin action"
             )
-        self.message_user(request, f"Disabled {queryset.count()} schedule(s).")
+            done += 1
+        self.message_user(request, f"Disabled {done} schedule(s).")
 
     @admin.action(description="Run selected schedules now", permissions=["trigger"])
     def run_now(self, request, queryset):
         from scheduler.services.runs import run_trigger_manual
 
-        for schedule in queryset:
+        for schedule in _permitted(self, request, "scheduler.trigger_schedule", queryset):
             try:
                 run = run_trigger_manual(schedule=schedule, actor=request.user, reason="admin action")
                 self.message_user(request, f"Queued run {run.pk} of {schedule.name}.")
@@ -144,9 +226,11 @@ class ScheduleAdmin(admin.ModelAdmin):
     def reset_breaker(self, request, queryset):
         from scheduler.services.breakers import breaker_reset
 
-        for schedule in queryset:
+        done = 0
+        for schedule in _permitted(self, request, "scheduler.reset_breaker", queryset):
             breaker_reset(schedule=schedule, actor=request.user, reason="admin action")
-        self.message_user(request, f"Reset {queryset.count()} breaker(s).")
+            done += 1
+        self.message_user(request, f"Reset {done} breaker(s).")
 
     @admin.action(description="Export selected as a schedules file (YAML)", permissions=["view"])
     def export_yaml(self, request, queryset):
@@ -247,6 +331,9 @@ class RunAdmin(admin.ModelAdmin):
     def has_cancel_permission(self, request):
         return request.user.has_perm("scheduler.cancel_run")
 
+    def get_queryset(self, request):
+        return _visible(super().get_queryset(request), request.user, "schedule__owner_id")
+
     def has_trigger_permission(self, request):
         return request.user.has_perm("scheduler.trigger_schedule")
 
@@ -254,7 +341,7 @@ class RunAdmin(admin.ModelAdmin):
     def rerun_from_failure(self, request, queryset):
         from scheduler.services.nodes import run_rerun_from_failure
 
-        for run in queryset.select_related("schedule"):
+        for run in _permitted(self, request, "scheduler.trigger_schedule", queryset.select_related("schedule")):
             try:
                 new = run_rerun_from_failure(run=run, actor=request.user, reason="admin action")
                 self.message_user(request, f"Run {new.pk} re-runs run {run.pk} from its failure.")
@@ -266,7 +353,7 @@ class RunAdmin(admin.ModelAdmin):
         from scheduler.services.finish import run_cancel
 
         done = 0
-        for run in queryset:
+        for run in _permitted(self, request, "scheduler.cancel_run", queryset.select_related("schedule")):
             try:
                 done += bool(run_cancel(run=run, actor=request.user, reason="admin action"))
             except ServiceError as exc:
@@ -313,6 +400,80 @@ class BackfillAdmin(ReadOnlyAdmin):
 class GovernanceTickAdmin(ReadOnlyAdmin):
     list_display = ("started_at", "finished_at", "holder", "error")
     show_full_result_count = False
+
+
+class TeamForm(forms.ModelForm):
+    class Meta:
+        model = Team
+        fields = ["name", "description", "members", "alert_emails", "alert_webhook_url"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        candidate = Team(pk=self.instance.pk, alert_webhook_secret=self.instance.alert_webhook_secret,
+                         **{k: cleaned.get(k) or "" for k in team_services.EDITABLE})
+        try:
+            team_services.validate_team(candidate)
+        except ServiceError as exc:
+            field = (exc.field or "").split(".")[0]
+            if field in self.fields:
+                self.add_error(field, str(exc))
+            else:
+                raise forms.ValidationError(str(exc)) from None
+        return cleaned
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    form = TeamForm
+    list_display = ("name", "description", "member_names", "schedule_count", "alert_emails", "alert_webhook_url")
+    search_fields = ("name", "description", "members__username")
+    filter_horizontal = ("members",)
+    readonly_fields = ("webhook_secret_state",)
+
+    def get_fields(self, request, obj=None):
+        return ["name", "description", "members", "alert_emails", "alert_webhook_url", "webhook_secret_state"]
+
+    @admin.display(description="members")
+    def member_names(self, obj):
+        return ", ".join(obj.members.order_by("username").values_list("username", flat=True)) or "-"
+
+    @admin.display(description="schedules")
+    def schedule_count(self, obj):
+        return obj.schedules.count()
+
+    @admin.display(description="webhook secret")
+    def webhook_secret_state(self, obj):
+        if obj is None or not obj.alert_webhook_secret:
+            return "made when a webhook URL is saved"
+        return "set (show or rotate it with: manage.py team rotate-secret NAME)"
+
+    def save_model(self, request, obj, form, change):
+        """Save through the team service (validation, audit entry, the webhook secret)."""
+        data = {k: form.cleaned_data.get(k) or "" for k in team_services.EDITABLE}
+        saved = team_services.team_save(data=data, actor=request.user, team=obj if change else None)
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    def save_related(self, request, form, formsets, change):
+        """Members through the service too, so the change is audited."""
+        wanted = set(form.cleaned_data.get("members") or [])
+        current = set(form.instance.members.all())
+        team_services.team_set_members(team=form.instance, add=wanted - current, remove=current - wanted,
+                                       actor=request.user, reason="admin")
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
+
+    def delete_model(self, request, obj):
+        try:
+            team_services.team_delete(team=obj, actor=request.user, reason="deleted in admin")
+        except ServiceError as exc:
+            self.message_user(request, str(exc), level=messages.ERROR)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
 
 
 class WatermarkForm(forms.ModelForm):
@@ -364,5 +525,17 @@ class WatermarkStateAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def get_queryset(self, request):
+        return _visible(super().get_queryset(request), request.user, "schedule__owner_id")
+
     def has_change_permission(self, request, obj=None):
-        return request.user.has_perm("scheduler.manage_watermark")
+        """Model permission, then the owning team's membership for one mark."""
+        return _allowed(request, "scheduler.manage_watermark", obj)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """A change refused for another team's schedule is audited and says why."""
+        if request.method == "POST":
+            obj = self.get_object(request, object_id)
+            if obj is not None and request.user.has_perm("scheduler.manage_watermark"):
+                _refuse_unless(request, "scheduler.manage_watermark", obj)
+        return super().change_view(request, object_id, form_url, extra_context)

@@ -10,6 +10,7 @@ class SchedulerConfig(AppConfig):
         from scheduler.pipelines.registry import autodiscover
         from scheduler.triggers.registry import load_entry_point_plugins
 
+        from scheduler import permissions  # noqa: F401  registers the team rules (django-rules)
         from scheduler.services import alerts  # noqa: F401  connects the alert signal receivers
 
         autodiscover()

@@ -23,6 +23,7 @@ from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.freshness import freshness_status
 from scheduler.services.schedule_files import Plan, schedules_apply, schedules_export
 from scheduler.services.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
+from scheduler.services.teams import authorize, authorize_owner_change, team_get
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +71,17 @@ class Watermarks:
         from scheduler.services.schedules import schedule_get
         from scheduler.services.watermarks import watermark_set
 
-        return watermark_set(schedule=schedule_get(schedule), value=value, actor=actor, reason=reason, force=force)
+        target = schedule_get(schedule)
+        authorize(actor=actor, perm="scheduler.manage_watermark", obj=target)
+        return watermark_set(schedule=target, value=value, actor=actor, reason=reason, force=force)
 
     def reset(self, schedule: str | int, *, reason: str, actor: Any = "api") -> str:
         from scheduler.services.schedules import schedule_get
         from scheduler.services.watermarks import watermark_reset
 
-        return watermark_reset(schedule=schedule_get(schedule), actor=actor, reason=reason)
+        target = schedule_get(schedule)
+        authorize(actor=actor, perm="scheduler.manage_watermark", obj=target)
+        return watermark_reset(schedule=target, actor=actor, reason=reason)
 
 
 class Backfills:
@@ -94,6 +99,11 @@ class Backfills:
             qs = qs.filter(status=status)
         return list(qs[:limit])
 
+    def _allowed(self, backfill_id: int, actor: Any) -> Backfill:
+        backfill = self.get(backfill_id)
+        authorize(actor=actor, perm="scheduler.manage_backfill", obj=backfill)
+        return backfill
+
     def progress(self, backfill_id: int) -> dict[str, int]:
         from scheduler.services.backfills import backfill_progress
 
@@ -102,22 +112,22 @@ class Backfills:
     def pause(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
         from scheduler.services.backfills import backfill_pause
 
-        backfill_pause(backfill=self.get(backfill_id), actor=actor, reason=reason)
+        backfill_pause(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def resume(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
         from scheduler.services.backfills import backfill_resume
 
-        backfill_resume(backfill=self.get(backfill_id), actor=actor, reason=reason)
+        backfill_resume(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def cancel(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
         from scheduler.services.backfills import backfill_cancel
 
-        backfill_cancel(backfill=self.get(backfill_id), actor=actor, reason=reason)
+        backfill_cancel(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def retry_failed(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> int:
         from scheduler.services.backfills import backfill_retry_failed
 
-        return backfill_retry_failed(backfill=self.get(backfill_id), actor=actor, reason=reason)
+        return backfill_retry_failed(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
 
 class Schedules:
@@ -144,13 +154,22 @@ class Schedules:
         return schedule_spec(schedule_get(name))
 
     def create(self, name: str, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:
+        authorize(actor=actor, perm="scheduler.add_schedule")
+        if fields.get("owner") is not None:
+            authorize_owner_change(actor=actor, schedule=Schedule(name=name), team=team_get(fields["owner"]))
         return schedule_save(data={"name": name, **fields}, actor=actor, reason=reason)
 
     def update(self, name: str | int, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:
-        return schedule_save(data=fields, schedule=schedule_get(name), actor=actor, reason=reason)
+        schedule = schedule_get(name)
+        authorize(actor=actor, perm="scheduler.change_schedule", obj=schedule)
+        if fields.get("owner") is not None:
+            authorize_owner_change(actor=actor, schedule=schedule, team=team_get(fields["owner"]))
+        return schedule_save(data=fields, schedule=schedule, actor=actor, reason=reason)
 
     def delete(self, name: str | int, *, actor: Any = "api", reason: str = "") -> None:
-        schedule_delete(schedule=schedule_get(name), actor=actor, reason=reason)
+        schedule = schedule_get(name)
+        authorize(actor=actor, perm="scheduler.delete_schedule", obj=schedule)
+        schedule_delete(schedule=schedule, actor=actor, reason=reason)
 
     def apply(self, text: str, *, prune: bool = False, dry_run: bool = False, actor: Any = "api",
               reason: str = "") -> Plan:
@@ -265,21 +284,27 @@ class SchedulerHost:
         from scheduler.services.runs import run_trigger_manual
 
         schedule = self._schedule_for(schedule_or_pipeline_id)
+        authorize(actor=actor, perm="scheduler.trigger_schedule", obj=schedule)
         return run_trigger_manual(schedule=schedule, actor=actor, params=override_params, reason=reason).pk
 
     def submit_backfill(self, schedule: Any, start: Any, end: Any, window: Any, *, reason: str,
                         requested_by: Any = "api", max_parallel: int = 1, params: dict | None = None) -> int:
         """Backfill [start, end) (datetime marks) in windows; `params` go to every window's run."""
         from scheduler.services.backfills import backfill_submit
+        from scheduler.services.schedules import schedule_get
 
-        return backfill_submit(schedule=schedule, start=start, end=end, window=window, reason=reason,
+        target = schedule_get(schedule)
+        authorize(actor=requested_by, perm="scheduler.manage_backfill", obj=target)
+        return backfill_submit(schedule=target, start=start, end=end, window=window, reason=reason,
                                requested_by=requested_by, max_parallel=max_parallel, params=params).pk
 
     def reset_circuit_breaker(self, schedule_id: Any, reset_by: Any, reason: str = "") -> None:
         from scheduler.services.breakers import breaker_reset
         from scheduler.services.schedules import schedule_get
 
-        breaker_reset(schedule=schedule_get(schedule_id), actor=reset_by,
+        target = schedule_get(schedule_id)
+        authorize(actor=reset_by, perm="scheduler.reset_breaker", obj=target)
+        breaker_reset(schedule=target, actor=reset_by,
                       reason=reason or "reset through SchedulerHost")
 
     def freshness(self, *, now: datetime | None = None) -> list[dict]:

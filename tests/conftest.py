@@ -12,9 +12,11 @@ def restore_migration_data() -> None:
 
     from django.contrib.auth.models import Group, Permission
 
-    from scheduler.models import WorkloadClass
+    from scheduler.models import Team, WorkloadClass
 
-    if Group.objects.filter(name="admin").exists() and WorkloadClass.objects.filter(name="critical").exists():
+    if (Group.objects.filter(name="admin").exists() and WorkloadClass.objects.filter(name="critical").exists()
+            and Group.objects.get(name="admin").permissions.filter(codename="act_for_all_teams").exists()):
+        Team.default_team_id()
         return
     spec = import_module("scheduler.migrations.0002_groups_and_classes")
     crud = [f"{a}_{m}" for m in spec.CRUD_MODELS for a in ("add", "change", "delete")]
@@ -22,6 +24,12 @@ def restore_migration_data() -> None:
                             ("admin", spec.VIEW + spec.OPERATE + crud)]:
         group, _ = Group.objects.get_or_create(name=name)
         group.permissions.set(Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames))
+    # what the teams migration grants
+    team_admin = ["act_for_all_teams", "view_team", "add_team", "change_team", "delete_team"]
+    for name, codenames in [("admin", team_admin), ("operator", ["view_team"]), ("viewer", ["view_team"])]:
+        Group.objects.get(name=name).permissions.add(
+            *Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames))
+    Team.default_team_id()
     for name, limit in [("standard", 4), ("heavy", 1), ("critical", 2)]:
         WorkloadClass.objects.get_or_create(name=name, defaults={"concurrency_limit": limit})
 
@@ -83,8 +91,18 @@ def make_user(db):
 
 
 @pytest.fixture
-def operator(make_user):
-    return make_user("olivia", "operator")
+def default_team(db):
+    from scheduler.models import Team
+
+    return Team.objects.get(pk=Team.default_team_id())
+
+
+@pytest.fixture
+def operator(make_user, default_team):
+    """An operator of the default team, which owns every schedule made without an owner."""
+    user = make_user("olivia", "operator")
+    default_team.members.add(user)
+    return user
 
 
 @pytest.fixture

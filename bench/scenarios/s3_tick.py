@@ -37,14 +37,15 @@ NOW = datetime(2026, 3, 2, 12, 0, 30, tzinfo=timezone.utc)
 
 
 def add_schedules(start: int, stop: int, due: int) -> None:
-    from scheduler.models import Schedule, WorkloadClass
+    from scheduler.models import Schedule, Team, WorkloadClass
 
     wc = WorkloadClass.objects.get(name="standard")
+    owner = Team.default_team_id()  # bulk_create skips Schedule.save, which fills it in
     fire, later = NOW.replace(second=0), NOW.replace(second=0) + timedelta(hours=1)
     batch = []
     for i in range(start, stop):
         batch.append(Schedule(
-            name=f"bench-{i:06d}", target_id="demo.noop", workload_class=wc, trigger_kind="cron",
+            name=f"bench-{i:06d}", target_id="demo.noop", workload_class=wc, trigger_kind="cron", owner_id=owner,
             trigger_config={"cron": "0 * * * *"}, next_fire_at=fire if i < due else later,
         ))
         if len(batch) == 5000:

@@ -49,10 +49,12 @@ COLUMNS = ("schedule_id, trigger_key, trigger_kind, params, priority, workload_c
 def seed(n: int) -> dict:
     from django.db import connection
 
-    from scheduler.models import Run, RunStatus, Schedule, WorkloadClass
+    from scheduler.models import Run, RunStatus, Schedule, Team, WorkloadClass
 
     wc = WorkloadClass.objects.get(name="standard")
-    Schedule.objects.bulk_create([Schedule(name=f"dash-{i:03d}", target_id="demo.noop", workload_class=wc)
+    owner = Team.default_team_id()  # bulk_create skips Schedule.save, which fills it in
+    Schedule.objects.bulk_create([Schedule(name=f"dash-{i:03d}", target_id="demo.noop", workload_class=wc,
+                                           owner_id=owner)
                                   for i in range(100)])
     first = Schedule.objects.order_by("id").values_list("id", flat=True).first()
     status = ("CASE WHEN x % 100 = 0 THEN 'FAILED' WHEN x % 100 = 1 THEN 'SKIPPED' WHEN x % 100 = 2 THEN 'BLOCKED'"

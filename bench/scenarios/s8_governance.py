@@ -31,11 +31,12 @@ NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 
 
 def seed(n: int) -> None:
-    from scheduler.models import Run, RunStatus, Schedule, WorkloadClass
+    from scheduler.models import Run, RunStatus, Schedule, Team, WorkloadClass
 
     wc = WorkloadClass.objects.get(name="standard")
+    owner = Team.default_team_id()  # bulk_create skips Schedule.save, which fills it in
     schedules = Schedule.objects.bulk_create([
-        Schedule(name=f"gov-{i:03d}", target_id="demo.noop", workload_class=wc, retry_max_attempts=3)
+        Schedule(name=f"gov-{i:03d}", target_id="demo.noop", workload_class=wc, retry_max_attempts=3, owner_id=owner)
         for i in range(100)
     ])
     runs = []

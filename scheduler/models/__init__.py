@@ -27,6 +27,7 @@ from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run, RunUpstream
 from scheduler.models.runlog import RunLogLine
 from scheduler.models.schedule import Schedule
+from scheduler.models.team import Team
 from scheduler.models.watermark import WatermarkHistory, WatermarkState
 from scheduler.models.workload import WorkloadClass
 
@@ -34,7 +35,7 @@ __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
-    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "TriggerKind", "WatermarkChange",
+    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
     "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

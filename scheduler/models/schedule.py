@@ -2,6 +2,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from scheduler.models.choices import BreakerStatus, CatchupPolicy, Condition, FreshnessMeasure, OverlapPolicy, TargetKind
+from scheduler.models.team import Team
 
 
 class Schedule(models.Model):
@@ -21,6 +22,10 @@ class Schedule(models.Model):
         "scheduler.WorkloadClass", on_delete=models.PROTECT, related_name="schedules", help_text="Queue lane."
     )
     params = models.JSONField(default=dict, blank=True, help_text="Default params given to every run.")
+    owner = models.ForeignKey(
+        "scheduler.Team", on_delete=models.PROTECT, related_name="schedules",
+        help_text="The team that owns this schedule: its members act on it and hear its alerts.",
+    )
 
     # --- trigger -----------------------------------------------------------
     trigger_kind = models.CharField(
@@ -131,6 +136,11 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs):
+        if self.owner_id is None:  # a schedule made without an owner lands in the default team
+            self.owner_id = Team.default_team_id()
+        super().save(*args, **kwargs)
 
     @property
     def overlap(self) -> str:

@@ -3,8 +3,10 @@ dependency timeout, a governance loop that is late.
 
 Each incident is one Alert row (its `incident_key` is unique), so a problem
 that lasts many ticks alerts once. Channels are the schedule's own
-(`alert_emails`, `alert_webhook_url`) plus the global ones from settings
-(ETL_ALERT_EMAILS, ETL_ALERT_WEBHOOK_URL signed with ETL_ALERT_WEBHOOK_SECRET).
+(`alert_emails`, `alert_webhook_url`) plus its owning team's (signed with the
+team's secret); the global ones from settings (ETL_ALERT_EMAILS,
+ETL_ALERT_WEBHOOK_URL signed with ETL_ALERT_WEBHOOK_SECRET) are the fallback
+when the team has none, and receive the alerts that concern no schedule.
 
 Delivery never runs on the caller's thread: a slow mail server or webhook
 receiver must not hold up a worker or the dispatcher. It runs in a daemon
@@ -32,6 +34,7 @@ from django.utils import timezone
 from scheduler import signals
 from scheduler.models import Alert, AlertKind, AlertStatus, LoopLease, Run, Schedule
 from scheduler.selectors import governance_health
+from scheduler.services.teams import team_alert_channels, team_webhook_secret
 from scheduler.services.webhooks import sign_webhook
 
 log = logging.getLogger(__name__)
@@ -52,17 +55,26 @@ def _emails(text_or_list: Any) -> list[str]:
 
 
 def channels_for(schedule: Schedule | None) -> list[dict]:
-    """Where an alert about `schedule` goes: its own channels plus the global ones, no duplicates."""
-    emails = _emails(schedule.alert_emails if schedule is not None else "") + _emails(settings.ETL_ALERT_EMAILS)
-    urls = [schedule.alert_webhook_url] if schedule is not None and schedule.alert_webhook_url else []
-    if settings.ETL_ALERT_WEBHOOK_URL:
-        urls.append(settings.ETL_ALERT_WEBHOOK_URL)
+    """Where an alert about `schedule` goes, no duplicates: its own channels, its owning team's, and the
+    global ones (settings) as the fallback when the team has none."""
+    team = team_alert_channels(schedule)
+    emails = _emails(schedule.alert_emails if schedule is not None else "")
+    emails += [a for c in team if c["type"] == "email" for a in c["to"]]
+    urls: dict[str, dict] = {}
+    if schedule is not None and schedule.alert_webhook_url:
+        urls[schedule.alert_webhook_url] = {"type": "webhook", "url": schedule.alert_webhook_url}
+    for channel in team:
+        if channel["type"] == "webhook":
+            urls.setdefault(channel["url"], channel)
+    if not team:
+        emails += _emails(settings.ETL_ALERT_EMAILS)
+        if settings.ETL_ALERT_WEBHOOK_URL:
+            urls.setdefault(settings.ETL_ALERT_WEBHOOK_URL, {"type": "webhook", "url": settings.ETL_ALERT_WEBHOOK_URL})
     out: list[dict] = []
     seen_emails = list(dict.fromkeys(emails))
     if seen_emails:
         out.append({"type": "email", "to": seen_emails})
-    for url in dict.fromkeys(urls):
-        out.append({"type": "webhook", "url": url})
+    out.extend(urls.values())
     return out
 
 
@@ -159,7 +171,8 @@ def alert_deliver(alert_id: int, *, sleep=time.sleep) -> str:
             if channel.get("type") == "email":
                 send_mail(subject, alert.message, settings.DEFAULT_FROM_EMAIL, channel["to"], fail_silently=False)
             elif channel.get("type") == "webhook":
-                post_json(channel["url"], _payload(alert), secret=settings.ETL_ALERT_WEBHOOK_SECRET, sleep=sleep)
+                secret = team_webhook_secret(channel) or settings.ETL_ALERT_WEBHOOK_SECRET
+                post_json(channel["url"], _payload(alert), secret=secret, sleep=sleep)
         except Exception as exc:  # each channel on its own: a dead webhook must not stop the e-mail  # noqa: BLE001
             errors.append(f"{channel.get('type')}: {exc}"[:500])
     status = AlertStatus.FAILED if errors else AlertStatus.SENT

@@ -5,7 +5,8 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
-from scheduler.models import ActorKind, AuditEntry
+from scheduler.models import ActorKind, AuditEntry, Team
+from scheduler.permissions import owner_id_of
 from scheduler.services.errors import check_text
 
 
@@ -38,6 +39,7 @@ def audit_record(
 ) -> AuditEntry:
     """Append one audit entry. Call inside the transaction of the change it records."""
     name, kind = actor_name(actor)
+    team_id = target.pk if isinstance(target, Team) else owner_id_of(target)
     if isinstance(target, models.Model):
         target_type = target._meta.model_name
         target_id = str(target.pk)
@@ -58,4 +60,5 @@ def audit_record(
         before=before,
         after=after,
         reason=(reason or "")[:500],
+        team_id=team_id,
     )

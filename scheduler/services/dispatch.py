@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django_q.tasks import async_task
 from django.db import connection, transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q
 
 from scheduler.core import next_allowed_start
 from scheduler.core.overlap import SERIAL_POLICIES
@@ -23,6 +23,7 @@ from scheduler.services.runs import run_transition
 
 log = logging.getLogger(__name__)
 S = RunStatus
+MAX_ROUNDS = 4  # batches per tick when held-back runs filled a batch
 
 
 # --- gating -----------------------------------------------------------------
@@ -124,24 +125,57 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
         if not open_classes:
             return admitted
         batch = max(sum(free[pk] for pk in open_classes) * 4, settings.ETL_DISPATCH_BATCH)
-        candidates = (
-            Run.objects.filter(status=S.QUEUED, workload_class_id__in=open_classes)
-            .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
-            .select_related("schedule", "backfill")
-            # one EXISTS per batch instead of one depends_on query per run
-            .annotate(has_deps=Exists(Schedule.depends_on.through.objects.filter(from_schedule_id=OuterRef("schedule_id"))))
-            .order_by("-priority", "queued_at", "id")[:batch]
-        )
-        running_watermarked = _running_serial()
-        candidates = list(candidates)
-        verdicts = _dependency_verdicts([run for run in candidates if run.has_deps])
-        for run in candidates:
-            if free[run.workload_class_id] <= 0:
-                continue
-            if _try_admit(run, verdicts.get(run.pk), now=now, holder=holder, running_watermarked=running_watermarked):
-                free[run.workload_class_id] -= 1
-                admitted.append(run.pk)
+        # Hold-backs are data the candidate query filters on, so one
+        # schedule's backlog never hides another schedule's runs: schedules
+        # at their rate limit, serial schedules with a run in flight, paused
+        # backfills, retries in back-off. A schedule that reaches a hold-back
+        # during the tick is left out of the next batch.
+        serial_busy = _running_serial()
+        rate_held = _rate_limited(now)
+        seen: list[int] = []
+        for _round in range(MAX_ROUNDS):
+            candidates = list(_candidates(open_classes, now=now, serial_busy=serial_busy, rate_held=rate_held,
+                                          seen=seen)[:batch])
+            verdicts = _dependency_verdicts([run for run in candidates if run.has_deps])
+            for run in candidates:
+                if free[run.workload_class_id] <= 0:
+                    continue
+                if run.schedule_id in rate_held or (run.backfill_id is None and run.schedule_id in serial_busy):
+                    continue  # held back earlier in this tick
+                if _try_admit(run, verdicts.get(run.pk), now=now, holder=holder, running_watermarked=serial_busy,
+                              rate_held=rate_held):
+                    free[run.workload_class_id] -= 1
+                    admitted.append(run.pk)
+            seen.extend(run.pk for run in candidates)
+            if len(candidates) < batch or all(free[pk] <= 0 for pk in open_classes):
+                break
     return admitted
+
+
+def _candidates(open_classes: list[int], *, now: datetime, serial_busy: set[int], rate_held: set[int],
+                seen: list[int]):
+    """Queued runs that may start now, in priority / FIFO order."""
+    return (
+        Run.objects.filter(status=S.QUEUED, workload_class_id__in=open_classes)
+        .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
+        .exclude(schedule_id__in=rate_held)
+        .exclude(Q(schedule_id__in=serial_busy) & Q(backfill__isnull=True))
+        .exclude(Q(backfill__isnull=False) & ~Q(backfill__status=BackfillStatus.ACTIVE))
+        .exclude(pk__in=seen)
+        .select_related("schedule", "backfill")
+        # one EXISTS per batch instead of one depends_on query per run
+        .annotate(has_deps=Exists(Schedule.depends_on.through.objects.filter(from_schedule_id=OuterRef("schedule_id"))))
+        .order_by("-priority", "queued_at", "id")
+    )
+
+
+def _rate_limited(now: datetime) -> set[int]:
+    """Schedules that started their `max_runs_per_minute` within the last 60 s (one query)."""
+    return set(
+        Run.objects.filter(admitted_at__gt=now - timedelta(seconds=60), schedule__max_runs_per_minute__gt=0)
+        .values("schedule_id", "schedule__max_runs_per_minute").annotate(n=Count("id"))
+        .filter(n__gte=F("schedule__max_runs_per_minute")).values_list("schedule_id", flat=True)
+    )
 
 
 def _running_serial() -> set[int]:
@@ -153,7 +187,7 @@ def _running_serial() -> set[int]:
 
 
 def _try_admit(run: Run, verdict: dependencies.Verdict | None, *, now: datetime, holder: str,
-               running_watermarked: set[int]) -> bool:
+               running_watermarked: set[int], rate_held: set[int] | None = None) -> bool:
     """Gate one queued run (dependencies, freshness, hold-backs, breaker) and start it if it passes."""
     if not _gate_dependencies(run, verdict, now=now):
         return False
@@ -161,7 +195,10 @@ def _try_admit(run: Run, verdict: dependencies.Verdict | None, *, now: datetime,
     if fresh:
         run_finish(run=run, status=S.SKIPPED, now=now, reason=fresh)
         return False
-    if _held_back(run, now=now, running_watermarked=running_watermarked):
+    held = _held_back(run, now=now, running_watermarked=running_watermarked)
+    if held:
+        if held.startswith("rate limited") and rate_held is not None:
+            rate_held.add(run.schedule_id)
         return False
     ok, why = breaker_admit(schedule_id=run.schedule_id, run=run, now=now)
     if not ok:

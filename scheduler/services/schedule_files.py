@@ -29,7 +29,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.core import EtlError, find_cycle, topological_order
-from scheduler.models import Schedule, WorkloadClass
+from scheduler.models import Schedule, Team, WorkloadClass
 from scheduler.services.errors import ServiceError
 from scheduler.services.schedules import (
     SCHEDULE_FIELDS,
@@ -187,7 +187,12 @@ def _candidate(entry: dict, classes: dict[str, WorkloadClass]) -> tuple[Schedule
     if not isinstance(wc_name, str) or wc_name not in classes:
         known = ", ".join(sorted(classes)) or "none"
         raise ServiceError(f"unknown workload class {wc_name!r} (known: {known})", field="workload_class")
-    schedule = Schedule(workload_class=classes[wc_name], **values)
+    owner_name = values.pop("owner")
+    owner = Team.objects.filter(name=owner_name).first() if isinstance(owner_name, str) and owner_name else None
+    if owner is None:
+        known = ", ".join(Team.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
+        raise ServiceError(f"unknown team {owner_name!r} (known: {known})", field="owner")
+    schedule = Schedule(workload_class=classes[wc_name], owner=owner, **values)
     validate_schedule(schedule)
     if schedule.trigger_kind == "upstream" and not upstreams:
         raise ServiceError("an 'upstream' trigger needs at least one upstream schedule", field="depends_on")

@@ -12,6 +12,7 @@ import secrets
 from datetime import datetime
 from typing import Any, Iterable
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +24,7 @@ from scheduler.models import (
     OverlapPolicy,
     Schedule,
     TargetKind,
+    Team,
     WorkloadClass,
 )
 from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
@@ -39,7 +41,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: `export_schedules` write them. The one list: the service's accepted keys
 #: (EDITABLE), the schedules file, its export and `SchedulerHost.schedules` read it.
 SCHEDULE_FIELDS: tuple[str, ...] = (
-    "name", "description", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
+    "name", "description", "owner", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
     "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
     "watermark_config", "depends_on", "condition", "max_wait_seconds", "max_upstream_age_seconds",
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
@@ -232,6 +234,17 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
         data["workload_class"] = found
     elif "workload_class" in data and not isinstance(wc, WorkloadClass):
         raise ServiceError(f"must be a workload class name, got {wc!r}", field="workload_class")
+    owner = data.get("owner")
+    if isinstance(owner, str):
+        found = Team.objects.filter(name=owner).first() if "\x00" not in owner else None
+        if found is None:
+            known = ", ".join(Team.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
+            raise ServiceError(f"unknown team '{owner}' (known: {known})", field="owner")
+        data["owner"] = found
+    elif owner is None and "owner" in data:
+        data.pop("owner")  # no owner named: the default team on create, unchanged on update
+    elif "owner" in data and not isinstance(owner, Team):
+        raise ServiceError(f"must be a team name, got {owner!r}", field="owner")
     return data, upstreams
 
 
@@ -245,6 +258,8 @@ def field_default(field: str) -> Any:
         return []
     if field == "workload_class":
         return "standard"
+    if field == "owner":
+        return settings.ETL_DEFAULT_TEAM
     return Schedule._meta.get_field(field).get_default()
 
 
@@ -257,6 +272,8 @@ def schedule_spec(schedule: Schedule, *, depends_on: list[str] | None = None) ->
     for field in SCHEDULE_FIELDS:
         if field == "workload_class":
             spec[field] = schedule.workload_class.name if schedule.workload_class_id else None
+        elif field == "owner":
+            spec[field] = schedule.owner.name if schedule.owner_id else None
         elif field == "depends_on":
             if depends_on is not None:
                 spec[field] = sorted(depends_on)
@@ -283,6 +300,8 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
         if creating:
             if "workload_class" not in data:
                 data["workload_class"], _ = WorkloadClass.objects.get_or_create(name="standard")
+            if "owner" not in data:
+                data["owner"] = Team.objects.get(pk=Team.default_team_id())
             schedule = Schedule(**data)
             before = None
         else:

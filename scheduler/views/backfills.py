@@ -11,7 +11,7 @@ from scheduler import selectors
 from scheduler.models import Backfill, BackfillStatus, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
-from scheduler.views.common import action, page, partial
+from scheduler.views.common import action, page, partial, require
 from scheduler.views.forms import BackfillForm, ReasonForm
 
 # the service names its inputs from / to / window; the form's fields are longer
@@ -39,6 +39,7 @@ def backfill_submit(request):
     form = BackfillForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
+        require(request, "scheduler.manage_backfill", data["schedule"])
         try:
             backfill = _service("backfill_submit")(
                 schedule=data["schedule"],

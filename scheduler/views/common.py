@@ -6,17 +6,48 @@ from functools import wraps
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST, require_safe
+
+from scheduler.models import Backfill, Run, Schedule
+from scheduler.services.teams import PermissionRefused, authorize
+
+# URL keyword -> the model whose owning team decides an object permission
+TARGETS = {"schedule_id": Schedule, "run_id": Run, "backfill_id": Backfill}
+
+
+def target_of(kwargs: dict):
+    """The schedule, run or backfill a URL names (404 when it does not exist), or None."""
+    for key, model in TARGETS.items():
+        if key in kwargs:
+            manager = model.objects if model is Schedule else model.objects.select_related("schedule")
+            return get_object_or_404(manager, pk=kwargs[key])
+    return None
+
+
+def require(request, perm: str, obj=None) -> None:
+    """403 with the reason, and an audit entry, unless the user holds `perm` (on `obj`'s team when given)."""
+    try:
+        authorize(actor=request.user, perm=perm, obj=obj)
+    except PermissionRefused as exc:
+        raise PermissionDenied(str(exc)) from None
 
 
 def can(perm: str):
-    """Login required (anonymous -> login page), then the permission (missing -> 403)."""
+    """Login required (anonymous -> login page), then the permission (missing -> 403).
+
+    When the URL names a schedule, run or backfill, the permission must also hold on it:
+    an operator acts only on schedules of a team they belong to (scheduler.permissions).
+    """
 
     def decorator(view):
         @wraps(view)
         def wrapped(request, *args, **kwargs):
             if not request.user.has_perm(perm):
-                raise PermissionDenied(f"needs permission {perm}")
+                require(request, perm)
+            target = target_of(kwargs)
+            if target is not None:
+                require(request, perm, target)
             return view(request, *args, **kwargs)
 
         return login_required(wrapped)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from scheduler.core import Pipeline
-from scheduler.pipelines.registry import register_pipeline
+from scheduler.pipelines.registry import register_pipeline, register_workflow
 from scheduler.pipelines.sql import SqlSink, SqlSource
 
 
@@ -220,3 +220,41 @@ def start_end(ctx):
 
 
 register_pipeline("reliability.start_end", start_end, replace=True)
+
+
+# --- a workflow whose worker is killed at its third node ------------------------------
+RESUMABLE = ["n1", "n2", "n3", "n4", "n5"]
+
+
+class _OneRecord:
+    def __init__(self, node: str) -> None:
+        self.node = node
+
+    def extract(self):
+        return [{"id": 1, "node": self.node}]
+
+
+class _NodeLog:
+    """Logs (run, attempt, node) of every completed node load into a sqlite file."""
+
+    def __init__(self, target: str, run_id: int, attempt: int, node: str) -> None:
+        self.target, self.run_id, self.attempt, self.node = target, run_id, attempt, node
+
+    def load(self, rows):
+        with sqlite3.connect(self.target) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS loads (run_id INTEGER, attempt INTEGER, node TEXT)")
+            conn.execute("INSERT INTO loads VALUES (?, ?, ?)", (self.run_id, self.attempt, self.node))
+        return len(rows)
+
+
+def _resumable_node(node: str):
+    def factory(ctx):
+        p = ctx.params
+        stall = StallOnFirstAttempt(p["pidfile"], ctx.attempt) if node == "n3" else None
+        return Pipeline(_OneRecord(node), stall, _NodeLog(p["target"], ctx.run_id, ctx.attempt, node))
+
+    return factory
+
+
+register_workflow("reliability.resumable", {n: _resumable_node(n) for n in RESUMABLE},
+                  list(zip(RESUMABLE, RESUMABLE[1:])), replace=True)

@@ -62,9 +62,10 @@ def world(make_schedule, now):
 
 
 def _state() -> tuple:
+    """Everything an action could change; refusals add only their own permission.denied audit entries."""
     return (
         list(Run.objects.order_by("id").values_list("id", "status")),
-        AuditEntry.objects.count(),
+        AuditEntry.objects.exclude(action="permission.denied").count(),
         list(Schedule.objects.order_by("id").values_list("id", "enabled", "breaker_status", "breaker_failures")),
         list(Backfill.objects.order_by("id").values_list("id", "status")),
         list(BackfillWindow.objects.order_by("id").values_list("id", "status")),
@@ -110,24 +111,32 @@ def test_metrics_without_the_token_shows_nothing(client, world, settings):
     assert client.get(reverse("scheduler:metrics")).status_code == 404
 
 
+POST_DATA = {
+    "enabled": "0",
+    "params": "{}",
+    "reason": "x",
+    "value": "9",
+    "op": "set",
+    "action": "disable",
+    "_selected_action": [],
+    # a valid backfill request, so that the refusal is about the schedule and not the form
+    "schedule": "orders",
+    "range_from": "0",
+    "range_to": "10",
+    "window_size": "10",
+    "max_parallel": "1",
+}
+
+
 def test_a_viewer_reads_every_page_and_every_post_is_refused(viewer_client, world):
     before = _state()
+    refusals = 0
     for name, url in _urls(world):
         if name in OWN_CREDENTIALS | AUTH_PAGES:
             continue
         get = viewer_client.get(url)
-        post = viewer_client.post(
-            url,
-            {
-                "enabled": "0",
-                "params": "{}",
-                "reason": "x",
-                "value": "9",
-                "op": "set",
-                "action": "disable",
-                "_selected_action": [world["schedule_id"]],
-            },
-        )
+        post = viewer_client.post(url, {**POST_DATA, "_selected_action": [world["schedule_id"]]})
+        refusals += post.status_code == 403
         if name.startswith("admin:"):
             # a viewer is not staff: the admin sends them to its login
             assert get.status_code == 302 and "login" in get["Location"], (name, get.status_code)
@@ -139,7 +148,70 @@ def test_a_viewer_reads_every_page_and_every_post_is_refused(viewer_client, worl
         assert post.status_code in (403, 405), (name, url, post.status_code)
         if get.status_code == 405:  # a POST-only action: refused for lack of permission, not of method
             assert post.status_code == 403, (name, url)
+            assert "lacks the permission" in post.content.decode(), (name, url)
     assert _state() == before
+    # every refusal is on the record, with who and which permission
+    denied = AuditEntry.objects.filter(action="permission.denied", actor="victor")
+    assert refusals >= 10 and denied.count() == refusals
+
+
+@pytest.fixture
+def outsider(make_user):
+    """An operator of another team: the world's schedule belongs to the default team."""
+    from scheduler.services.teams import team_save, team_set_members
+
+    user = make_user("oscar", "operator")
+    billing = team_save(data={"name": "billing"}, actor="tests")
+    team_set_members(team=billing, add=[user], actor="tests")
+    return user
+
+
+def test_an_operator_of_another_team_reads_every_page_and_every_action_is_refused(client, outsider, world):
+    client.force_login(outsider)
+    before = _state()
+    actions = []
+    for name, url in _urls(world):
+        if name in OWN_CREDENTIALS | AUTH_PAGES:
+            continue
+        get = client.get(url)
+        post = client.post(url, {**POST_DATA, "_selected_action": [world["schedule_id"]]})
+        if name.startswith("admin:"):
+            assert get.status_code == 302 and "login" in get["Location"], (name, get.status_code)
+            assert post.status_code == 302 and "login" in post["Location"], (name, post.status_code)
+            continue
+        assert get.status_code in (200, 405), (name, url, get.status_code)  # other teams are visible (read-only)
+        if name in PERSONAL:
+            continue
+        if get.status_code == 405:  # an action on the world's schedule, run or backfill
+            actions.append(name)
+            assert post.status_code == 403, (name, url, post.status_code)
+            text = post.content.decode()
+            assert "oscar may not" in text and "team &#x27;default&#x27;" in text, (name, text)
+        else:
+            assert post.status_code == 405, (name, url, post.status_code)
+    assert _state() == before
+    assert {"scheduler:schedule_run_now", "scheduler:schedule_toggle", "scheduler:schedule_watermark",
+            "scheduler:breaker_reset", "scheduler:run_cancel", "scheduler:backfill_submit",
+            "scheduler:backfill_pause", "scheduler:backfill_cancel", "scheduler:backfill_retry"} <= set(actions)
+    denied = AuditEntry.objects.filter(action="permission.denied", actor="oscar")
+    assert denied.count() == len(actions)
+    assert set(denied.values_list("team_id", flat=True)) == {Schedule.objects.get(name="orders").owner_id}
+
+
+def test_the_owning_teams_operator_may_act(operator_client, world):
+    response = operator_client.post(reverse("scheduler:schedule_run_now", args=[world["schedule_id"]]), {"params": "{}"})
+    assert response.status_code == 302
+    assert Run.objects.filter(schedule_id=world["schedule_id"]).count() == 2
+
+
+def test_other_teams_are_hidden_when_viewing_all_is_off(client, outsider, world, settings):
+    settings.ETL_TEAMS_VIEW_ALL = False
+    client.force_login(outsider)
+    for name in ("scheduler:schedule_detail",):
+        response = client.get(reverse(name, args=[world["schedule_id"]]))
+        assert response.status_code == 403 and "may not see schedule" in response.content.decode()
+    assert client.get(reverse("scheduler:run_detail", args=[world["run_id"]])).status_code == 403
+    assert client.get(reverse("scheduler:backfill_detail", args=[world["backfill_id"]])).status_code == 403
 
 
 def test_an_operator_post_without_a_csrf_token_is_refused(operator, world):

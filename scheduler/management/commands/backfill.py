@@ -57,17 +57,19 @@ class Command(BaseCommand):
         parser.add_argument("--window", required=True, help="Window size: seconds (datetime marks) or a count.")
         parser.add_argument("--reason", required=True, help="Why (kept with the backfill and in the audit log).")
         parser.add_argument("--max-parallel", default="1", help="Windows running at once (default 1).")
-        parser.add_argument("--actor", default="cli", help="Who asks for it (default: cli).")
+        parser.add_argument("--actor", default="cli", help="Who asks for it (default: cli); a user is held to their teams.")
         parser.add_argument("--wait", action="store_true", help="Show a progress bar until the backfill ends.")
         parser.add_argument("--poll", type=float, default=1.0, help="Seconds between progress checks with --wait.")
         parser.add_argument("--json", action="store_true", help="Print the backfill as JSON.")
 
     def handle(self, *args, **options):
         from scheduler.services.backfills import backfill_progress, backfill_submit
+        from scheduler.services.teams import authorize
 
         check_number(options["poll"], option="--poll")  # before the backfill exists: a re-run would duplicate it
         schedule = get_schedule(options["schedule"])
         try:
+            authorize(actor=options["actor"], perm="scheduler.manage_backfill", obj=schedule)
             backfill = backfill_submit(
                 schedule=schedule, start=options["start"], end=options["end"], window=options["window"],
                 reason=options["reason"], requested_by=options["actor"], max_parallel=options["max_parallel"],

@@ -11,17 +11,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("schedule", help="Schedule name or id.")
         parser.add_argument("--reason", required=True, help="Why (kept in the audit log).")
-        parser.add_argument("--actor", default="cli", help="Who resets it (default: cli).")
+        parser.add_argument("--actor", default="cli", help="Who resets it (default: cli); a user is held to their teams.")
         parser.add_argument("--json", action="store_true", help="Print the new state as JSON.")
 
     def handle(self, *args, **options):
         from scheduler.services.breakers import breaker_reset
+        from scheduler.services.teams import authorize
 
         if not options["reason"].strip():
             raise bad_input("reason: a reason is required")
         schedule = get_schedule(options["schedule"])
         before = schedule.breaker_status
         try:
+            authorize(actor=options["actor"], perm="scheduler.reset_breaker", obj=schedule)
             breaker_reset(schedule=schedule, actor=options["actor"], reason=options["reason"])
         except EtlError as exc:
             raise bad_input(exc) from None

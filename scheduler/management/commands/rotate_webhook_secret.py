@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand
 from scheduler.management.cli import dump_json, fail
 from scheduler.services.errors import ServiceError
 from scheduler.services.schedules import schedule_get
+from scheduler.services.teams import authorize
 from scheduler.services.webhooks import webhook_rotate_secret
 
 
@@ -15,14 +16,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("schedule", help="Schedule name or id.")
         parser.add_argument("--reason", default="", help="Why (kept in the audit log).")
-        parser.add_argument("--actor", default=None, help="Who rotates it (default: the shell user).")
+        parser.add_argument("--actor", default=None, help="Who rotates it (default: the shell user); a user is held to their teams.")
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     def handle(self, *args, **opts):
         try:
             schedule = schedule_get(opts["schedule"])
-            secret = webhook_rotate_secret(schedule=schedule, actor="user:" + (opts["actor"] or getpass.getuser()),
-                                           reason=opts["reason"])
+            actor = "user:" + (opts["actor"] or getpass.getuser())
+            authorize(actor=actor, perm="scheduler.change_schedule", obj=schedule)
+            secret = webhook_rotate_secret(schedule=schedule, actor=actor, reason=opts["reason"])
         except ServiceError as exc:
             raise fail(str(exc)) from None
         if opts["json"]:

@@ -11,6 +11,7 @@ from scheduler.models import Run, RunStatus
 from scheduler.services.errors import ServiceError
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_get
+from scheduler.services.teams import authorize
 
 STEPS = [RunStatus.QUEUED, RunStatus.RUNNING, "final"]
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="Override param (repeatable).")
         parser.add_argument("--wait", action="store_true", help="Wait until the run is final.")
         parser.add_argument("--timeout", type=float, default=600.0, help="Seconds to wait with --wait.")
-        parser.add_argument("--actor", default=None, help="Who triggers it (default: the shell user).")
+        parser.add_argument("--actor", default=None, help="Who triggers it (default: the shell user); a user is held to their teams.")
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     def handle(self, *args, **opts):
@@ -32,6 +33,7 @@ class Command(BaseCommand):
         try:
             schedule = schedule_get(opts["schedule"])
             actor = "user:" + (opts["actor"] or getpass.getuser())
+            authorize(actor=actor, perm="scheduler.trigger_schedule", obj=schedule)
             run = run_trigger_manual(schedule=schedule, actor=actor, params=params)
         except ServiceError as exc:
             raise fail(str(exc)) from None

@@ -16,12 +16,13 @@ class Command(BaseCommand):
         group.add_argument("--reset", action="store_true", help="Forget the mark; the next run starts at 'initial'.")
         parser.add_argument("--reason", default="", help="Why (required with --set and --reset).")
         parser.add_argument("--force", action="store_true", help="Allow --set to a datetime in the future.")
-        parser.add_argument("--actor", default="cli", help="Who changes it (default: cli).")
+        parser.add_argument("--actor", default="cli", help="Who changes it (default: cli); a user is held to their teams.")
         parser.add_argument("--history", type=int, default=5, help="History entries to show (default 5).")
         parser.add_argument("--json", action="store_true", help="Print JSON.")
 
     def handle(self, *args, **options):
         from scheduler.models import WatermarkHistory
+        from scheduler.services.teams import authorize
         from scheduler.services.watermarks import (
             encode_value,
             watermark_config,
@@ -38,6 +39,8 @@ class Command(BaseCommand):
         before = encode_value(watermark_state(schedule, config).value) or None
         changed = options["reset"] or options["value"] is not None
         try:
+            if changed:
+                authorize(actor=options["actor"], perm="scheduler.manage_watermark", obj=schedule)
             if options["reset"]:
                 watermark_reset(schedule=schedule, actor=options["actor"], reason=options["reason"])
             elif options["value"] is not None:
