@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, WorkloadClass
+from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, Team, WorkloadClass
 from scheduler.services.freshness import freshness_status
 
 DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, float("inf"))
@@ -93,6 +93,8 @@ class SchedulerCollector(Collector):
             breakers.add_metric([state.value], states.get(state.value, 0))
         yield breakers
 
+        yield from self.team_metrics(now)
+
         tick = GovernanceTick.objects.order_by("-started_at").values_list("started_at", flat=True).first()
         age = GaugeMetricFamily(
             "etl_governance_tick_age_seconds", "Seconds since the governance loop last ticked (-1: never)."
@@ -123,6 +125,61 @@ class SchedulerCollector(Collector):
         yield age
         yield objective
         yield breached
+
+
+    def team_metrics(self, now: datetime):
+        """The same picture per owning team (label `team`), so each team can alert on its own schedules."""
+        teams = dict(Team.objects.values_list("pk", "name"))
+        schedules = GaugeMetricFamily("etl_team_schedules", "Schedules owned by each team.", labels=["team"])
+        owned = dict(Schedule.objects.values_list("owner_id").annotate(n=Count("id")).order_by())
+        for pk, name in sorted(teams.items(), key=lambda item: item[1]):
+            schedules.add_metric([name], owned.get(pk, 0))
+        yield schedules
+
+        active = GaugeMetricFamily(
+            "etl_team_active_runs", "Queued, waiting and running runs of each team's schedules.", labels=["team", "status"]
+        )
+        counts = {
+            (team_id, status): n
+            for team_id, status, n in Run.objects.filter(status__in=RunStatus.active())
+            .values_list("schedule__owner_id", "status")
+            .annotate(n=Count("id"))
+            .order_by()
+        }
+        for pk, name in sorted(teams.items(), key=lambda item: item[1]):
+            for status in (RunStatus.QUEUED, RunStatus.WAITING, RunStatus.RUNNING):
+                active.add_metric([name, status.value], counts.get((pk, status.value), 0))
+        yield active
+
+        finished = GaugeMetricFamily(
+            "etl_team_finished_runs_recent",
+            "Runs of each team's schedules that ended in the last hour, by status.",
+            labels=["team", "status"],
+        )
+        counts = {
+            (team_id, status): n
+            for team_id, status, n in Run.objects.filter(finished_at__gte=now - RECENT)
+            .values_list("schedule__owner_id", "status")
+            .annotate(n=Count("id"))
+            .order_by()
+        }
+        for pk, name in sorted(teams.items(), key=lambda item: item[1]):
+            for status in sorted(RunStatus.final()):
+                finished.add_metric([name, status], counts.get((pk, status), 0))
+        yield finished
+
+        breakers = GaugeMetricFamily("etl_team_breakers", "Circuit breakers of each team's schedules by state.",
+                                     labels=["team", "state"])
+        states = {
+            (team_id, state): n
+            for team_id, state, n in Schedule.objects.values_list("owner_id", "breaker_status")
+            .annotate(n=Count("id"))
+            .order_by()
+        }
+        for pk, name in sorted(teams.items(), key=lambda item: item[1]):
+            for state in BreakerStatus:
+                breakers.add_metric([name, state.value], states.get((pk, state.value), 0))
+        yield breakers
 
 
 def render_metrics(clock=timezone.now) -> bytes:

@@ -379,6 +379,8 @@ def audit_filtered(filters: dict):
     from scheduler.models import AuditEntry
 
     qs = AuditEntry.objects.all()
+    if filters.get("team"):
+        qs = qs.filter(team_id=filters["team"].pk)
     if filters.get("actor"):
         qs = qs.filter(actor=filters["actor"])
     if filters.get("action"):

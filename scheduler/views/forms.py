@@ -8,7 +8,7 @@ from datetime import timezone as dt_timezone
 
 from django import forms
 
-from scheduler.models import RunStatus, Schedule, TriggerKind, WorkloadClass
+from scheduler.models import RunStatus, Schedule, Team, TriggerKind, WorkloadClass
 
 _ONE_DAY = timedelta(days=1)
 
@@ -53,6 +53,10 @@ class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False, max_length=150)
     action = forms.CharField(required=False, max_length=64, help_text="Prefix, e.g. breaker. or run.trigger")
     target = forms.CharField(required=False, max_length=200, help_text="type:id (schedule:3) or part of its name")
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.order_by("name"), required=False, empty_label="any", to_field_name="name",
+        help_text="The team that owned the target at the time",
+    )
     since = forms.DateField(required=False, label="From (UTC day)", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(
         required=False, label="To (UTC day, inclusive)", widget=forms.DateInput(attrs={"type": "date"})

@@ -100,3 +100,15 @@ def test_the_last_day_the_picker_offers_is_no_upper_bound_on_the_page_and_the_cs
     export = viewer_client.get(reverse("scheduler:audit_csv"), params)
     rows = list(csv.reader(io.StringIO(b"".join(export.streaming_content).decode())))
     assert export.status_code == 200 and [r[1] for r in rows[1:]] == ["alice"]
+
+
+def test_the_report_filters_by_the_owning_team(viewer_client, make_schedule):
+    from scheduler.services.teams import team_save
+
+    team_save(data={"name": "billing"}, actor="tests")
+    make_schedule("orders")
+    make_schedule("invoices", owner="billing")
+    entries = viewer_client.get(reverse("scheduler:audit"), {"team": "billing"}).context["entries"]
+    assert {e.target_repr for e in entries} == {"invoices", "billing"}  # the schedule and the team itself
+    response = viewer_client.get(reverse("scheduler:audit"), {"team": "nope"})
+    assert "team" in response.context["form"].errors

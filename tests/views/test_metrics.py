@@ -76,3 +76,29 @@ def test_the_tick_age_is_minus_one_when_governance_never_ran(client, settings, d
     settings.ETL_METRICS_TOKEN = "t0k3n-t0k3n"
     s = _samples(client.get(URL, headers={"Authorization": "Bearer t0k3n-t0k3n"}))
     assert s[("etl_governance_tick_age_seconds", ())] == -1
+
+
+def test_the_team_families_break_the_totals_down_by_owning_team(client, settings, make_schedule):
+    from scheduler.models import Run
+    from scheduler.services.teams import team_save
+
+    settings.ETL_METRICS_TOKEN = "secret-token-123"
+    team_save(data={"name": "billing"}, actor="tests")
+    mine = make_schedule("orders")
+    theirs = make_schedule("invoices", owner="billing")
+    real_now = timezone.now()
+    for schedule, status in ((mine, RunStatus.QUEUED), (theirs, RunStatus.RUNNING), (theirs, RunStatus.FAILED)):
+        Run.objects.create(schedule=schedule, workload_class_id=schedule.workload_class_id, trigger_kind="manual",
+                           trigger_key=f"k-{schedule.name}-{status}", status=status, queued_at=real_now,
+                           finished_at=real_now if status == RunStatus.FAILED else None)
+    Schedule.objects.filter(pk=theirs.pk).update(breaker_status=BreakerStatus.OPEN)
+    s = _samples(client.get(URL, headers={"Authorization": "Bearer secret-token-123"}))
+    assert s[("etl_team_schedules", (("team", "billing"),))] == 1
+    assert s[("etl_team_schedules", (("team", "default"),))] == 1
+    assert s[("etl_team_active_runs", (("status", "QUEUED"), ("team", "default")))] == 1
+    assert s[("etl_team_active_runs", (("status", "RUNNING"), ("team", "billing")))] == 1
+    assert s[("etl_team_active_runs", (("status", "QUEUED"), ("team", "billing")))] == 0
+    assert s[("etl_team_finished_runs_recent", (("status", "FAILED"), ("team", "billing")))] == 1
+    assert s[("etl_team_finished_runs_recent", (("status", "FAILED"), ("team", "default")))] == 0
+    assert s[("etl_team_breakers", (("state", "open"), ("team", "billing")))] == 1
+    assert s[("etl_team_breakers", (("state", "closed"), ("team", "default")))] == 1
