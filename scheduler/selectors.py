@@ -12,11 +12,17 @@ from scheduler.models import GovernanceTick, LoopLease, Run, RunStatus, RunUpstr
 from scheduler.services.dependencies import verdict_for
 
 
-def active_runs():
-    return (
+def owned_by(qs, team_ids, path: str = "schedule__owner_id"):
+    """Narrow `qs` to objects whose schedule belongs to one of `team_ids` (None: every team)."""
+    return qs if team_ids is None else qs.filter(**{f"{path}__in": list(team_ids)})
+
+
+def active_runs(team_ids=None):
+    return owned_by(
         Run.objects.filter(status=RunStatus.RUNNING)
         .select_related("schedule", "workload_class")
-        .order_by("admitted_at")
+        .order_by("admitted_at"),
+        team_ids,
     )
 
 
@@ -142,7 +148,7 @@ def run_filters_apply(qs, filters: dict):
         qs = qs.filter(queued_at__gte=filters["since"])
     if filters.get("until"):
         qs = qs.filter(queued_at__lt=filters["until"])
-    return qs
+    return owned_by(qs, filters.get("team_ids"))
 
 
 def runs_keyset_page(filters: dict, *, before: int | None = None, after: int | None = None, size: int = 50) -> dict:
@@ -179,10 +185,10 @@ def runs_keyset_page(filters: dict, *, before: int | None = None, after: int | N
 # --- overview ----------------------------------------------------------------
 
 
-def open_breakers():
+def open_breakers(team_ids=None):
     from scheduler.models import BreakerStatus, Schedule
 
-    return (
+    return owned_by(
         Schedule.objects.exclude(breaker_status=BreakerStatus.CLOSED)
         .only(
             "id",
@@ -192,23 +198,25 @@ def open_breakers():
             "breaker_opened_at",
             "breaker_current_cooldown_seconds",
         )
-        .order_by("name")
+        .order_by("name"),
+        team_ids, "owner_id",
     )
 
 
-def recent_failures(limit: int = 10):
+def recent_failures(limit: int = 10, team_ids=None):
     return (
-        Run.objects.filter(status=RunStatus.FAILED)
+        owned_by(Run.objects.filter(status=RunStatus.FAILED), team_ids)
         .select_related("schedule")
         .only("id", "status", "reason", "error", "finished_at", "schedule__id", "schedule__name")
         .order_by("-id")[:limit]
     )
 
 
-def overview(now: datetime | None = None) -> dict:
+def overview(now: datetime | None = None, *, team_ids=None) -> dict:
+    """The overview's parts; `team_ids` narrows everything but the shared queue and health to those teams."""
     now = now or timezone.now()
     running = []
-    for run in active_runs()[:100]:
+    for run in active_runs(team_ids)[:100]:
         running.append(
             {
                 "run": run,
@@ -219,28 +227,28 @@ def overview(now: datetime | None = None) -> dict:
                 ),
             }
         )
-    breakers = list(open_breakers())
+    breakers = list(open_breakers(team_ids))
     return {
         "now": now,
         "running": running,
         "queue": queue_by_class(),
         "breakers": breakers,
-        "recent_failures": list(recent_failures()),
+        "recent_failures": list(recent_failures(team_ids=team_ids)),
         "latest": fold_runs(
             list(
-                Run.objects.select_related("schedule")
+                owned_by(Run.objects.all(), team_ids).select_related("schedule")
                 .only("id", "status", "trigger_kind", "queued_at", "started_at", "finished_at",
                       "schedule__id", "schedule__name")
                 .order_by("-id")[:100]
             )
         ),
         "health": governance_health(now),
-        "attention": needs_attention(now, breakers=breakers),
+        "attention": needs_attention(now, breakers=breakers, team_ids=team_ids),
     }
 
 
-def blocked_or_skipped(status: str, *, before: int | None = None, size: int = 50) -> dict:
-    qs = Run.objects.filter(status=status).select_related("schedule", "blocked_by")
+def blocked_or_skipped(status: str, *, before: int | None = None, size: int = 50, team_ids=None) -> dict:
+    qs = owned_by(Run.objects.filter(status=status), team_ids).select_related("schedule", "blocked_by")
     if before is not None:
         qs = qs.filter(id__lt=before)
     rows = list(qs.order_by("-id")[: size + 1])
@@ -257,11 +265,11 @@ def _latest_run_subquery(field: str):
     return Subquery(Run.objects.filter(schedule=OuterRef("pk")).order_by("-id").values(field)[:1])
 
 
-def schedules_with_last_run():
+def schedules_with_last_run(team_ids=None):
     from scheduler.models import Schedule
 
     return (
-        Schedule.objects.select_related("workload_class")
+        owned_by(Schedule.objects.all(), team_ids, "owner_id").select_related("workload_class")
         .annotate(
             last_run_id=_latest_run_subquery("id"),
             last_run_status=_latest_run_subquery("status"),
@@ -342,7 +350,7 @@ def dependency_graph() -> dict:
 # --- backfills ---------------------------------------------------------------
 
 
-def backfills_with_progress():
+def backfills_with_progress(team_ids=None):
     from django.db.models import Q
 
     from scheduler.models import Backfill, WindowStatus
@@ -351,7 +359,7 @@ def backfills_with_progress():
         return Count("windows", filter=Q(windows__status__in=statuses))
 
     return (
-        Backfill.objects.select_related("schedule")
+        owned_by(Backfill.objects.all(), team_ids).select_related("schedule")
         .annotate(
             n_done=count(WindowStatus.SUCCEEDED),
             n_failed=count(WindowStatus.FAILED),
@@ -434,7 +442,7 @@ def run_upstreams(run: Run) -> list[dict]:
 ATTENTION_LIMIT = 50
 
 
-def failing_schedules():
+def failing_schedules(team_ids=None):
     """Enabled schedules whose latest verdict (success or failure, backfills aside) is a failure."""
     from django.db.models import OuterRef, Subquery
 
@@ -444,7 +452,7 @@ def failing_schedules():
         schedule=OuterRef("pk"), backfill__isnull=True, status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED]
     ).order_by("-id")
     return (
-        Schedule.objects.filter(enabled=True)
+        owned_by(Schedule.objects.filter(enabled=True), team_ids, "owner_id")
         .annotate(
             verdict=Subquery(verdicts.values("status")[:1]),
             verdict_run=Subquery(verdicts.values("id")[:1]),
@@ -456,39 +464,39 @@ def failing_schedules():
     )
 
 
-def stuck_runs(now: datetime):
+def stuck_runs(now: datetime, team_ids=None):
     """RUNNING runs whose worker has been silent longer than the stuck threshold."""
     from datetime import timedelta
 
     threshold = now - timedelta(seconds=settings.ETL_STUCK_SECONDS)
     return (
-        Run.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=threshold)
+        owned_by(Run.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=threshold), team_ids)
         .select_related("schedule")
         .only("id", "heartbeat_at", "worker_id", "schedule__id", "schedule__name")
         .order_by("heartbeat_at")
     )
 
 
-def lost_runs(now: datetime, *, hours: int = 24):
+def lost_runs(now: datetime, *, hours: int = 24, team_ids=None):
     """Runs governance failed or re-queued for a lost worker in the last `hours`."""
     from datetime import timedelta
 
     return (
-        Run.objects.filter(
+        owned_by(Run.objects.filter(
             reason__startswith="worker lost", queued_at__gte=now - timedelta(hours=hours),
             status__in=[RunStatus.FAILED, RunStatus.QUEUED],
-        )
+        ), team_ids)
         .select_related("schedule")
         .only("id", "status", "reason", "schedule__id", "schedule__name")
         .order_by("-id")
     )
 
 
-def long_waiting_runs(now: datetime) -> list[tuple[Run, float]]:
+def long_waiting_runs(now: datetime, team_ids=None) -> list[tuple[Run, float]]:
     """WAITING runs past half their schedule's max wait, with the seconds they have waited."""
     out = []
     for run in (
-        Run.objects.filter(status=RunStatus.WAITING)
+        owned_by(Run.objects.filter(status=RunStatus.WAITING), team_ids)
         .select_related("schedule")
         .only("id", "queued_at", "reason", "schedule__id", "schedule__name", "schedule__max_wait_seconds")
         .order_by("queued_at")[:500]
@@ -499,23 +507,23 @@ def long_waiting_runs(now: datetime) -> list[tuple[Run, float]]:
     return out
 
 
-def backfills_with_failed_windows():
+def backfills_with_failed_windows(team_ids=None):
     from scheduler.models import BackfillStatus
 
     return [
-        b for b in backfills_with_progress().exclude(status=BackfillStatus.CANCELLED)[:200] if b.n_failed
+        b for b in backfills_with_progress(team_ids).exclude(status=BackfillStatus.CANCELLED)[:200] if b.n_failed
     ]
 
 
-def late_schedules():
+def late_schedules(team_ids=None):
     """Schedules whose data is older than their freshness objective (governance stored the breach)."""
     from scheduler.models import Schedule
 
-    return list(Schedule.objects.filter(freshness_breached_at__isnull=False).order_by("freshness_breached_at", "name")
+    return list(owned_by(Schedule.objects.filter(freshness_breached_at__isnull=False), team_ids, "owner_id").order_by("freshness_breached_at", "name")
                 [:ATTENTION_LIMIT])
 
 
-def needs_attention(now: datetime, *, breakers=None) -> list[dict]:
+def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict]:
     """Everything on the overview that needs a person, most urgent kind first; each item links somewhere."""
     from django.urls import reverse
 
@@ -526,36 +534,36 @@ def needs_attention(now: datetime, *, breakers=None) -> list[dict]:
         return reverse("scheduler:run_detail", args=[pk])
 
     items: list[dict] = []
-    for run in stuck_runs(now)[:ATTENTION_LIMIT]:
+    for run in stuck_runs(now, team_ids)[:ATTENTION_LIMIT]:
         items.append({"kind": "stuck", "label": "Stuck run", "href": run_url(run.pk),
                       "title": f"run #{run.pk} of {run.schedule.name}",
                       "detail": f"no heartbeat for {(now - run.heartbeat_at).total_seconds():.0f} s"
                                 f"{' from ' + run.worker_id if run.worker_id else ''}"})
     broken = set()
-    for s in (open_breakers() if breakers is None else breakers)[:ATTENTION_LIMIT]:
+    for s in (open_breakers(team_ids) if breakers is None else breakers)[:ATTENTION_LIMIT]:
         broken.add(s.pk)
         items.append({"kind": "breaker", "label": "Breaker " + s.get_breaker_status_display().lower(),
                       "href": schedule_url(s.pk), "title": s.name,
                       "detail": f"{s.breaker_failures} consecutive failures"})
-    for s in failing_schedules()[:ATTENTION_LIMIT]:
+    for s in failing_schedules(team_ids)[:ATTENTION_LIMIT]:
         if s.pk in broken:
             continue  # its open breaker already says so, once
         items.append({"kind": "failing", "label": "Failing", "href": run_url(s.verdict_run), "title": s.name,
                       "detail": f"last run #{s.verdict_run} failed: {s.verdict_reason or 'no reason given'}"})
-    for s in late_schedules():
+    for s in late_schedules(team_ids):
         items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
                       "detail": f"freshness objective ({s.freshness_max_age_seconds or 0} s, "
                                 f"{s.freshness_measure.replace('_', ' ')}) breached since "
                                 f"{s.freshness_breached_at:%Y-%m-%d %H:%M} UTC"})
-    for run, waited in long_waiting_runs(now)[:ATTENTION_LIMIT]:
+    for run, waited in long_waiting_runs(now, team_ids)[:ATTENTION_LIMIT]:
         items.append({"kind": "waiting", "label": "Waiting long", "href": run_url(run.pk),
                       "title": f"run #{run.pk} of {run.schedule.name}",
                       "detail": f"waiting {waited:.0f} s of at most {run.schedule.max_wait_seconds} s"
                                 f"{': ' + run.reason if run.reason else ''}"})
-    for run in lost_runs(now)[:ATTENTION_LIMIT]:
+    for run in lost_runs(now, team_ids=team_ids)[:ATTENTION_LIMIT]:
         items.append({"kind": "lost", "label": "Lost worker", "href": run_url(run.pk),
                       "title": f"run #{run.pk} of {run.schedule.name}", "detail": run.reason})
-    for b in backfills_with_failed_windows():
+    for b in backfills_with_failed_windows(team_ids):
         items.append({"kind": "backfill", "label": "Backfill windows failed",
                       "href": reverse("scheduler:backfill_detail", args=[b.pk]),
                       "title": f"backfill {b.pk} of {b.schedule.name}",
@@ -584,14 +592,14 @@ def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000):
     return list(RunLogLine.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit])
 
 
-def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000) -> list[Run]:
+def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) -> list[Run]:
     """Runs that overlap [start, end]: queued before the end and not finished before the start."""
     from datetime import timedelta
 
     from django.db.models import Q
 
     return list(
-        Run.objects.filter(queued_at__lt=end, queued_at__gte=start - timedelta(days=2))
+        owned_by(Run.objects.filter(queued_at__lt=end, queued_at__gte=start - timedelta(days=2)), team_ids)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=start))
         .select_related("schedule")
         .only("id", "status", "queued_at", "started_at", "finished_at", "schedule__id", "schedule__name")

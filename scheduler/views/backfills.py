@@ -11,7 +11,7 @@ from scheduler import selectors
 from scheduler.models import Backfill, BackfillStatus, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
-from scheduler.views.common import action, int_or_none, page, partial, require
+from scheduler.views.common import action, int_or_none, page, partial, require, team_scope
 from scheduler.views.forms import BackfillForm, ReasonForm
 
 # the service names its inputs from / to / window; the form's fields are longer
@@ -30,7 +30,9 @@ def _service(name: str):
 @page("scheduler.view_backfill")
 def backfill_list(request):
     initial = {"schedule": request.GET.get("schedule")} if request.GET.get("schedule") else None
-    context = {"backfills": selectors.backfills_with_progress()[:100], "form": BackfillForm(initial=initial)}
+    scope = team_scope(request)
+    context = {"backfills": selectors.backfills_with_progress(scope["team_ids"])[:100],
+               "form": BackfillForm(initial=initial), **scope}
     return render(request, partial(request, "scheduler/backfills.html", "table"), context)
 
 
@@ -62,7 +64,8 @@ def backfill_submit(request):
         else:
             messages.success(request, f"Backfill {backfill.pk} submitted with {backfill.total_windows} windows.")
             return redirect("scheduler:backfill_detail", backfill_id=backfill.pk)
-    context = {"backfills": selectors.backfills_with_progress()[:100], "form": form}
+    scope = team_scope(request)
+    context = {"backfills": selectors.backfills_with_progress(scope["team_ids"])[:100], "form": form, **scope}
     return render(request, "scheduler/backfills.html", context, status=400)
 
 

@@ -9,8 +9,9 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST, require_safe
 
-from scheduler.models import Backfill, Run, Schedule
-from scheduler.services.teams import PermissionRefused, authorize
+from scheduler.models import Backfill, Run, Schedule, Team
+from scheduler.permissions import member_team_ids
+from scheduler.services.teams import PermissionRefused, authorize, visible_team_ids
 
 # URL keyword -> the model whose owning team decides an object permission
 TARGETS = {"schedule_id": Schedule, "run_id": Run, "backfill_id": Backfill}
@@ -79,6 +80,31 @@ def int_or_none(value) -> int | None:
     except (TypeError, ValueError):
         return None
     return number if number > 0 else None
+
+
+def team_scope(request) -> dict:
+    """Which teams a list shows: `?team=mine|all|<name>`; by default "mine" for a member of a team, else "all".
+
+    Never wider than what the user may see (ETL_TEAMS_VIEW_ALL). An unknown team name shows every
+    visible team and says so (`team_error`), rather than an empty page.
+    """
+    mine = member_team_ids(request.user)
+    visible = visible_team_ids(request.user)
+    teams = [t for t in Team.objects.order_by("name").only("id", "name") if visible is None or t.pk in visible]
+    choice = request.GET.get("team") or ("mine" if mine else "all")
+    error = ""
+    if choice == "mine":
+        ids = mine if visible is None else mine & visible
+    elif choice == "all":
+        ids = visible
+    else:
+        match = next((t for t in teams if t.name == choice), None)
+        if match is None:
+            error = f"team: no team named '{choice}' that you may see; showing every team"
+            choice, ids = "all", visible
+        else:
+            ids = frozenset({match.pk})
+    return {"team_ids": ids, "team_choice": choice, "team_options": teams, "team_error": error}
 
 
 def partial(request, template: str, name: str) -> str:

@@ -18,7 +18,7 @@ from scheduler.services.reruns import rerun_offers
 from scheduler.services.reruns import run_rerun as run_rerun_service
 from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_failure
 from scheduler.views import charts
-from scheduler.views.common import action, int_or_none, page, partial
+from scheduler.views.common import action, int_or_none, page, partial, team_scope
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
 
 PAGE_SIZE = 50
@@ -26,7 +26,8 @@ PAGE_SIZE = 50
 
 @page("scheduler.view_run")
 def overview(request):
-    context = selectors.overview(timezone.now())
+    scope = team_scope(request)
+    context = {**selectors.overview(timezone.now(), team_ids=scope["team_ids"]), **scope}
     return render(request, partial(request, "scheduler/overview.html", "live"), context)
 
 
@@ -35,7 +36,8 @@ def run_list(request):
     form = RunFilterForm(request.GET or None)
     if form.is_bound:
         form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
-    filters = form.filters()
+    scope = team_scope(request)
+    filters = {**form.filters(), "team_ids": scope["team_ids"]}
     result = selectors.runs_keyset_page(
         filters,
         before=int_or_none(request.GET.get("before")),
@@ -45,7 +47,8 @@ def run_list(request):
     query = request.GET.copy()
     for key in ("before", "after"):
         query.pop(key, None)
-    context = {"form": form, "page": result, "query": query.urlencode(), "live": not request.GET.get("before")}
+    context = {"form": form, "page": result, "query": query.urlencode(), "live": not request.GET.get("before"),
+               **scope}
     return render(request, partial(request, "scheduler/runs.html", "table"), context)
 
 
@@ -185,12 +188,13 @@ def run_cancel(request, run_id: int):
 
 def _reason_list(request, status: str, title: str):
     before = int_or_none(request.GET.get("before"))
-    result = selectors.blocked_or_skipped(status, before=before, size=PAGE_SIZE)
+    scope = team_scope(request)
+    result = selectors.blocked_or_skipped(status, before=before, size=PAGE_SIZE, team_ids=scope["team_ids"])
     result["before"] = before  # an older page stands still; the newest refreshes
     return render(
         request,
         partial(request, "scheduler/reason_list.html", "table"),
-        {"page": result, "title": title, "status": status},
+        {"page": result, "title": title, "status": status, **scope},
     )
 
 
@@ -213,11 +217,12 @@ def timeline(request):
         hours = form.cleaned_data["hours"]
     now = timezone.now()
     start = now - timedelta(hours=hours)
+    scope = team_scope(request)
     chart = charts.timeline_chart(
-        selectors.timeline_runs(start=start, end=now), start=start, end=now,
+        selectors.timeline_runs(start=start, end=now, team_ids=scope["team_ids"]), start=start, end=now,
         href=lambda run: reverse("scheduler:run_detail", args=[run.pk]),
         schedule_href=lambda pk: reverse("scheduler:schedule_detail", args=[pk]),
         tz=timezone.get_current_timezone(),
     )
-    context = {"form": form, "chart": chart, "hours": hours, "start": start, "now": now}
+    context = {"form": form, "chart": chart, "hours": hours, "start": start, "now": now, **scope}
     return render(request, partial(request, "scheduler/timeline.html", "chart"), context)

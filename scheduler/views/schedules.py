@@ -12,14 +12,15 @@ from scheduler.models import Schedule
 from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
 from scheduler.views import charts
-from scheduler.views.common import action, page
+from scheduler.views.common import action, page, team_scope
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
 
 
 @page("scheduler.view_schedule")
 def schedule_list(request):
     now = timezone.now()
-    schedules = list(selectors.schedules_with_last_run())
+    scope = team_scope(request)
+    schedules = list(selectors.schedules_with_last_run(scope["team_ids"]))
     recent = selectors.recent_runs_by_schedule(s.pk for s in schedules)
     rows = [
         {
@@ -30,7 +31,7 @@ def schedule_list(request):
         }
         for s in schedules
     ]
-    return render(request, "scheduler/schedules.html", {"rows": rows, "run_now_form": RunNowForm()})
+    return render(request, "scheduler/schedules.html", {"rows": rows, "run_now_form": RunNowForm(), **scope})
 
 
 def _detail_context(request, schedule: Schedule, **extra) -> dict:

@@ -100,7 +100,7 @@ def test_the_query_count_does_not_grow_with_the_page(
     schedules = [make_schedule(f"s{i}") for i in range(4)]
     for i in range(n):
         make_run(schedules[i % 4])
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):
         viewer_client.get(URL)
 
 
