@@ -38,6 +38,9 @@ def redis_db(throwaway_redis):
     return throwaway_redis.url
 
 
+LOOPS = ("dispatch", "governance", "alerts")  # every leased loop (scheduler.loops)
+
+
 class LeaseWatch:
     """Samples the loop leases on every poll."""
 
@@ -54,7 +57,7 @@ class LeaseWatch:
         def check() -> bool:
             leases, now = self.sample(), timezone.now()
             return all(name in leases and leases[name].holder and leases[name].holder not in dead
-                       and leases[name].expires_at > now for name in ("dispatch", "governance"))
+                       and leases[name].expires_at > now for name in LOOPS)
         return check
 
     def holders(self, name: str) -> list[str]:
@@ -109,9 +112,10 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
     c1 = start_cluster("c1", log_path=logs["c1"], extra_env={**ENV, "REDIS_URL": redis_db})
     c2 = None
     try:
-        # c1 alone first, so it holds both leases when it is killed the first time
+        # c1 alone first, so it holds every lease when it is killed the first time
         wait_until(lambda: all(_holder_of("c1", lease.holder) for lease in watch.sample().values())
-                   and len(watch.sample()) == 2, timeout=30, what="c1 to hold both leases", log_path=logs["c1"])
+                   and len(watch.sample()) == len(LOOPS), timeout=30, what="c1 to hold every lease",
+                   log_path=logs["c1"])
         every_second = make_schedule("every-second", target_id="reliability.start_end", trigger_kind="cron",
                                      trigger_config={"cron": "* * * * * *"}, catchup=True, max_catchup=100,
                                      workload_class="narrow", retry_max_attempts=6,
@@ -135,7 +139,7 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
                 if _holder_of("c1", lease.holder):
                     dead.setdefault(lease.holder, kills[-1])
             wait_until(watch.held_by_live(dead), timeout=LEASE_SECONDS + 15,
-                       what=f"a live cluster to hold both leases (cycle {cycle})", log_path=logs["c2"])
+                       what=f"a live cluster to hold every lease (cycle {cycle})", log_path=logs["c2"])
             c1 = start_cluster("c1", log_path=logs["c1"], extra_env={**ENV, "REDIS_URL": redis_db})
             wait_until(lambda n=cycle + 2: logs["c1"].read_text().count("governance loop started") >= n, timeout=30,
                        what="c1 to come back", log_path=logs["c1"])
@@ -166,7 +170,7 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
     assert 1 <= _max_overlap(lines, {r.pk for r in runs}, kills) <= LIMIT
 
     # the leases changed hands, and a dead holder never renewed after its kill
-    assert len(watch.holders("dispatch")) >= 2 and len(watch.holders("governance")) >= 2
+    assert all(len(watch.holders(name)) >= 2 for name in LOOPS), {name: watch.holders(name) for name in LOOPS}
     assert any(_holder_of("c2", h) for h in watch.holders("dispatch"))
     assert dead, "c1 never held a lease when it was killed"
     for _at, name, holder, renewed in watch.samples:
