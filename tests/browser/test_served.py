@@ -16,6 +16,9 @@ def _watch(page) -> list[str]:
     bad: list[str] = []
     page.on("response", lambda r: bad.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.on("requestfailed", lambda r: bad.append(f"failed {r.url}: {r.failure}"))
+    # the Content-Security-Policy must not block anything the pages use (Chromium reports it on the console)
+    page.on("console", lambda m: bad.append(f"console {m.type}: {m.text}")
+            if "Content Security Policy" in m.text or "Content-Security-Policy" in m.text else None)
     return bad
 
 
@@ -86,6 +89,7 @@ def test_every_page_loads_with_no_failed_request_and_with_its_stylesheet_and_htm
         response = page.goto(path)
         page.wait_for_load_state("networkidle")
         assert response.status == 200, f"{path} answered {response.status}"
+        assert "script-src 'self' 'unsafe-eval'" in response.headers.get("content-security-policy", ""), path
         assert bad == [], f"{path}: {bad}"
         if not path.startswith("/admin/"):
             state = _styled_and_live(page)
