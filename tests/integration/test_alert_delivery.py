@@ -54,8 +54,10 @@ def test_a_cluster_sends_a_storm_of_alerts_from_the_table_once_each(receiver, se
     Alert.objects.filter(status=AlertStatus.SENDING).update(claimed_at=now - alerts.CLAIM_TIMEOUT * 2)
     second = start_cluster("alerts2", log_path=log, extra_env=env)
     try:
-        wait_until(lambda: Alert.objects.filter(status=AlertStatus.SENT).count() == 30, timeout=90,
-                   what="every alert SENT", log_path=log)
+        # only the storm's alerts: the takeover may rightly raise its own "governance loop is late" alert
+        storm = Alert.objects.filter(incident_key__startswith="storm:")
+        wait_until(lambda: storm.filter(status=AlertStatus.SENT).count() == 30, timeout=90,
+                   what="every alert of the storm SENT", log_path=log)
     finally:
         assert stop_cluster(second) == 0
     messages = sorted(body.decode() for body in received)
