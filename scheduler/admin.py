@@ -208,23 +208,20 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.action(description="Enable selected schedules", permissions=["toggle"])
     def enable(self, request, queryset):
-        done = 0
-        for schedule in _permitted(self, request, "scheduler.toggle_schedule", queryset):
-            schedule_services.schedule_set_enabled(
-                schedule=schedule, enabled=True, actor=request.user, reason="admin action"
-            )
-            done += 1
-        self.message_user(request, f"Enabled {done} schedule(s).")
+        self._set_enabled(request, queryset, enabled=True)
 
     @admin.action(description="Disable selected schedules", permissions=["toggle"])
     def disable(self, request, queryset):
+        self._set_enabled(request, queryset, enabled=False)
+
+    def _set_enabled(self, request, queryset, *, enabled: bool) -> None:
         done = 0
         for schedule in _permitted(self, request, "scheduler.toggle_schedule", queryset):
             schedule_services.schedule_set_enabled(
-                schedule=schedule, enabled=False, actor=request.user, reason="admin action"
+                schedule=schedule, enabled=enabled, actor=request.user, reason="admin action"
             )
             done += 1
-        self.message_user(request, f"Disabled {done} schedule(s).")
+        self.message_user(request, f"{'Enabled' if enabled else 'Disabled'} {done} schedule(s).")
 
     @admin.action(description="Run selected schedules now", permissions=["trigger"])
     def run_now(self, request, queryset):
