@@ -2,7 +2,8 @@
 
 Every final transition of a run (SUCCEEDED, FAILED, SKIPPED, BLOCKED,
 CANCELLED) and the re-queue of a run whose worker was lost goes through
-`run_finish`, `run_cancel`, `run_lost` / `runs_lost` or `run_refused`. Each
+`run_finish` / `runs_finish` (a worker's batch), `run_cancel`, `run_lost` /
+`runs_lost` or `run_refused`. Each
 applies, in the transaction that changes the row:
 
 1. the compare-and-set on the run's status (and on the worker's dispatch token,
@@ -78,6 +79,19 @@ class Loaded:
     capped: bool = False  # max_window cut a long gap: the next slice runs right after this one
 
 
+@dataclass
+class Ending:
+    """One run's end as a worker reports it, for `runs_finish` (the arguments of `run_finish`)."""
+
+    run: Run
+    status: str
+    now: datetime
+    reason: str = ""
+    token: str | None = None
+    fields: dict[str, Any] | None = None
+    loaded: Loaded | None = None
+
+
 # --- the public transitions ---------------------------------------------------
 
 def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
@@ -90,21 +104,37 @@ def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token:
     `actor` + `audit_action` write an audit entry in the same transaction.
     """
     with transaction.atomic():
-        before = run.status
-        extra = {"dispatch_token": token} if token is not None else {}
-        values = dict(fields or {})
-        values["reason"] = reason[:500]
-        if blocked_by is not None:
-            values["blocked_by"] = blocked_by
-        if not _finalize(run, new=status, now=now, extra_filter=extra, **values):
-            return False
-        if status == S.SUCCEEDED and loaded is not None and run.backfill_id is None:
-            _advance_watermark(run, loaded, now=now)
-        _after_final(run, now=now)
-        if audit_action:
-            audit_record(actor=actor, action=audit_action, target=run, before={"status": before},
-                         after={"status": status}, reason=reason, at=now)
-    return True
+        return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
+                       blocked_by=blocked_by, loaded=loaded, actor=actor, audit_action=audit_action)
+
+
+def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
+    """A worker's batch of runs ends in one transaction, each run's end in its own savepoint.
+
+    Each ending is what `run_finish` does for one run (the same compare-and-set
+    on status and dispatch token, breaker, watermark, downstream propagation);
+    a run whose end raises is rolled back to its savepoint alone and stays
+    RUNNING (its heartbeat stops, so governance re-queues it as lost), and the
+    others still commit. Downstream schedules are looked up once for the batch,
+    not once per run. Returns run id -> the new status, 'discarded' (someone
+    else changed the run first) or 'error'.
+    """
+    out: dict[int, str] = {}
+    if not endings:
+        return out
+    children = _children_of({e.run.schedule_id for e in endings})
+    with transaction.atomic():
+        for e in endings:
+            try:
+                with transaction.atomic():
+                    done = _finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token,
+                                   fields=e.fields, loaded=e.loaded, children=children)
+            except Exception:  # one run's failing end must not roll back the others'
+                log.exception("could not finish run %s; left to governance", e.run.pk)
+                out[e.run.pk] = "error"
+                continue
+            out[e.run.pk] = e.status if done else "discarded"
+    return out
 
 
 def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None) -> bool:
@@ -187,6 +217,27 @@ def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
 
 # --- inside the final transaction -----------------------------------------------
 
+def _finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
+            fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None, loaded: Loaded | None = None,
+            actor: Any = None, audit_action: str = "", children: dict[int, list[int]] | None = None) -> bool:
+    """The body of `run_finish`, inside the caller's transaction (or savepoint)."""
+    before = run.status
+    extra = {"dispatch_token": token} if token is not None else {}
+    values = dict(fields or {})
+    values["reason"] = reason[:500]
+    if blocked_by is not None:
+        values["blocked_by"] = blocked_by
+    if not _finalize(run, new=status, now=now, extra_filter=extra, **values):
+        return False
+    if status == S.SUCCEEDED and loaded is not None and run.backfill_id is None:
+        _advance_watermark(run, loaded, now=now)
+    _after_final(run, now=now, children=children)
+    if audit_action:
+        audit_record(actor=actor, action=audit_action, target=run, before={"status": before},
+                     after={"status": status}, reason=reason, at=now)
+    return True
+
+
 def _set(run: Run, **fields: Any) -> None:
     for key, value in fields.items():
         setattr(run, key, value)
@@ -219,7 +270,7 @@ def _advance_watermark(run: Run, loaded: Loaded, *, now: datetime) -> None:
                     params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
 
 
-def _after_final(run: Run, *, now: datetime) -> None:
+def _after_final(run: Run, *, now: datetime, children: dict[int, list[int]] | None = None) -> None:
     """Breaker, backfill progress, downstream propagation: what follows a run's final status."""
     if run.status in (S.SUCCEEDED, S.FAILED):
         breaker_on_result(schedule_id=run.schedule_id, run=run, succeeded=run.status == S.SUCCEEDED, now=now)
@@ -231,7 +282,7 @@ def _after_final(run: Run, *, now: datetime) -> None:
         return  # backfill windows never drive the live dependency graph
     if run.status == S.CANCELLED or not run.propagate:
         return  # a person stopped it, or re-ran just this one: downstreams neither start nor block
-    propagate(run, now=now)
+    propagate(run, now=now, children=children)
 
 
 def _send_after_commit(run: Run, new: str, old: str) -> None:
@@ -313,8 +364,24 @@ def _root_note(run: Run) -> str:
     return f"; root cause: '{root.schedule.name}' {root.status.lower()} (run {root.pk})"
 
 
-def propagate(run: Run, *, now: datetime) -> None:
-    """Start or block the dependents of a final live run, transitively (breadth first, each once)."""
+def _children_of(schedule_ids: set[int]) -> dict[int, list[int]]:
+    """The enabled downstream schedules of each of `schedule_ids` (by name), in one query."""
+    children: dict[int, list[int]] = {pk: [] for pk in schedule_ids}
+    for upstream, child in (
+        Schedule.depends_on.through.objects.filter(to_schedule_id__in=schedule_ids, from_schedule__enabled=True)
+        .order_by("from_schedule__name").values_list("to_schedule_id", "from_schedule_id")
+    ):
+        children[upstream].append(child)
+    return children
+
+
+def propagate(run: Run, *, now: datetime, children: dict[int, list[int]] | None = None) -> None:
+    """Start or block the dependents of a final live run, transitively (breadth first, each once).
+
+    `children` (schedule id -> downstream schedule ids) is what a batch looked
+    up already; schedules missing from it are looked up (and added) here.
+    """
+    children = {} if children is None else children
     queue: deque[Run] = deque([run])
     seen: set[int] = set()
     while queue:
@@ -322,10 +389,12 @@ def propagate(run: Run, *, now: datetime) -> None:
         if current.pk in seen:
             continue
         seen.add(current.pk)
-        queue.extend(_propagate_one(current, now=now))
+        if current.schedule_id not in children:
+            children.update(_children_of({current.schedule_id}))
+        queue.extend(_propagate_one(current, now=now, child_ids=children[current.schedule_id]))
 
 
-def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
+def _propagate_one(run: Run, *, now: datetime, child_ids: list[int]) -> list[Run]:
     """Start, join or block the direct downstream runs of `run`; return newly blocked runs (to go on down).
 
     A downstream run is judged on the upstream runs it stands for
@@ -333,9 +402,6 @@ def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
     holds back nor blocks a run that stands for an earlier one.
     """
     newly_blocked: list[Run] = []
-    child_ids = list(
-        Schedule.objects.filter(depends_on=run.schedule_id, enabled=True).order_by("name").values_list("id", flat=True)
-    )
     for child_id in child_ids:
         # The row lock serialises two upstreams finishing at once, so the
         # child gets one run, not one per upstream (PostgreSQL; SQLite
@@ -390,6 +456,6 @@ def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
 
 
 __all__ = [
-    "Loaded", "backfill_complete_if_done", "backfill_progress", "propagate", "run_cancel", "run_finish",
-    "run_lost", "run_refused", "runs_lost",
+    "Ending", "Loaded", "backfill_complete_if_done", "backfill_progress", "propagate", "run_cancel", "run_finish",
+    "run_lost", "run_refused", "runs_finish", "runs_lost",
 ]
