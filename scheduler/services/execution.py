@@ -16,8 +16,6 @@ import threading
 import time
 import traceback
 from datetime import datetime
-from functools import reduce
-from operator import or_
 from typing import Any, Callable
 
 from django.conf import settings
@@ -38,6 +36,7 @@ from scheduler.services.finish import Ending, Loaded, run_finish, runs_finish
 from scheduler.services.runlogs import (
     captures_store, run_log_capture, run_start_notes, save_pending, window_note,
 )
+from scheduler.services.runs import with_schedules
 from scheduler.services.watermarks import decode_value, encode_value, watermark_config, watermark_state
 
 log = logging.getLogger(__name__)
@@ -103,8 +102,15 @@ class HeartbeatPump(threading.Thread):
 
 
 def _pairs_q(pairs) -> Q:
-    """Runs matching (id, dispatch token) pairs: a message's runs, and only while its token is theirs."""
-    return reduce(or_, (Q(pk=run_id, dispatch_token=token) for run_id, token in pairs))
+    """Runs matching (id, dispatch token) pairs: a message's runs, and only while its token is theirs.
+
+    Two IN lists instead of one (id AND token) term per pair: a token is
+    unique to its run (a uuid, or the admitting tick's uuid and the run's id),
+    so a run whose token is in the list holds its own token. The id list also
+    lets the planner read the rows by id, not every RUNNING row by status.
+    """
+    pairs = list(pairs)
+    return Q(pk__in=[run_id for run_id, _ in pairs], dispatch_token__in=[token for _, token in pairs])
 
 
 def retry_policy(schedule: Schedule) -> RetryPolicy:
@@ -203,7 +209,7 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
 
 def _claim(tokens: dict[int, str], *, now: datetime) -> list[Run]:
     """Claim a batch's runs in one statement; the runs this worker now holds, in the message's order."""
-    loaded = {r.pk: r for r in Run.objects.select_related("schedule").filter(pk__in=list(tokens))}
+    loaded = {r.pk: r for r in with_schedules(list(Run.objects.filter(pk__in=list(tokens))))}
     # only a run still waiting for this very message may be taken (a cancelled,
     # re-dispatched or already started one is stale)
     free = [pk for pk in tokens if pk in loaded and loaded[pk].status == S.RUNNING

@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
 from scheduler import signals
 from scheduler.core import WatermarkConfig, Window, advance
 from scheduler.models import (
-    Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus,
+    Backfill, BackfillStatus, BackfillWindow, BreakerStatus, Run, RunStatus, Schedule, TriggerKind, WindowStatus,
 )
 from scheduler.services import dependencies
 from scheduler.services.audit import audit_record
@@ -124,7 +124,16 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
         return out
     children = _children_of({e.run.schedule_id for e in endings})
     with transaction.atomic():
+        bare = [e for e in endings if _only_the_cas(e, children)]
+        if len(bare) > 1:
+            try:
+                with transaction.atomic():
+                    out.update(_succeed_together(bare))
+            except Exception:  # the one statement failed: each run goes its own way below
+                log.exception("could not finish %d runs together; finishing them one by one", len(bare))
         for e in endings:
+            if e.run.pk in out:
+                continue
             try:
                 with transaction.atomic():
                     done = _finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token,
@@ -216,6 +225,68 @@ def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
 
 
 # --- inside the final transaction -----------------------------------------------
+
+BARE_FIELDS = frozenset({"heartbeat_at", "rows_loaded"})
+
+
+def _only_the_cas(e: Ending, children: dict[int, list[int]]) -> bool:
+    """A success whose end is the compare-and-set alone: nothing follows it (see `_after_final`).
+
+    A live run, no watermark, a closed breaker with no failure to reset, no
+    downstream schedule: the breaker, watermark, backfill and propagation
+    steps would each do nothing.
+    """
+    run, schedule = e.run, e.run.schedule
+    return (e.status == S.SUCCEEDED and e.loaded is None and run.backfill_id is None and e.token is not None
+            and set(e.fields or ()) <= BARE_FIELDS and not children.get(run.schedule_id)
+            and schedule.breaker_status == BreakerStatus.CLOSED and not schedule.breaker_failures)
+
+
+def _succeed_together(endings: list[Ending]) -> dict[int, str]:
+    """Bare successes (`_only_the_cas`) in one compare-and-set statement; run id -> SUCCEEDED or 'discarded'.
+
+    Plain SQL: the same UPDATE built from Django expressions (a CASE per
+    column, a When per run) cost 20 ms of Python for 16 runs, more than the
+    16 single updates it replaces.
+    """
+    ops, table = connection.ops, Run._meta.db_table
+    ids = [e.run.pk for e in endings]
+
+    def per_run(column: str, values: list[Any]) -> tuple[str, list[Any]]:
+        whens = " ".join("WHEN %s THEN %s" for _ in ids)
+        return f"{column} = CASE id {whens} ELSE {column} END", [x for pair in zip(ids, values) for x in pair]
+
+    finished, p1 = per_run("finished_at", [ops.adapt_datetimefield_value(e.now) for e in endings])
+    beat, p2 = per_run("heartbeat_at", [ops.adapt_datetimefield_value(
+        (e.fields or {}).get("heartbeat_at", e.now)) for e in endings])
+    rows = [(e.run.pk, (e.fields or {})["rows_loaded"]) for e in endings if (e.fields or {}).get("rows_loaded") is not None]
+    marks = ", ".join("%s" for _ in ids)
+    sets, params = [finished, beat], p1 + p2
+    if rows:
+        sets.append(f"rows_loaded = CASE id {' '.join('WHEN %s THEN %s' for _ in rows)} ELSE rows_loaded END")
+        params += [x for pair in rows for x in pair]
+    sql = (f"UPDATE {table} SET status = %s, reason = '', {', '.join(sets)} "
+           f"WHERE id IN ({marks}) AND dispatch_token IN ({marks}) AND status = %s")
+    # tokens are unique to their run (a uuid, or the tick's uuid and the run's id): the two IN lists match pairs
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [S.SUCCEEDED, *params, *ids, *[e.token for e in endings], S.RUNNING])
+        changed = cursor.rowcount
+    done = set(ids)
+    if changed != len(endings):
+        # someone else changed some of them first (a cancel, a lost-run re-queue): keep the ones that carry our end
+        found = Run.objects.filter(pk__in=ids).values_list("pk", "status", "dispatch_token", "finished_at")
+        mine = {e.run.pk: (e.token, e.now) for e in endings}
+        done = {pk for pk, status, token, at in found if status == S.SUCCEEDED and (token, at) == mine[pk]}
+    out: dict[int, str] = {}
+    for e in endings:
+        if e.run.pk not in done:
+            out[e.run.pk] = "discarded"
+            continue
+        _set(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **(e.fields or {}))
+        _send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
+        out[e.run.pk] = S.SUCCEEDED
+    return out
+
 
 def _finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
             fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None, loaded: Loaded | None = None,

@@ -258,3 +258,13 @@ def _resumable_node(node: str):
 
 register_workflow("reliability.resumable", {n: _resumable_node(n) for n in RESUMABLE},
                   list(zip(RESUMABLE, RESUMABLE[1:])), replace=True)
+
+
+# --- a member of a batch: sleeps, may stall (attempt 1) so a test can kill its worker mid-batch ------------
+def batch_member(ctx):
+    p = ctx.params
+    stall = StallOnFirstAttempt(p["pidfile"], ctx.attempt) if p.get("pidfile") else None
+    return Pipeline(_SleepySource(float(p.get("seconds", 0))), stall, _ExecutionLog(p["log"], ctx.run_id))
+
+
+register_pipeline("reliability.batch_member", batch_member, replace=True)

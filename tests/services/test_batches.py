@@ -2,6 +2,7 @@
 finishes a batch's runs together, each in its own savepoint, with one downstream lookup per schedule."""
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from unittest import mock
 
@@ -9,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduler.models import Run, RunLogLine, RunStatus, WorkloadClass
+from scheduler.models import Run, RunLogLine, RunStatus, Schedule, WorkloadClass
 from scheduler.services import dispatch, finish
 from scheduler.services.dispatch import admit_runs, hand_off, message_sizes
 from scheduler.services.execution import HeartbeatPump, execute_runs
@@ -36,7 +37,7 @@ def _admitted(schedule, count, now):
 
 
 def _run_updates(queries) -> list[str]:
-    return [q["sql"] for q in queries if q["sql"].startswith("UPDATE") and '"scheduler_run"' in q["sql"]]
+    return [q["sql"] for q in queries if re.match(r'UPDATE "?scheduler_run"? ', q["sql"])]
 
 
 # --- admission ------------------------------------------------------------------------------
@@ -140,6 +141,7 @@ def test_a_batch_skips_a_run_cancelled_before_the_worker_took_it(make_schedule, 
 def test_one_runs_failing_completion_does_not_roll_back_another(make_schedule, now):
     schedule = make_schedule("many")
     pairs = _admitted(schedule, 3, now)
+    Schedule.objects.filter(pk=schedule.pk).update(breaker_failures=1)  # each success has a count to reset
     bad = pairs[1][0]
     real = finish.breaker_on_result
 
@@ -155,6 +157,31 @@ def test_one_runs_failing_completion_does_not_roll_back_another(make_schedule, n
     assert statuses == {pairs[0][0]: S.SUCCEEDED, bad: S.RUNNING, pairs[2][0]: S.SUCCEEDED}
     # left RUNNING with a stale heartbeat: governance takes it from here, as for a lost worker
     assert bad not in HeartbeatPump.get().active
+
+
+def _claimed(schedule, count, now):
+    pairs = _admitted(schedule, count, now)
+    Run.objects.filter(pk__in=[rid for rid, _ in pairs]).update(started_at=now)
+    return list(Run.objects.filter(pk__in=[rid for rid, _ in pairs]).select_related("schedule").order_by("id"))
+
+
+def test_successes_with_nothing_to_follow_end_in_one_statement(make_schedule, now):
+    runs = _claimed(make_schedule("many"), 6, now)
+    run_cancel(run=runs[3], actor="tests")  # its worker's result must be discarded
+    runs[3].status = S.RUNNING  # the worker's copy
+    endings = [Ending(run=r, status=S.SUCCEEDED, now=now + timedelta(seconds=i), token=r.dispatch_token,
+                      fields={"heartbeat_at": now, "rows_loaded": i}) for i, r in enumerate(runs)]
+    with CaptureQueriesContext(connection) as queries:
+        out = runs_finish(endings=endings)
+    assert len(_run_updates(queries)) == 1
+    assert out == {r.pk: ("discarded" if i == 3 else S.SUCCEEDED) for i, r in enumerate(runs)}
+    stored = {r.pk: r for r in Run.objects.filter(pk__in=[r.pk for r in runs])}
+    for i, r in enumerate(runs):
+        if i == 3:
+            assert stored[r.pk].status == S.CANCELLED
+            continue
+        assert (stored[r.pk].status, stored[r.pk].finished_at, stored[r.pk].rows_loaded) == (
+            S.SUCCEEDED, now + timedelta(seconds=i), i)
 
 
 def test_runs_finish_applies_each_end_in_its_own_savepoint(make_schedule, now):
