@@ -19,6 +19,7 @@ from datetime import timezone as dt_timezone
 from typing import Callable, Iterator
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from scheduler.models import Run, RunLogLine, RunStatus
@@ -127,8 +128,23 @@ def captures_store(captures: list[RunLogCapture]) -> int:
     for capture in captures:
         capture.close(rows.get(capture.run_id))
         lines.extend(capture.take())
-    RunLogLine.objects.bulk_create(lines, ignore_conflicts=True)
+    if not lines:
+        return 0
+    # One plain multi-row INSERT: bulk_create spent ~60 us of Python per line, more than the rest of a
+    # no-op run's end. ON CONFLICT DO NOTHING is bulk_create's ignore_conflicts (PostgreSQL and SQLite).
+    adapt = connection.ops.adapt_datetimefield_value
+    for start in range(0, len(lines), INSERT_ROWS):
+        chunk = lines[start:start + INSERT_ROWS]
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
+        params = [x for line in chunk for x in (line.run_id, line.seq, adapt(line.at), line.level, line.source,
+                                                line.message)]
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {RunLogLine._meta.db_table} (run_id, seq, at, level, source, message) "
+                           f"VALUES {values} ON CONFLICT DO NOTHING", params)
     return len(lines)
+
+
+INSERT_ROWS = 150  # 6 parameters a row: under SQLite's 999-parameter floor
 
 
 def _outcome_text(row: dict) -> str:
