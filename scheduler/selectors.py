@@ -286,7 +286,7 @@ def _latest_run_subquery(field: str):
 
 def schedules_with_last_run(team_ids=None):
     return (
-        owned_by(Schedule.objects.all(), team_ids, "owner_id").select_related("workload_class")
+        owned_by(Schedule.objects.all(), team_ids, "owner_id").select_related("workload_class", "owner")
         .annotate(
             last_run_id=_latest_run_subquery("id"),
             last_run_status=_latest_run_subquery("status"),
