@@ -199,11 +199,23 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 continue
             pending.append((ending, logs))
             if time.monotonic() - flushed_at >= settings.ETL_BATCH_FLUSH_SECONDS:
+                # a write that fails (the database is gone) stops the batch: what was not written is
+                # governance's to re-queue, rather than more results that could not be written either
+                written, pending = pending, []
+                out.update(_flush(written, pump))
+                flushed_at = time.monotonic()
+        written, pending = pending, []
+        out.update(_flush(written, pump))
+    except BaseException:
+        if pending:  # stopped by something else than a failed write: keep what finished
+            try:
                 out.update(_flush(pending, pump))
-                pending, flushed_at = [], time.monotonic()
+            except Exception:
+                log.exception("could not write the ends of a stopped batch")
+        raise
     finally:
-        if pending:
-            out.update(_flush(pending, pump))
+        for run in runs:  # no heartbeat for a run whose end was not written: governance takes it
+            pump.unregister(run.pk)
     return out
 
 

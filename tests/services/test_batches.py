@@ -233,3 +233,16 @@ def test_a_batch_beats_once_for_all_its_runs(make_schedule, now):
         assert pump.beat(later) == 3
     assert len(_run_updates(queries)) == 1
     assert set(Run.objects.filter(schedule=schedule).values_list("heartbeat_at", flat=True)) == {later}
+
+
+def test_a_batch_whose_ends_cannot_be_written_stops_and_leaves_its_runs_to_governance(make_schedule, now, settings):
+    settings.ETL_BATCH_FLUSH_SECONDS = 0  # write after every run
+    schedule = make_schedule("many")
+    pairs = _admitted(schedule, 3, now)
+    with mock.patch("scheduler.services.execution.runs_finish", side_effect=RuntimeError("database gone")), \
+            pytest.raises(RuntimeError):
+        execute_runs(pairs, clock=lambda: now)
+    # nothing more ran after the failed write, and no run keeps a heartbeat: governance re-queues them all
+    assert set(Run.objects.filter(schedule=schedule).values_list("status", flat=True)) == {S.RUNNING}
+    assert not RunLogLine.objects.filter(run_id=pairs[2][0]).exists()
+    assert not set(HeartbeatPump.get().active) & {rid for rid, _ in pairs}
