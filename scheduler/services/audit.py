@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from scheduler.models import ActorKind, AuditEntry, Team
 from scheduler.permissions import owner_id_of
+from scheduler.services import bulk
 from scheduler.services.errors import check_text
 
 
@@ -82,4 +83,4 @@ def audit_record(
 
 def audit_record_many(entries: list[AuditEntry]) -> None:
     """Append many built entries in one INSERT (a batch transition). Call inside its transaction."""
-    AuditEntry.objects.bulk_create(entries)
+    bulk.insert(AuditEntry, entries)

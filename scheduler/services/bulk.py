@@ -16,11 +16,17 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
 # SQLite's compile-time default bound-parameter limit since 3.32 is 32,766;
 # stay well under it (and under PostgreSQL's 65,535) per statement.
 MAX_PARAMS = 30_000
+
+
+def _wrapper():
+    """This thread's connection itself: preparing thousands of values through the `connection` proxy
+    costs a thread-local lookup per value."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def supported() -> bool:
@@ -50,33 +56,70 @@ def cas_update(model: type[models.Model], *, columns: Sequence[tuple[str, str]],
     """
     if not rows:
         return set()
+    db = _wrapper()
     fields = [model._meta.get_field(name) for _, name in columns]
-    if connection.vendor == "postgresql":
-        # VALUES columns take no type from the table: cast each, so a column of NULLs is still typed
-        cell = "(" + ", ".join(f"CAST(%s AS {f.db_type(connection)})" for f in fields) + ")"
-    else:
-        cell = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    names = ", ".join(f"column{i + 1} AS {alias}" for i, (alias, _) in enumerate(columns))
-    table = connection.ops.quote_name(model._meta.db_table)
-    pk = connection.ops.quote_name(model._meta.pk.column)
-    # SQLite's RETURNING names the table's own columns only (no alias); PostgreSQL needs
-    # the alias, since v.id is in scope too
-    returning = f"t.{pk}" if connection.vendor == "postgresql" else pk
+    aliases = [alias for alias, _ in columns]
+    table = db.ops.quote_name(model._meta.db_table)
+    pk = db.ops.quote_name(model._meta.pk.column)
     changed: set[int] = set()
-    per_statement = max(1, (MAX_PARAMS - len(assign_params) - len(guard_params)) // len(fields))
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), per_statement):
-            chunk = rows[start:start + per_statement]
-            params = [*assign_params]
-            params += [f.get_db_prep_value(value, connection, prepared=False)
-                       for row in chunk for f, value in zip(fields, row, strict=True)]
-            params += guard_params
-            sql = (f"UPDATE {table} AS t SET {assign} "
-                   f"FROM (SELECT {names} FROM (VALUES {', '.join([cell] * len(chunk))}) AS x) AS v "
-                   f"WHERE t.{pk} = v.id AND {guard} RETURNING {returning}")
-            cursor.execute(sql, params)
+    for chunk, source, params in _rows_source(db, fields, aliases, rows, extra=len(assign_params) + len(guard_params)):
+        # SQLite's RETURNING names the table's own columns only (no alias); PostgreSQL needs
+        # the alias, since v.id is in scope too
+        returning = f"t.{pk}" if db.vendor == "postgresql" else pk
+        sql = f"UPDATE {table} AS t SET {assign} FROM {source} WHERE t.{pk} = v.id AND {guard} RETURNING {returning}"
+        with db.cursor() as cursor:
+            cursor.execute(sql, [*assign_params, *params, *guard_params])
             changed.update(row[0] for row in cursor.fetchall())
     return changed
 
 
-__all__ = ["cas_update", "same", "supported"]
+def insert(model: type[models.Model], objs: Sequence[models.Model], *, ignore_conflicts: bool = False) -> None:
+    """INSERT unsaved `objs` in one statement (per MAX_PARAMS parameters on SQLite).
+
+    What bulk_create(objs) does, minus its per-value SQL compilation (most of
+    its cost at a thousand rows): every value is still prepared by its field
+    (get_db_prep_save), as the ORM prepares it. The primary keys are not read
+    back. `ignore_conflicts` skips rows a unique constraint refuses.
+    """
+    if not objs:
+        return
+    db = _wrapper()
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key or getattr(objs[0], f.attname) is not None]
+    quote = db.ops.quote_name
+    verb = "INSERT OR IGNORE INTO" if ignore_conflicts and db.vendor == "sqlite" else "INSERT INTO"
+    tail = " ON CONFLICT DO NOTHING" if ignore_conflicts and db.vendor == "postgresql" else ""
+    head = f"{verb} {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+    aliases = [f"c{i}" for i in range(len(fields))]
+    rows = [[f.pre_save(obj, True) for f in fields] for obj in objs]
+    for _chunk, source, params in _rows_source(db, fields, aliases, rows, save=True):
+        with db.cursor() as cursor:
+            cursor.execute(f"{head}SELECT {', '.join(f'v.{a}' for a in aliases)} FROM {source}{tail}", params)
+
+
+def _rows_source(db, fields, aliases, rows, *, extra: int = 0, save: bool = False):
+    """(chunk, FROM-source SQL aliased `v` with columns `aliases`, params) per statement.
+
+    PostgreSQL: one array per column, UNNEST-ed (as Django's bulk_create does
+    there): a handful of parameters whatever the number of rows, so neither
+    the client's placeholder parsing nor the planner grows with the rows.
+    SQLite: a VALUES list, at most MAX_PARAMS parameters per statement.
+    """
+    def prep(field, value):
+        return field.get_db_prep_save(value, db) if save else field.get_db_prep_value(value, db, prepared=False)
+
+    if db.vendor == "postgresql":
+        # arrays take their element type from the column (varchar(64) -> varchar: nothing is truncated)
+        arrays = ", ".join(f"(%s)::{f.db_type(db).split('(')[0]}[]" for f in fields)
+        source = f"UNNEST({arrays}) AS v({', '.join(aliases)})"
+        yield rows, source, [[prep(f, row[i]) for row in rows] for i, f in enumerate(fields)]
+        return
+    cell = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    names = ", ".join(f"column{i + 1} AS {alias}" for i, alias in enumerate(aliases))
+    per_statement = max(1, (MAX_PARAMS - extra) // len(fields))
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start:start + per_statement]
+        source = f"(SELECT {names} FROM (VALUES {', '.join([cell] * len(chunk))}) AS x) AS v"
+        yield chunk, source, [prep(f, value) for row in chunk for f, value in zip(fields, row, strict=True)]
+
+
+__all__ = ["cas_update", "insert", "same", "supported"]

@@ -111,7 +111,7 @@ def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
             runs = [r for r in runs if (r.schedule_id, r.trigger_key) not in taken]
             # the unique (schedule, trigger_key) constraint still refuses a double fire
             # that races past the check above; ignore_conflicts makes it "already there"
-            Run.objects.bulk_create(runs, ignore_conflicts=True)
+            bulk.insert(Run, runs, ignore_conflicts=True)
     return len(runs)
 
 
