@@ -6,17 +6,32 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.forms.fields import InvalidJSONInput
 from django.http import HttpResponse
 
 from scheduler.models import (
-    AuditEntry, Backfill, GovernanceTick, Run, RunStatus, Schedule, Team, WatermarkState, WebhookRefusal,
+    AuditEntry,
+    Backfill,
+    GovernanceTick,
+    Run,
+    RunStatus,
+    Schedule,
+    Team,
+    WatermarkState,
+    WebhookRefusal,
     WorkloadClass,
 )
 from scheduler.services import schedules as schedule_services
 from scheduler.services import teams as team_services
 from scheduler.services.audit import audit_record
+from scheduler.services.breakers import breaker_reset
 from scheduler.services.errors import ServiceError
+from scheduler.services.finish import run_cancel
+from scheduler.services.nodes import run_rerun_from_failure
+from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedule_files import schedules_export
+from scheduler.services.watermarks import watermark_set
+
 
 def _visible(queryset, user, team_field: str):
     """Narrow a queryset to the teams `user` may see (every team while ETL_TEAMS_VIEW_ALL is on)."""
@@ -73,7 +88,6 @@ class BoundedJSONField(forms.JSONField):
         try:
             return super().bound_data(data, initial)
         except RecursionError:
-            from django.forms.fields import InvalidJSONInput
 
             return InvalidJSONInput(data)
 
@@ -194,28 +208,23 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.action(description="Enable selected schedules", permissions=["toggle"])
     def enable(self, request, queryset):
-        done = 0
-        for schedule in _permitted(self, request, "scheduler.toggle_schedule", queryset):
-            schedule_services.schedule_set_enabled(
-                schedule=schedule, enabled=True, actor=request.user, reason="admin action"
-            )
-            done += 1
-        self.message_user(request, f"Enabled {done} schedule(s).")
+        self._set_enabled(request, queryset, enabled=True)
 
     @admin.action(description="Disable selected schedules", permissions=["toggle"])
     def disable(self, request, queryset):
+        self._set_enabled(request, queryset, enabled=False)
+
+    def _set_enabled(self, request, queryset, *, enabled: bool) -> None:
         done = 0
         for schedule in _permitted(self, request, "scheduler.toggle_schedule", queryset):
             schedule_services.schedule_set_enabled(
-                schedule=schedule, enabled=False, actor=request.user, reason="admin action"
+                schedule=schedule, enabled=enabled, actor=request.user, reason="admin action"
             )
             done += 1
-        self.message_user(request, f"Disabled {done} schedule(s).")
+        self.message_user(request, f"{'Enabled' if enabled else 'Disabled'} {done} schedule(s).")
 
     @admin.action(description="Run selected schedules now", permissions=["trigger"])
     def run_now(self, request, queryset):
-        from scheduler.services.runs import run_trigger_manual
-
         for schedule in _permitted(self, request, "scheduler.trigger_schedule", queryset):
             try:
                 run = run_trigger_manual(schedule=schedule, actor=request.user, reason="admin action")
@@ -225,8 +234,6 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.action(description="Reset circuit breaker", permissions=["reset_breaker"])
     def reset_breaker(self, request, queryset):
-        from scheduler.services.breakers import breaker_reset
-
         done = 0
         for schedule in _permitted(self, request, "scheduler.reset_breaker", queryset):
             breaker_reset(schedule=schedule, actor=request.user, reason="admin action")
@@ -340,8 +347,6 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-run selected workflow runs from their failure", permissions=["trigger"])
     def rerun_from_failure(self, request, queryset):
-        from scheduler.services.nodes import run_rerun_from_failure
-
         for run in _permitted(self, request, "scheduler.trigger_schedule", queryset.select_related("schedule")):
             try:
                 new = run_rerun_from_failure(run=run, actor=request.user, reason="admin action")
@@ -351,8 +356,6 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel selected runs", permissions=["cancel"])
     def cancel(self, request, queryset):
-        from scheduler.services.finish import run_cancel
-
         done = 0
         for run in _permitted(self, request, "scheduler.cancel_run", queryset.select_related("schedule")):
             try:
@@ -497,8 +500,6 @@ class WatermarkForm(forms.ModelForm):
         fields = ["value"]
 
     def clean(self):
-        from scheduler.services.watermarks import watermark_set
-
         cleaned = super().clean()
         if self.errors:
             return cleaned

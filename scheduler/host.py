@@ -18,12 +18,28 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.core import EtlError
+from scheduler.loops import start_loops, stop_loops
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule, WatermarkHistory
+from scheduler.pipelines import registry
+from scheduler.services.backfills import (
+    backfill_cancel,
+    backfill_pause,
+    backfill_progress,
+    backfill_resume,
+    backfill_retry_failed,
+    backfill_submit,
+)
+from scheduler.services.breakers import breaker_reset
 from scheduler.services.errors import NotFound, ServiceError
+from scheduler.services.firing import compute_next_fire
 from scheduler.services.freshness import freshness_status
+from scheduler.services.nodes import run_rerun_from_failure
+from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedule_files import Plan, schedules_apply, schedules_export
 from scheduler.services.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
 from scheduler.services.teams import authorize, authorize_owner_change, team_get
+from scheduler.services.watermarks import encode_value, watermark_reset, watermark_set, watermark_state
+from scheduler.triggers.registry import get_trigger
 
 log = logging.getLogger(__name__)
 
@@ -56,29 +72,19 @@ class Watermarks:
     """Read, set and reset schedules' watermarks (set and reset are audited)."""
 
     def get(self, schedule: str | int) -> str | None:
-        from scheduler.services.schedules import schedule_get
-        from scheduler.services.watermarks import encode_value, watermark_state
-
         return encode_value(watermark_state(schedule_get(schedule)).value) or None
 
     def history(self, schedule: str | int, limit: int = 50) -> list[WatermarkHistory]:
-        from scheduler.services.schedules import schedule_get
-
         return list(WatermarkHistory.objects.filter(schedule=schedule_get(schedule)).order_by("-at", "-id")[:limit])
 
     def set(self, schedule: str | int, value: Any, *, reason: str, actor: Any = "api", force: bool = False) -> str:
         """Set the mark; a datetime in the future is refused unless force=True."""
-        from scheduler.services.schedules import schedule_get
-        from scheduler.services.watermarks import watermark_set
 
         target = schedule_get(schedule)
         authorize(actor=actor, perm="scheduler.manage_watermark", obj=target)
         return watermark_set(schedule=target, value=value, actor=actor, reason=reason, force=force)
 
     def reset(self, schedule: str | int, *, reason: str, actor: Any = "api") -> str:
-        from scheduler.services.schedules import schedule_get
-        from scheduler.services.watermarks import watermark_reset
-
         target = schedule_get(schedule)
         authorize(actor=actor, perm="scheduler.manage_watermark", obj=target)
         return watermark_reset(schedule=target, actor=actor, reason=reason)
@@ -105,28 +111,18 @@ class Backfills:
         return backfill
 
     def progress(self, backfill_id: int) -> dict[str, int]:
-        from scheduler.services.backfills import backfill_progress
-
         return backfill_progress(self.get(backfill_id))
 
     def pause(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
-        from scheduler.services.backfills import backfill_pause
-
         backfill_pause(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def resume(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
-        from scheduler.services.backfills import backfill_resume
-
         backfill_resume(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def cancel(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> None:
-        from scheduler.services.backfills import backfill_cancel
-
         backfill_cancel(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
     def retry_failed(self, backfill_id: int, *, actor: Any = "api", reason: str = "") -> int:
-        from scheduler.services.backfills import backfill_retry_failed
-
         return backfill_retry_failed(backfill=self._allowed(backfill_id, actor), actor=actor, reason=reason)
 
 
@@ -226,21 +222,15 @@ class SchedulerHost:
         """Start the leased dispatch, governance and alerts loops in this process (workers run in qcluster)."""
         if self.running:
             return
-        from scheduler.loops import start_loops
 
         self._loops = start_loops(self.cluster)
 
     def stop(self, timeout: float = 10.0) -> None:
-        from scheduler.loops import stop_loops
-
         stop_loops(self._loops, timeout)
         self._loops = []
 
     def reload(self, *, now: datetime | None = None) -> dict[str, int]:
         """Pick up newly added pipeline modules and recompute every enabled time trigger's next fire."""
-        from scheduler.pipelines import registry
-        from scheduler.services.firing import compute_next_fire
-        from scheduler.triggers.registry import get_trigger
 
         registry._discovered = False  # autodiscover imports modules it has not seen yet
         registry.autodiscover()
@@ -263,8 +253,6 @@ class SchedulerHost:
     # --- actions --------------------------------------------------------------
 
     def _schedule_for(self, schedule_or_pipeline_id: Any) -> Schedule:
-        from scheduler.services.schedules import schedule_get
-
         try:
             return schedule_get(schedule_or_pipeline_id)
         except NotFound:
@@ -281,7 +269,6 @@ class SchedulerHost:
     def trigger_manual(self, schedule_or_pipeline_id: Any, override_params: dict | None = None,
                        actor: Any = "api", reason: str = "") -> int:
         """Queue a run now; a pipeline id is accepted when exactly one schedule targets it."""
-        from scheduler.services.runs import run_trigger_manual
 
         schedule = self._schedule_for(schedule_or_pipeline_id)
         authorize(actor=actor, perm="scheduler.trigger_schedule", obj=schedule)
@@ -290,8 +277,6 @@ class SchedulerHost:
     def submit_backfill(self, schedule: Any, start: Any, end: Any, window: Any, *, reason: str,
                         requested_by: Any = "api", max_parallel: int = 1, params: dict | None = None) -> int:
         """Backfill [start, end) (datetime marks) in windows; `params` go to every window's run."""
-        from scheduler.services.backfills import backfill_submit
-        from scheduler.services.schedules import schedule_get
 
         target = schedule_get(schedule)
         authorize(actor=requested_by, perm="scheduler.manage_backfill", obj=target)
@@ -299,9 +284,6 @@ class SchedulerHost:
                                requested_by=requested_by, max_parallel=max_parallel, params=params).pk
 
     def reset_circuit_breaker(self, schedule_id: Any, reset_by: Any, reason: str = "") -> None:
-        from scheduler.services.breakers import breaker_reset
-        from scheduler.services.schedules import schedule_get
-
         target = schedule_get(schedule_id)
         authorize(actor=reset_by, perm="scheduler.reset_breaker", obj=target)
         breaker_reset(schedule=target, actor=reset_by,
@@ -313,8 +295,6 @@ class SchedulerHost:
 
     def next_fires(self, schedule: Any, count: int = 5, *, after: datetime | None = None) -> list[datetime]:
         """The next fire instants (aware UTC) of a cron or interval schedule, Debian cron's DST rule."""
-        from scheduler.services.schedules import schedule_get
-        from scheduler.triggers.registry import get_trigger
 
         found = schedule_get(schedule)
         plugin = get_trigger(found.trigger_kind)
@@ -328,7 +308,6 @@ class SchedulerHost:
 
     def rerun_from_failure(self, run_id: int, *, actor: Any = "api", reason: str = "") -> int:
         """Queue a new run of a failed workflow run that skips its succeeded nodes; returns its id."""
-        from scheduler.services.nodes import run_rerun_from_failure
 
         return run_rerun_from_failure(run=self.storage.get(run_id), actor=actor, reason=reason).pk
 

@@ -19,6 +19,9 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from scheduler.services.alerts import alerts_shutdown, alerts_tick
+from scheduler.services.dispatch import dispatch_tick
+from scheduler.services.governance import governance_tick
 from scheduler.services.leases import lease_acquire, lease_release
 
 log = logging.getLogger(__name__)
@@ -91,10 +94,6 @@ class LeasedLoop(threading.Thread):
 
 
 def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
-    from scheduler.services.alerts import alerts_tick
-    from scheduler.services.dispatch import dispatch_tick
-    from scheduler.services.governance import governance_tick
-
     holder = holder_id(cluster)
     loops = [
         LeasedLoop("dispatch", settings.ETL_DISPATCH_INTERVAL, dispatch_tick, holder),
@@ -108,8 +107,6 @@ def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
 
 
 def stop_loops(loops: list[LeasedLoop], timeout: float = 10.0) -> None:
-    from scheduler.services.alerts import alerts_shutdown
-
     for loop in loops:
         loop.stop()
     for loop in loops:

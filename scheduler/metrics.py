@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -126,7 +127,6 @@ class SchedulerCollector(Collector):
         yield objective
         yield breached
 
-
     def team_metrics(self, now: datetime):
         """The same picture per owning team (label `team`), so each team can alert on its own schedules."""
         teams = dict(Team.objects.values_list("pk", "name"))
@@ -183,8 +183,6 @@ class SchedulerCollector(Collector):
 
 
 def render_metrics(clock=timezone.now) -> bytes:
-    from prometheus_client import CollectorRegistry, generate_latest
-
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SchedulerCollector(clock))
     return generate_latest(registry)

@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone, UTC
+from statistics import median
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, F, OuterRef, Q, Subquery, Window
+from django.db.models.functions import RowNumber, TruncDate
+from django.urls import reverse
 from django.utils import timezone
 
-from scheduler.models import GovernanceTick, LoopLease, Run, RunStatus, RunUpstream, WorkloadClass
+from scheduler.models import (
+    AuditEntry,
+    Backfill,
+    BackfillStatus,
+    BackfillWindow,
+    BreakerStatus,
+    GovernanceTick,
+    LoopLease,
+    Run,
+    RunLogLine,
+    RunStatus,
+    RunUpstream,
+    Schedule,
+    WatermarkHistory,
+    WatermarkState,
+    WindowStatus,
+    WorkloadClass,
+)
 from scheduler.services.dependencies import verdict_for
+from scheduler.triggers.registry import get_trigger
 
 
 def owned_by(qs, team_ids, path: str = "schedule__owner_id"):
@@ -186,8 +209,6 @@ def runs_keyset_page(filters: dict, *, before: int | None = None, after: int | N
 
 
 def open_breakers(team_ids=None):
-    from scheduler.models import BreakerStatus, Schedule
-
     return owned_by(
         Schedule.objects.exclude(breaker_status=BreakerStatus.CLOSED)
         .only(
@@ -259,17 +280,13 @@ def blocked_or_skipped(status: str, *, before: int | None = None, size: int = 50
 
 
 def _latest_run_subquery(field: str):
-    from django.db.models import OuterRef, Subquery
-
     # run_sched_recent_idx (schedule, -id) makes this one index probe per schedule
     return Subquery(Run.objects.filter(schedule=OuterRef("pk")).order_by("-id").values(field)[:1])
 
 
 def schedules_with_last_run(team_ids=None):
-    from scheduler.models import Schedule
-
     return (
-        owned_by(Schedule.objects.all(), team_ids, "owner_id").select_related("workload_class")
+        owned_by(Schedule.objects.all(), team_ids, "owner_id").select_related("workload_class", "owner")
         .annotate(
             last_run_id=_latest_run_subquery("id"),
             last_run_status=_latest_run_subquery("status"),
@@ -280,8 +297,6 @@ def schedules_with_last_run(team_ids=None):
 
 
 def describe_trigger(schedule) -> str:
-    from scheduler.triggers.registry import get_trigger
-
     try:
         return get_trigger(schedule.trigger_kind).describe(schedule.trigger_config or {}, timezone=schedule.timezone)
     except Exception:  # a plugin that was uninstalled or a config it no longer reads
@@ -290,9 +305,6 @@ def describe_trigger(schedule) -> str:
 
 def next_fire_times(schedule, *, now: datetime, count: int = 3) -> list[dict]:
     """Next fires as local and UTC datetimes; empty for triggers that are not time based."""
-    from zoneinfo import ZoneInfo
-
-    from scheduler.triggers.registry import get_trigger
 
     if not schedule.enabled:
         return []
@@ -302,9 +314,8 @@ def next_fire_times(schedule, *, now: datetime, count: int = 3) -> list[dict]:
         tz = ZoneInfo(schedule.timezone)
     except Exception:
         return []
-    from datetime import timezone as dt_timezone
 
-    return [{"local": f.astimezone(tz), "utc": f.astimezone(dt_timezone.utc)} for f in fires]
+    return [{"local": f.astimezone(tz), "utc": f.astimezone(UTC)} for f in fires]
 
 
 def schedule_history(schedule, *, limit: int = 60) -> list[Run]:
@@ -319,8 +330,6 @@ def schedule_history(schedule, *, limit: int = 60) -> list[Run]:
 
 
 def schedule_detail(schedule, *, now: datetime) -> dict:
-    from scheduler.models import WatermarkHistory, WatermarkState
-
     return {
         "schedule": schedule,
         "trigger_text": describe_trigger(schedule),
@@ -336,7 +345,6 @@ def schedule_detail(schedule, *, now: datetime) -> dict:
 
 def dependency_graph() -> dict:
     """Every schedule, every edge and each schedule's latest run status."""
-    from scheduler.models import Schedule
 
     schedules = list(
         Schedule.objects.annotate(last_run_status=_latest_run_subquery("status"))
@@ -351,10 +359,6 @@ def dependency_graph() -> dict:
 
 
 def backfills_with_progress(team_ids=None):
-    from django.db.models import Q
-
-    from scheduler.models import Backfill, WindowStatus
-
     def count(*statuses):
         return Count("windows", filter=Q(windows__status__in=statuses))
 
@@ -371,8 +375,6 @@ def backfills_with_progress(team_ids=None):
 
 
 def backfill_windows(backfill) -> list:
-    from scheduler.models import BackfillWindow
-
     return list(
         BackfillWindow.objects.filter(backfill=backfill)
         .only("id", "seq", "low", "high", "status", "attempts", "run_id", "backfill_id")
@@ -384,8 +386,6 @@ def backfill_windows(backfill) -> list:
 
 
 def audit_filtered(filters: dict):
-    from scheduler.models import AuditEntry
-
     qs = AuditEntry.objects.all()
     if filters.get("team"):
         qs = qs.filter(team_id=filters["team"].pk)
@@ -408,8 +408,6 @@ def audit_filtered(filters: dict):
 
 
 def audit_counts(qs) -> dict:
-    from django.db.models.functions import TruncDate
-
     return {
         "by_action": list(qs.order_by().values("action").annotate(n=Count("id")).order_by("-n", "action")[:30]),
         "by_actor": list(qs.order_by().values("actor").annotate(n=Count("id")).order_by("-n", "actor")[:30]),
@@ -444,9 +442,6 @@ ATTENTION_LIMIT = 50
 
 def failing_schedules(team_ids=None):
     """Enabled schedules whose latest verdict (success or failure, backfills aside) is a failure."""
-    from django.db.models import OuterRef, Subquery
-
-    from scheduler.models import Schedule
 
     verdicts = Run.objects.filter(
         schedule=OuterRef("pk"), backfill__isnull=True, status__in=[RunStatus.SUCCEEDED, RunStatus.FAILED]
@@ -466,7 +461,6 @@ def failing_schedules(team_ids=None):
 
 def stuck_runs(now: datetime, team_ids=None):
     """RUNNING runs whose worker has been silent longer than the stuck threshold."""
-    from datetime import timedelta
 
     threshold = now - timedelta(seconds=settings.ETL_STUCK_SECONDS)
     return (
@@ -479,7 +473,6 @@ def stuck_runs(now: datetime, team_ids=None):
 
 def lost_runs(now: datetime, *, hours: int = 24, team_ids=None):
     """Runs governance failed or re-queued for a lost worker in the last `hours`."""
-    from datetime import timedelta
 
     return (
         owned_by(Run.objects.filter(
@@ -508,8 +501,6 @@ def long_waiting_runs(now: datetime, team_ids=None) -> list[tuple[Run, float]]:
 
 
 def backfills_with_failed_windows(team_ids=None):
-    from scheduler.models import BackfillStatus
-
     return [
         b for b in backfills_with_progress(team_ids).exclude(status=BackfillStatus.CANCELLED)[:200] if b.n_failed
     ]
@@ -517,7 +508,6 @@ def backfills_with_failed_windows(team_ids=None):
 
 def late_schedules(team_ids=None):
     """Schedules whose data is older than their freshness objective (governance stored the breach)."""
-    from scheduler.models import Schedule
 
     return list(owned_by(Schedule.objects.filter(freshness_breached_at__isnull=False), team_ids, "owner_id").order_by("freshness_breached_at", "name")
                 [:ATTENTION_LIMIT])
@@ -525,7 +515,6 @@ def late_schedules(team_ids=None):
 
 def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict]:
     """Everything on the overview that needs a person, most urgent kind first; each item links somewhere."""
-    from django.urls import reverse
 
     def schedule_url(pk):
         return reverse("scheduler:schedule_detail", args=[pk])
@@ -587,16 +576,12 @@ def fold_runs(runs: list[Run], *, limit: int = 10) -> list[dict]:
 
 def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000):
     """The run's log lines after seq `after`, oldest first (the run page follows a RUNNING run with this)."""
-    from scheduler.models import RunLogLine
 
     return list(RunLogLine.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit])
 
 
 def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) -> list[Run]:
     """Runs that overlap [start, end]: queued before the end and not finished before the start."""
-    from datetime import timedelta
-
-    from django.db.models import Q
 
     return list(
         owned_by(Run.objects.filter(queued_at__lt=end, queued_at__gte=start - timedelta(days=2)), team_ids)
@@ -612,8 +597,6 @@ STRIP_LENGTH = 20
 
 def recent_runs_by_schedule(schedule_ids, *, n: int = STRIP_LENGTH) -> dict[int, list[Run]]:
     """The last `n` finished runs of each schedule (backfills aside), oldest first, in one query."""
-    from django.db.models import F, Window
-    from django.db.models.functions import RowNumber
 
     ranked = (
         Run.objects.filter(schedule_id__in=list(schedule_ids), backfill__isnull=True, finished_at__isnull=False)
@@ -630,7 +613,6 @@ def recent_runs_by_schedule(schedule_ids, *, n: int = STRIP_LENGTH) -> dict[int,
 
 def strip_summary(runs: list[Run]) -> dict:
     """Last success and typical (median) duration of successful runs among `runs`."""
-    from statistics import median
 
     successes = [r for r in runs if r.status == RunStatus.SUCCEEDED]
     durations = [r.duration_seconds for r in successes if r.duration_seconds is not None]
@@ -649,9 +631,6 @@ BLOCK_STATUS_ORDER = ["FAILED", "RUNNING", "QUEUED", "PENDING", "CANCELLED", "SU
 
 def backfill_counts(backfill) -> dict[str, int]:
     """Windows per status, counted by the database (one query, no window loaded)."""
-    from django.db.models import Count
-
-    from scheduler.models import BackfillWindow, WindowStatus
 
     counts = {status: 0 for status in WindowStatus.values}
     for row in BackfillWindow.objects.filter(backfill=backfill).values("status").annotate(n=Count("id")).order_by():
@@ -661,9 +640,6 @@ def backfill_counts(backfill) -> dict[str, int]:
 
 def backfill_grid(backfill, *, cells: int) -> dict:
     """At most `cells` cells: one per window for small backfills, else one per block of consecutive windows."""
-    from django.db.models import Count, F
-
-    from scheduler.models import BackfillWindow
 
     total = backfill.total_windows
     size = max(1, -(-total // cells))  # ceiling division
@@ -689,7 +665,6 @@ def backfill_grid(backfill, *, cells: int) -> dict:
 
 def backfill_window_page(backfill, *, start: int, size: int) -> list:
     """Windows seq >= start, `size` of them, for the paged table under the grid."""
-    from scheduler.models import BackfillWindow
 
     return list(BackfillWindow.objects.filter(backfill=backfill, seq__gte=start)
                 .only("id", "seq", "low", "high", "status", "attempts", "run_id", "backfill_id")

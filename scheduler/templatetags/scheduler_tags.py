@@ -15,6 +15,17 @@ from django.utils.timesince import timesince, timeuntil
 register = template.Library()
 
 
+@register.simple_tag(takes_context=True)
+def may(context, perm: str, obj=None) -> bool:
+    """{% may "scheduler.trigger_schedule" schedule as can_trigger %}: the viewer's permission on this object
+    (the group's model permission and, for a schedule and what belongs to it, membership of its team), so a
+    page offers only the actions the viewer may take."""
+    user = getattr(context.get("request"), "user", None) or context.get("user")
+    if user is None or not user.is_authenticated:
+        return False
+    return user.has_perm(perm) and (obj is None or user.has_perm(perm, obj))
+
+
 @register.filter
 def seconds(value) -> str:
     """12.3 -> '12.3 s', 125 -> '2 min 5 s', 7300 -> '2 h 1 min'."""

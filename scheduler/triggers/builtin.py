@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from scheduler.core import ConfigError, describe_cron, next_fires, next_interval_fires, validate_cron, validate_timezone
 from scheduler.triggers.base import TriggerPlugin, require_keys
+from scheduler.triggers.filters import compile_filter
 
 
 class CronTrigger(TriggerPlugin):
@@ -130,8 +131,6 @@ class EventTrigger(TriggerPlugin):
     label = "Event"
 
     def validate(self, config, *, timezone):
-        from scheduler.triggers.filters import compile_filter
-
         config = super().validate(config, timezone=timezone)
         require_keys(config, {"topic", "filter"}, {"topic"})
         topic = validate_topic(config["topic"], field="trigger_config.topic")

@@ -13,10 +13,13 @@ from django.utils import timezone
 
 from scheduler import selectors
 from scheduler.models import Run, RunStatus
+from scheduler.pipelines.registry import get_workflow
+from scheduler.services import dispatch
 from scheduler.services.errors import ServiceError
+from scheduler.services.finish import run_cancel as cancel
+from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_failure
 from scheduler.services.reruns import rerun_offers
 from scheduler.services.reruns import run_rerun as run_rerun_service
-from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_failure
 from scheduler.views import charts
 from scheduler.views.common import action, int_or_none, page, partial, team_scope
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
@@ -56,7 +59,6 @@ def _explain(run: Run, now) -> str:
     """Why a queued or waiting run has not started; the dispatch service knows best when it can say."""
     if run.status not in (RunStatus.QUEUED, RunStatus.WAITING):
         return ""
-    from scheduler.services import dispatch
 
     explain = getattr(dispatch, "explain_wait", None)
     if explain is not None:
@@ -74,8 +76,6 @@ def _explain(run: Run, now) -> str:
 
 
 def _workflow_deps(run: Run) -> list[tuple[str, str]]:
-    from scheduler.pipelines.registry import get_workflow
-
     try:
         return list(get_workflow(run.schedule.target_id).deps)
     except Exception:  # the workflow may have been renamed since the run
@@ -171,8 +171,6 @@ def run_rerun_failed(request, run_id: int):
 
 @action("scheduler.cancel_run")
 def run_cancel(request, run_id: int):
-    from scheduler.services.finish import run_cancel as cancel
-
     run = get_object_or_404(Run, pk=run_id)
     form = ReasonForm(request.POST)
     reason = form.cleaned_data["reason"] if form.is_valid() else ""

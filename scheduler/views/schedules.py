@@ -6,11 +6,16 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from scheduler import selectors
 from scheduler.models import Schedule
+from scheduler.services.breakers import breaker_reset
 from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
+from scheduler.services.runs import run_trigger_manual
+from scheduler.services.schedules import schedule_set_enabled
+from scheduler.services.watermarks import watermark_reset, watermark_set
 from scheduler.views import charts
 from scheduler.views.common import action, page, team_scope
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
@@ -55,8 +60,6 @@ def schedule_detail(request, schedule_id: int):
 
 @action("scheduler.toggle_schedule")
 def schedule_toggle(request, schedule_id: int):
-    from scheduler.services.schedules import schedule_set_enabled
-
     schedule = get_object_or_404(Schedule, pk=schedule_id)
     enabled = request.POST.get("enabled") == "1"
     try:
@@ -68,16 +71,12 @@ def schedule_toggle(request, schedule_id: int):
 
 
 def _safe_next(request) -> bool:
-    from django.utils.http import url_has_allowed_host_and_scheme
-
     target = request.POST.get("next", "")
     return bool(target) and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()})
 
 
 @action("scheduler.trigger_schedule")
 def schedule_run_now(request, schedule_id: int):
-    from scheduler.services.runs import run_trigger_manual
-
     schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
     form = RunNowForm(request.POST)
     if form.is_valid():
@@ -104,8 +103,6 @@ def schedule_run_now(request, schedule_id: int):
 
 @action("scheduler.manage_watermark")
 def schedule_watermark(request, schedule_id: int):
-    from scheduler.services.watermarks import watermark_reset, watermark_set
-
     schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
     form = WatermarkForm(request.POST)
     if form.is_valid():
@@ -132,8 +129,6 @@ def schedule_watermark(request, schedule_id: int):
 
 @action("scheduler.reset_breaker")
 def schedule_breaker_reset(request, schedule_id: int):
-    from scheduler.services.breakers import breaker_reset
-
     schedule = get_object_or_404(Schedule, pk=schedule_id)
     form = ReasonForm(request.POST)
     reason = (form.cleaned_data["reason"] if form.is_valid() else "") or "reset from the dashboard"

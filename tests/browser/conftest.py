@@ -11,16 +11,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import ROOT, child_database_url, wait_until
+from tests.integration.cluster import ROOT, answers, child_database_url, wait_until
+from tests.throwaway import free_port
 from tests.views.conftest import make_run  # noqa: F401  (the run factory, shared)
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls from
@@ -93,26 +92,12 @@ class Server:
     log_path: Path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def server(django_db_setup, django_db_blocker, tmp_path_factory):
     """`manage.py serve --no-cluster` on a free port against the test database, for the whole session."""
     with django_db_blocker.unblock():
         database_url = child_database_url()
-    port = _free_port()
+    port = free_port()
     work = tmp_path_factory.mktemp("serve")
     env = {
         **os.environ,
@@ -129,7 +114,7 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: proc.poll() is not None or _answers(f"{url}/accounts/login/"), timeout=90,
+        wait_until(lambda: proc.poll() is not None or answers(f"{url}/accounts/login/"), timeout=90,
                    what="manage.py serve", log_path=log_path)
         if proc.poll() is not None:
             pytest.fail(f"manage.py serve exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}")
@@ -178,35 +163,26 @@ def login(page):
     return do
 
 
+def _screenshot(on, name: str) -> Path:
+    """A full-page screenshot under test-artifacts/screenshots/; copied into docs/screenshots/ with
+    ETL_UPDATE_DOC_SCREENSHOTS=1."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    on.screenshot(path=str(path), full_page=True)
+    if os.environ.get("ETL_UPDATE_DOC_SCREENSHOTS"):
+        docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+        docs.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, docs / path.name)
+    return path
+
+
 @pytest.fixture
 def shot_of():
     """shot_of(page, name): like `shot`, for another page (the phone one)."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-
-    def take(on, name: str) -> Path:
-        path = ARTIFACTS / f"{name}.png"
-        on.screenshot(path=str(path), full_page=True)
-        if os.environ.get("ETL_UPDATE_DOC_SCREENSHOTS"):
-            docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-            docs.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, docs / path.name)
-        return path
-
-    return take
+    return _screenshot
 
 
 @pytest.fixture
 def shot(page):
-    """shot(name): a full-page screenshot under test-artifacts/screenshots/ (CI keeps it, git ignores it)."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-
-    def take(name: str) -> Path:
-        path = ARTIFACTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
-        if os.environ.get("ETL_UPDATE_DOC_SCREENSHOTS"):
-            docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-            docs.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, docs / path.name)
-        return path
-
-    return take
+    """shot(name): a full-page screenshot of the test's page (CI keeps it, git ignores it)."""
+    return lambda name: _screenshot(page, name)

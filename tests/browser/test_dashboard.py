@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from scheduler.models import BackfillWindow, BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, WindowStatus
-from scheduler.services.dispatch import dispatch_tick
 from scheduler.services.execution import execute_run
+from tests.browser.helpers import dispatch, mark_page, not_reloaded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WM = {"type": "integer", "column": "id", "initial": 0}
-
-
-def _dispatch() -> list[tuple[int, str]]:
-    """One dispatcher tick; the broker hand-off is captured instead of sent."""
-    sent: list[tuple[int, str]] = []
-    with mock.patch(
-        "scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))
-    ):
-        dispatch_tick(now=timezone.now(), holder="browser-test")
-    return sent
-
-
-def _mark_page(page) -> None:
-    page.evaluate("window.__notReloaded = true")
-
-
-def _not_reloaded(page) -> bool:
-    return page.evaluate("window.__notReloaded === true")
 
 
 def test_a_triggered_run_goes_queued_running_succeeded_on_the_overview_without_a_reload(
@@ -73,11 +54,11 @@ def test_a_triggered_run_goes_queued_running_succeeded_on_the_overview_without_a
     assert run.params == {"n": 3} and run.triggered_by == operator.username
 
     page.goto("/")
-    _mark_page(page)
+    mark_page(page)
     row = page.locator(f'#latest tr[data-run="{run.pk}"]')
     expect(row).to_have_attribute("data-status", "QUEUED")
 
-    [(run_id, token)] = _dispatch()
+    [(run_id, token)] = dispatch()
     expect(row).to_have_attribute("data-status", "RUNNING")
     expect(page.locator(f'#running tr[data-run="{run.pk}"]')).to_be_visible()
     shot("overview")
@@ -85,7 +66,7 @@ def test_a_triggered_run_goes_queued_running_succeeded_on_the_overview_without_a
     assert execute_run(run_id, token) == RunStatus.SUCCEEDED
     expect(row).to_have_attribute("data-status", "SUCCEEDED")
     expect(page.locator(f'#running tr[data-run="{run.pk}"]')).to_have_count(0)
-    assert _not_reloaded(page)
+    assert not_reloaded(page)
 
     page.goto("/runs/")
     shot("runs")
@@ -114,9 +95,9 @@ def test_a_submitted_backfill_fills_its_window_grid_live(page, login, shot, oper
     cells = page.locator("#backfill-grid .windows [data-seq]")
     expect(cells).to_have_count(6)
     expect(page.locator('#backfill-grid .windows [data-status="PENDING"]')).to_have_count(6)
-    _mark_page(page)
+    mark_page(page)
 
-    sent = _dispatch()
+    sent = dispatch()
     assert len(sent) == 2  # max_parallel
     expect(
         page.locator('#backfill-grid .windows [data-status="RUNNING"], #backfill-grid .windows [data-status="QUEUED"]')
@@ -127,16 +108,16 @@ def test_a_submitted_backfill_fills_its_window_grid_live(page, login, shot, oper
     shot("backfill-detail")
 
     for _ in range(5):
-        batch = _dispatch()
+        batch = dispatch()
         for run_id, token in batch:
             execute_run(run_id, token)
         if not batch:
             break
-    _dispatch()  # lets the pump see no open window and complete the backfill
+    dispatch()  # lets the pump see no open window and complete the backfill
     expect(page.locator('#backfill-grid .windows [data-status="SUCCEEDED"]')).to_have_count(6)
     expect(page.locator("#backfill-status")).to_have_text("Completed")
     assert set(BackfillWindow.objects.values_list("status", flat=True)) == {WindowStatus.SUCCEEDED}
-    assert _not_reloaded(page)
+    assert not_reloaded(page)
     page.goto("/backfills/")
     shot("backfills")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -17,8 +16,8 @@ from scheduler.models import (
 )
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services.dispatch import dispatch_tick
 from scheduler.services.execution import execute_run
+from tests.browser.helpers import dispatch, mark_page, not_reloaded
 from scheduler.services.runs import run_trigger_manual
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,23 +41,6 @@ def orders_pipeline():
     )
     yield
     registry._pipelines.pop("test.orders", None)
-
-
-def _dispatch() -> list[tuple[int, str]]:
-    sent: list[tuple[int, str]] = []
-    with mock.patch(
-        "scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))
-    ):
-        dispatch_tick(now=timezone.now(), holder="browser-test")
-    return sent
-
-
-def _mark(page) -> None:
-    page.evaluate("window.__notReloaded = true")
-
-
-def _not_reloaded(page) -> bool:
-    return page.evaluate("window.__notReloaded === true")
 
 
 def _line(run, seq, message, level="INFO"):
@@ -104,7 +86,7 @@ def test_a_runs_log_follows_live_and_its_actions_change_when_it_ends(
     _line(run, 1, "started on cluster-a/1, attempt 1 of 3")
     login(operator)
     page.goto(f"/runs/{run.pk}/")
-    _mark(page)
+    mark_page(page)
     expect(page.locator("#log-lines li")).to_have_count(1)
     expect(page.locator("#cancel-form")).to_be_visible()
     expect(page.locator("#rerun-form")).to_have_count(0)
@@ -125,7 +107,7 @@ def test_a_runs_log_follows_live_and_its_actions_change_when_it_ends(
     expect(page.locator("#cancel-form")).to_have_count(0)
     expect(page.locator("#rerun-form")).to_be_visible()
     expect(page.locator("#log-lines li")).to_have_count(4)
-    assert _not_reloaded(page)
+    assert not_reloaded(page)
 
     page.fill("#rerun-reason", "source is back")
     page.click("#rerun")
@@ -140,7 +122,7 @@ def test_a_real_run_shows_the_pipelines_lines_and_the_schedulers_own(
 ):
     schedule = make_schedule("orders-sync", target_id="test.orders")
     run = run_trigger_manual(schedule=schedule, actor="tests")
-    [(run_id, token)] = _dispatch()
+    [(run_id, token)] = dispatch()
     assert execute_run(run_id, token) == RunStatus.SUCCEEDED
     login(viewer)
     page.goto(f"/runs/{run.pk}/")
@@ -219,10 +201,10 @@ def test_the_blocked_list_refreshes_by_itself(page, login, viewer, make_schedule
     schedule = make_schedule("revenue")
     login(viewer)
     page.goto("/runs/blocked/")
-    _mark(page)
+    mark_page(page)
     run = make_run(schedule, RunStatus.BLOCKED, reason="upstream orders-sync failed")
     expect(page.locator(f'#reason-table tr[data-run="{run.pk}"]')).to_be_visible()
-    assert _not_reloaded(page)
+    assert not_reloaded(page)
 
 
 def test_a_backfill_that_completes_no_longer_offers_pause(page, login, operator, make_schedule):
@@ -235,7 +217,7 @@ def test_a_backfill_that_completes_no_longer_offers_pause(page, login, operator,
                                       status=status)
     login(operator)
     page.goto(f"/backfills/{backfill.pk}/")
-    _mark(page)
+    mark_page(page)
     expect(page.locator("#backfill-actions button", has_text="Pause")).to_be_visible()
     BackfillWindow.objects.filter(backfill=backfill, seq=2).update(status=WindowStatus.SUCCEEDED)
     BackfillWindow.objects.filter(backfill=backfill, seq=3).update(status=WindowStatus.CANCELLED)
@@ -243,7 +225,7 @@ def test_a_backfill_that_completes_no_longer_offers_pause(page, login, operator,
     expect(page.locator("#backfill-status")).to_have_text("Completed")
     expect(page.locator("#backfill-actions button", has_text="Pause")).to_have_count(0)
     expect(page.locator("#backfill-progress")).to_contain_text("1 cancelled")
-    assert _not_reloaded(page)
+    assert not_reloaded(page)
 
 
 def test_a_refresh_keeps_the_row_being_read_where_it_is(page, login, viewer, make_schedule, make_run):
@@ -252,7 +234,7 @@ def test_a_refresh_keeps_the_row_being_read_where_it_is(page, login, viewer, mak
     login(viewer)
     page.set_viewport_size({"width": 1280, "height": 600})
     page.goto("/runs/")
-    _mark(page)
+    mark_page(page)
     oldest = page.locator(f'#runs-table tr[data-run="{runs[0].pk}"]')
     oldest.scroll_into_view_if_needed()
     page.evaluate("window.scrollBy(0, -100)")
@@ -261,4 +243,4 @@ def test_a_refresh_keeps_the_row_being_read_where_it_is(page, login, viewer, mak
     Run.objects.filter(pk=runs[0].pk).update(status=RunStatus.CANCELLED, finished_at=timezone.now())
     expect(oldest).to_have_attribute("data-status", "CANCELLED")
     assert abs(oldest.bounding_box()["y"] - top) <= 2
-    assert _not_reloaded(page)
+    assert not_reloaded(page)

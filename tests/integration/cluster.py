@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Callable
 
@@ -80,3 +81,12 @@ def wait_until(predicate: Callable[[], object], *, timeout: float, what: str, lo
         time.sleep(0.1)
     tail = log_path.read_text()[-3000:] if log_path and log_path.exists() else ""
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}\n--- cluster log ---\n{tail}")
+
+
+def answers(url: str, *, timeout: float = 2.0) -> bool:
+    """True when `url` answers 200 (a web server that is up)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200
+    except OSError:
+        return False

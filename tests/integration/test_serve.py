@@ -1,30 +1,16 @@
 """`manage.py serve` brings up web + cluster together; SIGINT (Ctrl-C) stops both cleanly."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
 
 import pytest
 
-from tests.integration.cluster import ROOT, child_database_url, wait_until
+from tests.integration.cluster import ROOT, answers, child_database_url, wait_until
+from tests.throwaway import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def _head(url: str) -> tuple[int, dict]:
@@ -34,14 +20,14 @@ def _head(url: str) -> tuple[int, dict]:
 
 def test_serve_answers_on_gunicorn_with_static_files_and_debug_off(tmp_path):
     """ETL_ADDR picks the address; the stylesheet and htmx come from WhiteNoise, as in production."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DATABASE_URL": child_database_url(), "DEBUG": "false", "ETL_ADDR": f"127.0.0.1:{port}",
            "STATIC_ROOT": str(tmp_path / "static")}
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--no-cluster"], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
                    log_path=tmp_path / "serve.log")
         status, headers = _head(f"http://127.0.0.1:{port}/accounts/login/")
         assert headers.get("Server", "").startswith("gunicorn")
@@ -67,14 +53,14 @@ def test_a_bad_addr_is_refused_with_the_option_named(tmp_path):
 
 
 def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DATABASE_URL": child_database_url(), "ETL_GOVERNANCE_INTERVAL": "1",
            "STATIC_ROOT": str(tmp_path / "static")}
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--addr", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
                    log_path=tmp_path / "serve.log")
         from scheduler.models import LoopLease
 
@@ -87,5 +73,5 @@ def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     children = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
     assert children == [], "a child of serve outlived it"
-    assert not _answers(f"http://127.0.0.1:{port}/accounts/login/")
+    assert not answers(f"http://127.0.0.1:{port}/accounts/login/")
     assert LoopLease.objects.exclude(holder="").count() == 0, "the loops released their leases"

@@ -4,6 +4,7 @@ from __future__ import annotations
 from unittest import mock
 
 from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
+from scheduler.models import Run
 from scheduler.pipelines.noop import NoopSink
 from scheduler.services.dispatch import dispatch_tick
 from scheduler.services.execution import execute_run
@@ -16,6 +17,12 @@ def tick(now, holder="test"):
                     side_effect=lambda rid, tok: sent.append((rid, tok))):
         dispatch_tick(now=now, holder=holder)
     return sent
+
+
+def claim_then_go_silent(run_id, token, now):
+    """A worker claims the run (what execute_run does first) and then dies: its heartbeat stops at `now`."""
+    Run.objects.filter(pk=run_id, dispatch_token=token).update(started_at=now, heartbeat_at=now, worker_id="c1@host:1")
+    return Run.objects.select_related("schedule").get(pk=run_id)
 
 
 def tick_and_execute(now, holder="test"):

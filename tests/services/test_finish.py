@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from unittest import mock
 
 import pytest
 
@@ -12,11 +11,11 @@ from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
 from scheduler.services import governance
 from scheduler.services.breakers import breaker_cooldowns
-from scheduler.services.dispatch import dispatch_tick
+from scheduler.services.errors import ServiceError
 from scheduler.services.execution import execute_run
 from scheduler.services.finish import run_cancel, run_finish, run_lost, run_refused
-from scheduler.services.errors import ServiceError
 from scheduler.services.runs import run_enqueue, run_transition, run_trigger_manual
+from tests.services.semantics_helpers import claim_then_go_silent, tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = RunStatus
@@ -28,19 +27,6 @@ def quiet_settings(settings):
     settings.ETL_ALERTS_SYNC = True
 
 
-def _admit(now, holder="c1"):
-    sent = []
-    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
-        dispatch_tick(now=now, holder=holder)
-    return sent
-
-
-def _claim(run_id, token, now):
-    """A worker claims the run (what execute_run does first) and then goes silent."""
-    Run.objects.filter(pk=run_id, dispatch_token=token).update(started_at=now, heartbeat_at=now, worker_id="c1@host:1")
-    return Run.objects.select_related("schedule").get(pk=run_id)
-
-
 @pytest.fixture
 def flaky(make_schedule):
     return make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=2, breaker_threshold=2,
@@ -49,7 +35,7 @@ def flaky(make_schedule):
 
 def _fail_once(schedule, at):
     run = run_trigger_manual(schedule=schedule, actor="tests", params={"fail": True}, now=at)
-    for run_id, token in _admit(at):
+    for run_id, token in tick(at):
         execute_run(run_id, token, clock=lambda: at)
     run.refresh_from_db()
     assert run.status == S.FAILED
@@ -65,9 +51,9 @@ def test_a_half_open_test_run_requeued_after_its_worker_died_stays_the_test_run(
     assert flaky.breaker_status == BreakerStatus.OPEN
     later = now + timedelta(seconds=62)
     trial = run_trigger_manual(schedule=flaky, actor="tests", now=later)
-    ((trial_id, token),) = _admit(later)
+    ((trial_id, token),) = tick(later)
     assert trial_id == trial.pk
-    _claim(trial_id, token, later)
+    claim_then_go_silent(trial_id, token, later)
 
     lost_at = later + timedelta(seconds=61)
     assert governance.stuck_runs(now=lost_at)["requeued"] == [trial.pk]
@@ -76,7 +62,7 @@ def test_a_half_open_test_run_requeued_after_its_worker_died_stays_the_test_run(
 
     # another trigger arrives meanwhile: it is the one refused, not the test run
     other = run_trigger_manual(schedule=flaky, actor="tests", now=lost_at)
-    sent = _admit(lost_at)
+    sent = tick(lost_at)
     assert [rid for rid, _ in sent] == [trial.pk]
     trial.refresh_from_db()
     other.refresh_from_db()
@@ -91,7 +77,7 @@ def test_a_half_open_test_run_requeued_after_its_worker_died_stays_the_test_run(
 
 def test_a_failure_admitted_before_the_breaker_opened_does_not_count_as_the_test_run(flaky, now):
     early = run_trigger_manual(schedule=flaky, actor="tests", params={"fail": True}, now=now)
-    ((early_id, early_token),) = _admit(now)  # admitted while closed; its worker is slow
+    ((early_id, early_token),) = tick(now)  # admitted while closed; its worker is slow
     _fail_once(flaky, now + timedelta(seconds=1))
     opened_at = now + timedelta(seconds=2)
     _fail_once(flaky, opened_at)
@@ -111,7 +97,7 @@ def test_a_failure_admitted_before_the_breaker_opened_does_not_count_as_the_test
 
     # the next trigger is the test run
     trial = run_trigger_manual(schedule=flaky, actor="tests", now=late)
-    assert [rid for rid, _ in _admit(late)] == [trial.pk]
+    assert [rid for rid, _ in tick(late)] == [trial.pk]
     flaky.refresh_from_db()
     assert flaky.breaker_trial_run_id == trial.pk
     assert early.pk != trial.pk
@@ -122,8 +108,8 @@ def test_a_failure_admitted_before_the_breaker_opened_does_not_count_as_the_test
 def test_governance_requeues_a_lost_run_only_if_its_heartbeat_is_still_stale_in_the_same_cas(make_schedule, now):
     schedule = make_schedule("noop", retry_max_attempts=3)
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
-    ((run_id, token),) = _admit(now)
-    judged = _claim(run_id, token, now)  # what governance read: heartbeat at `now`, stale a minute later
+    ((run_id, token),) = tick(now)
+    judged = claim_then_go_silent(run_id, token, now)  # what governance read: heartbeat at `now`, stale a minute later
 
     # the worker's heartbeat resumes between governance's read and its write
     Run.objects.filter(pk=run_id).update(heartbeat_at=now + timedelta(seconds=65))
@@ -140,8 +126,8 @@ def test_governance_requeues_a_lost_run_only_if_its_heartbeat_is_still_stale_in_
 def test_a_lost_run_whose_worker_spent_a_retry_in_between_is_left_to_its_worker(make_schedule, now):
     schedule = make_schedule("noop", retry_max_attempts=3)
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
-    ((run_id, token),) = _admit(now)
-    judged = _claim(run_id, token, now)
+    ((run_id, token),) = tick(now)
+    judged = claim_then_go_silent(run_id, token, now)
     Run.objects.filter(pk=run_id).update(attempt=2)  # an in-process retry, counted by the worker
     assert run_lost(run=judged, now=now + timedelta(seconds=61), why="worker lost") == "changed"
     assert Run.objects.get(pk=run_id).status == S.RUNNING
@@ -187,7 +173,7 @@ def test_one_retry_budget_counts_in_process_retries_and_lost_worker_requeues(mak
     # attempt 1 fails and is retried in process; attempt 2 dies with its worker
     scripted["script"] = ["fail", "kill", "fail", "fail", "fail", "fail"]
     run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
-    ((run_id, token),) = _admit(now)
+    ((run_id, token),) = tick(now)
     with pytest.raises(Killed):
         execute_run(run_id, token, clock=lambda: now)
     run.refresh_from_db()
@@ -197,7 +183,7 @@ def test_one_retry_budget_counts_in_process_retries_and_lost_worker_requeues(mak
     assert governance.stuck_runs(now=later)["requeued"] == [run.pk]
     run.refresh_from_db()
     assert run.attempt == 3
-    ((_, token2),) = _admit(later)
+    ((_, token2),) = tick(later)
     assert execute_run(run.pk, token2, clock=lambda: later) == S.FAILED
     # 3 executions in total (fail, kill, fail), never 3 in-process tries per re-queue
     assert scripted["log"] == ["fail", "kill", "fail"]
@@ -209,7 +195,7 @@ def test_a_run_executes_at_most_max_attempts_times_in_process(make_schedule, now
     schedule = make_schedule("budget", target_id="test.scripted", retry_max_attempts=3, retry_initial_delay=0)
     scripted["script"] = ["fail"] * 10
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
-    ((run_id, token),) = _admit(now)
+    ((run_id, token),) = tick(now)
     assert execute_run(run_id, token, clock=lambda: now) == S.FAILED
     assert len(scripted["log"]) == 3
     assert governance.stuck_runs(now=now + timedelta(hours=1)) == {"requeued": [], "failed": [], "redispatched": []}
@@ -221,7 +207,7 @@ def test_a_pipelines_declared_retry_policy_is_kept_within_the_schedules_budget(m
     # the pipeline says "never retry in process": kept, though the schedule allows 3
     scripted["policy"] = RetryPolicy(max_attempts=1, initial_delay=0)
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
-    ((run_id, token),) = _admit(now)
+    ((run_id, token),) = tick(now)
     assert execute_run(run_id, token, clock=lambda: now) == S.FAILED
     assert len(scripted["log"]) == 1
 
@@ -229,7 +215,7 @@ def test_a_pipelines_declared_retry_policy_is_kept_within_the_schedules_budget(m
     scripted["log"].clear()
     scripted["policy"] = RetryPolicy(max_attempts=5, initial_delay=0)
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
-    ((run_id, token),) = _admit(now)
+    ((run_id, token),) = tick(now)
     assert execute_run(run_id, token, clock=lambda: now) == S.FAILED
     assert len(scripted["log"]) == 3
 

@@ -6,19 +6,10 @@ from datetime import timedelta
 import pytest
 
 from scheduler.models import Run, RunStatus
-from scheduler.pipelines import registry
 from scheduler.services.runs import run_enqueue
-from tests.services.semantics_helpers import counting_factory, tick_and_execute
+from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def counter():
-    counter: dict = {}
-    registry.register_pipeline("test.counting", counting_factory(counter), replace=True)
-    yield counter
-    registry._pipelines.pop("test.counting", None)
 
 
 def test_a_run_within_refresh_after_is_skipped_with_the_reason_and_never_extracts(make_schedule, now, counter):

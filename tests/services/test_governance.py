@@ -9,10 +9,11 @@ import pytest
 from scheduler.models import AuditEntry, GovernanceTick, Run, RunStatus, Schedule
 from scheduler.selectors import governance_health
 from scheduler.services import governance
-from scheduler.services.dispatch import dispatch_tick
 from scheduler.services.execution import execute_run
 from scheduler.services.governance import governance_tick
 from scheduler.services.runs import run_trigger_manual
+from tests.services.semantics_helpers import claim_then_go_silent
+from tests.services.semantics_helpers import tick as admit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,19 +25,11 @@ def quiet_settings(settings):
     settings.ETL_ALERTS_SYNC = True
 
 
-def _admit(now, holder="c1"):
-    """Admit queued runs; return the broker messages instead of sending them."""
-    sent = []
-    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
-        dispatch_tick(now=now, holder=holder)
-    return sent
-
-
 def _started_then_lost(schedule, now, **params):
     """A run a worker claimed and then died on: RUNNING, started, heartbeat stops at `now`."""
     run = run_trigger_manual(schedule=schedule, actor="tests", now=now, params=params or None)
-    (run_id, token), = _admit(now)
-    Run.objects.filter(pk=run_id, dispatch_token=token).update(started_at=now, heartbeat_at=now, worker_id="c1@host:1")
+    (run_id, token), = admit(now)
+    claim_then_go_silent(run_id, token, now)
     run.refresh_from_db()
     return run, token
 
@@ -54,7 +47,7 @@ def test_a_run_whose_worker_is_lost_is_requeued_while_attempts_remain_and_runs_o
 
     # the dead worker's message is stale; the re-queued run executes once, on a new token
     later = now + timedelta(seconds=62)
-    (run_id, token), = _admit(later)
+    (run_id, token), = admit(later)
     assert token != old_token and execute_run(run_id, old_token, clock=lambda: later) == "stale"
     assert execute_run(run_id, token, clock=lambda: later) == RunStatus.SUCCEEDED
     assert Run.objects.filter(schedule=schedule).count() == 1
@@ -79,7 +72,7 @@ def test_a_run_with_a_live_heartbeat_is_left_alone(make_schedule, now):
 def test_an_admitted_run_no_worker_picked_up_is_sent_again_with_a_new_token(make_schedule, now):
     schedule = make_schedule("noop")
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
-    (run_id, lost_token), = _admit(now)  # the broker loses this message
+    (run_id, lost_token), = admit(now)  # the broker loses this message
     resent = []
     with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: resent.append((rid, tok))):
         assert governance.stuck_runs(now=now + timedelta(seconds=61))["redispatched"] == [run_id]

@@ -6,25 +6,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule
-from scheduler.pipelines import registry
 from scheduler.services import dependencies
 from scheduler.services.dispatch import explain_wait
 from scheduler.services.errors import ServiceError
 from scheduler.services.firing import compute_next_fire, fire_due_schedules
 from scheduler.services.watermarks import watermark_state
-from tests.services.semantics_helpers import counting_factory, tick, tick_and_execute
+from tests.services.semantics_helpers import tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = RunStatus
 START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def counter():
-    counter: dict = {}
-    registry.register_pipeline("test.counting", counting_factory(counter), replace=True)
-    yield counter
-    registry._pipelines.pop("test.counting", None)
 
 
 def every_minute(make_schedule, name="iv", **fields):

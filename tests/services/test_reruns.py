@@ -4,22 +4,13 @@ from __future__ import annotations
 import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule, TriggerKind
-from scheduler.pipelines import registry
 from scheduler.services.errors import ServiceError
 from scheduler.services.reruns import run_rerun
 from scheduler.services.runs import run_trigger_manual
-from tests.services.semantics_helpers import counting_factory, tick_and_execute
+from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = RunStatus
-
-
-@pytest.fixture
-def counter():
-    counter: dict = {}
-    registry.register_pipeline("test.counting", counting_factory(counter), replace=True)
-    yield counter
-    registry._pipelines.pop("test.counting", None)
 
 
 def _finished(schedule, now, **fields):

@@ -7,22 +7,13 @@ from unittest import mock
 import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, WatermarkHistory
-from scheduler.pipelines import registry
 from scheduler.services.errors import ServiceError
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.watermarks import watermark_reset, watermark_set, watermark_state
-from tests.services.semantics_helpers import counting_factory, tick, tick_and_execute
+from tests.services.semantics_helpers import tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = RunStatus
-
-
-@pytest.fixture
-def counter():
-    counter: dict = {}
-    registry.register_pipeline("test.counting", counting_factory(counter), replace=True)
-    yield counter
-    registry._pipelines.pop("test.counting", None)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from scheduler.core import EtlError
+from scheduler.services.schedules import schedule_get
 
 
 def bad_input(exc: Exception | str) -> CommandError:
@@ -19,8 +20,6 @@ def dump(command, data: Any) -> None:
 
 
 def get_schedule(name: str):
-    from scheduler.services.schedules import schedule_get
-
     try:
         return schedule_get(name)
     except EtlError as exc:

@@ -6,6 +6,9 @@ from django.core.management.base import BaseCommand
 from scheduler.core import EtlError
 from scheduler.management.cli import check_number, parse_params
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
+from scheduler.models import Backfill
+from scheduler.services.backfills import backfill_progress, backfill_submit
+from scheduler.services.teams import authorize
 
 FINISHED = ("COMPLETED", "CANCELLED")
 
@@ -26,8 +29,6 @@ def pause(seconds: float) -> None:
 
 def wait_for(command, backfill, *, poll: float) -> dict:
     """Redraw the bar until the backfill is completed or cancelled; returns the last progress."""
-    from scheduler.models import Backfill
-    from scheduler.services.backfills import backfill_progress
 
     err = command.stderr
     while True:
@@ -63,9 +64,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print the backfill as JSON.")
 
     def handle(self, *args, **options):
-        from scheduler.services.backfills import backfill_progress, backfill_submit
-        from scheduler.services.teams import authorize
-
         check_number(options["poll"], option="--poll")  # before the backfill exists: a re-run would duplicate it
         schedule = get_schedule(options["schedule"])
         try:

@@ -2,6 +2,9 @@
 from django.core.management.base import BaseCommand
 
 from scheduler.management.commands._semantics import bad_input, dump
+from scheduler.management.commands.backfill import progress_bar
+from scheduler.models import Backfill, BackfillWindow
+from scheduler.services.backfills import backfill_progress
 
 
 class Command(BaseCommand):
@@ -13,10 +16,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print JSON (always with windows).")
 
     def handle(self, *args, **options):
-        from scheduler.management.commands.backfill import progress_bar
-        from scheduler.models import Backfill, BackfillWindow
-        from scheduler.services.backfills import backfill_progress
-
         raw = options["backfill_id"]
         if not str(raw).isdigit():
             raise bad_input(f"backfill_id: must be a whole number, got {raw!r}")

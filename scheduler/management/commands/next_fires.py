@@ -1,5 +1,6 @@
 """`manage.py next_fires SCHEDULE [--count N] [--after ISO] [--json]`: when a time-based schedule fires next."""
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from zoneinfo import ZoneInfo
 
 from django.core.management.base import BaseCommand

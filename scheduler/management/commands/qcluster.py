@@ -6,6 +6,12 @@ import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import connections
+from django_q.cluster import Cluster
+
+from scheduler.loops import start_loops, stop_loops
+from scheduler.services.dependencies import all_cycles
+from scheduler.services.shutdown import release_unstarted
 
 log = logging.getLogger("scheduler.cluster")
 
@@ -23,16 +29,10 @@ class Command(BaseCommand):
         settings.SECRET_KEY  # noqa: B018  the cluster signs its messages
         if options["cluster_name"]:
             os.environ["ETL_CLUSTER_ID"] = options["cluster_name"]
-        from django_q.cluster import Cluster
-
-        from scheduler.loops import start_loops, stop_loops
-        from scheduler.services.dependencies import all_cycles
 
         for cycle in all_cycles():
             log.error("dependency cycle between schedules: %s (its runs will wait forever; fix with the admin)",
                       " -> ".join(cycle))
-
-        from django.db import connections
 
         # a connection opened before the fork would be shared with the Sentinel
         # and closed under our feet when a child exits
@@ -60,7 +60,6 @@ class Command(BaseCommand):
             time.sleep(0.2)
         stop_loops(loops)
         connections.close_all()
-        from scheduler.services.shutdown import release_unstarted
 
         released = release_unstarted(holder_prefix=[loop.holder for loop in loops])
         if released:

@@ -3,6 +3,8 @@ from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
+from scheduler.services.breakers import breaker_reset
+from scheduler.services.teams import authorize
 
 
 class Command(BaseCommand):
@@ -15,9 +17,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print the new state as JSON.")
 
     def handle(self, *args, **options):
-        from scheduler.services.breakers import breaker_reset
-        from scheduler.services.teams import authorize
-
         if not options["reason"].strip():
             raise bad_input("reason: a reason is required")
         schedule = get_schedule(options["schedule"])

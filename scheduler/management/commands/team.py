@@ -121,16 +121,14 @@ class Command(BaseCommand):
         return {"deleted": opts["team"]}
 
     def op_add_member(self, opts):
-        team = team_services.team_get(opts["team"])
-        members = team_services.team_set_members(team=team, add=opts["users"], actor=opts["actor"],
-                                                 reason=opts["reason"])
-        self.say(opts, f"members of '{team.name}': {', '.join(members) or '-'}")
-        return {"team": team.name, "members": members}
+        return self._members(opts, add=opts["users"])
 
     def op_remove_member(self, opts):
+        return self._members(opts, remove=opts["users"])
+
+    def _members(self, opts, **change):
         team = team_services.team_get(opts["team"])
-        members = team_services.team_set_members(team=team, remove=opts["users"], actor=opts["actor"],
-                                                 reason=opts["reason"])
+        members = team_services.team_set_members(team=team, actor=opts["actor"], reason=opts["reason"], **change)
         self.say(opts, f"members of '{team.name}': {', '.join(members) or '-'}")
         return {"team": team.name, "members": members}
 

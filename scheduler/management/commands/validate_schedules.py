@@ -1,15 +1,15 @@
 """`manage.py validate_schedules`: every cycle, unknown target and invalid config; non-zero exit on any."""
 from django.core.management.base import BaseCommand, CommandError
 
+from scheduler.core import EtlError
 from scheduler.management.commands._semantics import dump
+from scheduler.models import Schedule
+from scheduler.services.dependencies import all_cycles
+from scheduler.services.schedules import validate_schedule
 
 
 def find_problems() -> tuple[list[str], list[dict]]:
     """(cycles spelled 'a -> b -> a', [{schedule, field, problem}])."""
-    from scheduler.core import EtlError
-    from scheduler.models import Schedule
-    from scheduler.services.dependencies import all_cycles
-    from scheduler.services.schedules import validate_schedule
 
     cycles = [" -> ".join(cycle) for cycle in all_cycles()]
     problems = []

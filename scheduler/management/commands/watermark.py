@@ -4,6 +4,15 @@ from django.core.management.base import BaseCommand
 from scheduler.core import EtlError
 from scheduler.management.cli import check_number
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
+from scheduler.models import WatermarkHistory
+from scheduler.services.teams import authorize
+from scheduler.services.watermarks import (
+    encode_value,
+    watermark_config,
+    watermark_reset,
+    watermark_set,
+    watermark_state,
+    )
 
 
 class Command(BaseCommand):
@@ -21,16 +30,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print JSON.")
 
     def handle(self, *args, **options):
-        from scheduler.models import WatermarkHistory
-        from scheduler.services.teams import authorize
-        from scheduler.services.watermarks import (
-            encode_value,
-            watermark_config,
-            watermark_reset,
-            watermark_set,
-            watermark_state,
-        )
-
         check_number(options["history"], option="--history")
         schedule = get_schedule(options["schedule"])
         config = watermark_config(schedule)
