@@ -116,7 +116,8 @@ def measure(label: str, due: int, repeat: int, profile: bool) -> dict:
             tick_q.append(q)
     assert Run.objects.count() == due
     out["fire_ms_median"], out["fire_ms_p95"], out["fire_queries"] = median(fire_ms), pct(fire_ms, 95), max(fire_q)
-    out["tick_ms_median"], out["tick_ms_p95"], out["tick_queries"] = median(tick_ms), pct(tick_ms, 95), max(tick_q)
+    # the steady state: a first tick may do one-time work (the governance watchdog's first look)
+    out["tick_ms_median"], out["tick_ms_p95"], out["tick_queries"] = median(tick_ms), pct(tick_ms, 95), tick_q[-1]
     return out
 
 

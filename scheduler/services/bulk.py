@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
@@ -21,6 +22,8 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 # SQLite's compile-time default bound-parameter limit since 3.32 is 32,766;
 # stay well under it (and under PostgreSQL's 65,535) per statement.
 MAX_PARAMS = 30_000
+# values whose prepared form depends on the value alone (memoised per column)
+_PLAIN = (str, int, float, bool, type(None), datetime)
 
 
 def _wrapper():
@@ -73,16 +76,17 @@ def cas_update(model: type[models.Model], *, columns: Sequence[tuple[str, str]],
     return changed
 
 
-def insert(model: type[models.Model], objs: Sequence[models.Model], *, ignore_conflicts: bool = False) -> None:
+def insert(model: type[models.Model], objs: Sequence[models.Model], *, ignore_conflicts: bool = False) -> int:
     """INSERT unsaved `objs` in one statement (per MAX_PARAMS parameters on SQLite).
 
     What bulk_create(objs) does, minus its per-value SQL compilation (most of
     its cost at a thousand rows): every value is still prepared by its field
     (get_db_prep_save), as the ORM prepares it. The primary keys are not read
-    back. `ignore_conflicts` skips rows a unique constraint refuses.
+    back. `ignore_conflicts` skips rows a unique constraint refuses. Returns
+    the number of rows inserted (the driver's row count: skipped rows do not count).
     """
     if not objs:
-        return
+        return 0
     db = _wrapper()
     fields = [f for f in model._meta.concrete_fields if not f.primary_key or getattr(objs[0], f.attname) is not None]
     quote = db.ops.quote_name
@@ -91,9 +95,12 @@ def insert(model: type[models.Model], objs: Sequence[models.Model], *, ignore_co
     head = f"{verb} {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
     aliases = [f"c{i}" for i in range(len(fields))]
     rows = [[f.pre_save(obj, True) for f in fields] for obj in objs]
+    inserted = 0
     for _chunk, source, params in _rows_source(db, fields, aliases, rows, save=True):
         with db.cursor() as cursor:
             cursor.execute(f"{head}SELECT {', '.join(f'v.{a}' for a in aliases)} FROM {source}{tail}", params)
+            inserted += cursor.rowcount
+    return inserted
 
 
 def _rows_source(db, fields, aliases, rows, *, extra: int = 0, save: bool = False):
@@ -104,14 +111,26 @@ def _rows_source(db, fields, aliases, rows, *, extra: int = 0, save: bool = Fals
     the client's placeholder parsing nor the planner grows with the rows.
     SQLite: a VALUES list, at most MAX_PARAMS parameters per statement.
     """
-    def prep(field, value):
-        return field.get_db_prep_save(value, db) if save else field.get_db_prep_value(value, db, prepared=False)
+    def column(field, values):
+        # a column often repeats one value (the tick's `now`, '', None): prepare each distinct one once
+        done: dict[tuple[type, Any], Any] = {}
+        out = []
+        for value in values:
+            key = (type(value), value) if isinstance(value, _PLAIN) else None
+            if key is not None and key in done:
+                out.append(done[key])
+                continue
+            prepared = field.get_db_prep_save(value, db) if save else field.get_db_prep_value(value, db, prepared=False)
+            if key is not None:
+                done[key] = prepared
+            out.append(prepared)
+        return out
 
     if db.vendor == "postgresql":
         # arrays take their element type from the column (varchar(64) -> varchar: nothing is truncated)
         arrays = ", ".join(f"(%s)::{f.db_type(db).split('(')[0]}[]" for f in fields)
         source = f"UNNEST({arrays}) AS v({', '.join(aliases)})"
-        yield rows, source, [[prep(f, row[i]) for row in rows] for i, f in enumerate(fields)]
+        yield rows, source, [column(f, [row[i] for row in rows]) for i, f in enumerate(fields)]
         return
     cell = "(" + ", ".join(["%s"] * len(fields)) + ")"
     names = ", ".join(f"column{i + 1} AS {alias}" for i, alias in enumerate(aliases))
@@ -119,7 +138,8 @@ def _rows_source(db, fields, aliases, rows, *, extra: int = 0, save: bool = Fals
     for start in range(0, len(rows), per_statement):
         chunk = rows[start:start + per_statement]
         source = f"(SELECT {names} FROM (VALUES {', '.join([cell] * len(chunk))}) AS x) AS v"
-        yield chunk, source, [prep(f, value) for row in chunk for f, value in zip(fields, row, strict=True)]
+        prepared = [column(f, [row[i] for row in chunk]) for i, f in enumerate(fields)]
+        yield chunk, source, [prepared[i][r] for r in range(len(chunk)) for i in range(len(fields))]
 
 
 __all__ = ["cas_update", "insert", "same", "supported"]

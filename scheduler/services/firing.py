@@ -80,8 +80,8 @@ def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
     query; one guarded UPDATE that moves every due schedule's `next_fire_at`
     from the value it was read with (a schedule another dispatcher moved
     first fails its guard and is not this dispatcher's to fire); the active
-    runs of the schedules whose overlap policy needs them; one check for fire
-    keys already taken; one bulk INSERT of the runs. Only a policy's refusal
+    runs of the schedules whose overlap policy needs them; one bulk INSERT of
+    the runs, which skips a fire whose run exists already. Only a policy's refusal
     (a SKIPPED run, a cancelled active run) costs statements of its own.
     """
     due = list(
@@ -103,16 +103,9 @@ def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
         active = _active_runs([p.schedule for p in firing if p.schedule.overlap in OVERLAP_NEEDS_ACTIVE])
         for plan in firing:
             runs.extend(_decide(plan, now=now, active=active.get(plan.schedule.pk, [])))
-        if runs:
-            taken = set(
-                Run.objects.filter(schedule_id__in={r.schedule_id for r in runs}, trigger_key__in={r.trigger_key for r in runs})
-                .values_list("schedule_id", "trigger_key")
-            )
-            runs = [r for r in runs if (r.schedule_id, r.trigger_key) not in taken]
-            # the unique (schedule, trigger_key) constraint still refuses a double fire
-            # that races past the check above; ignore_conflicts makes it "already there"
-            bulk.insert(Run, runs, ignore_conflicts=True)
-    return len(runs)
+        # the unique (schedule, trigger_key) constraint refuses a fire whose run exists
+        # already (a double fire that raced past the guard): it is skipped, not counted
+        return bulk.insert(Run, runs, ignore_conflicts=True)
 
 
 def _plan(due: list[Schedule], *, now: datetime) -> list[_Plan]:
