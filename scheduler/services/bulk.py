@@ -77,7 +77,8 @@ def cas_update(model: type[models.Model], *, columns: Sequence[tuple[str, str]],
 
 
 def insert(model: type[models.Model], objs: Sequence[models.Model], *, ignore_conflicts: bool = False) -> int:
-    """INSERT unsaved `objs` in one statement (per MAX_PARAMS parameters on SQLite).
+    """INSERT unsaved `objs` in one statement (per MAX_PARAMS parameters on SQLite; a COPY on PostgreSQL
+    when no conflict is to be skipped).
 
     What bulk_create(objs) does, minus its per-value SQL compilation (most of
     its cost at a thousand rows): every value is still prepared by its field
@@ -95,6 +96,15 @@ def insert(model: type[models.Model], objs: Sequence[models.Model], *, ignore_co
     head = f"{verb} {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
     aliases = [f"c{i}" for i in range(len(fields))]
     rows = [[f.pre_save(obj, True) for f in fields] for obj in objs]
+    if db.vendor == "postgresql" and not ignore_conflicts:
+        # COPY streams the rows (the driver formats them in C): no array literals to render and parse
+        columns = [_column(db, f, [row[i] for row in rows], save=True) for i, f in enumerate(fields)]
+        with db.cursor() as cursor:
+            with cursor.copy(f"COPY {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+                             "FROM STDIN") as copy:
+                for row in zip(*columns):
+                    copy.write_row(row)
+        return len(rows)
     inserted = 0
     for _chunk, source, params in _rows_source(db, fields, aliases, rows, save=True):
         with db.cursor() as cursor:
@@ -111,26 +121,11 @@ def _rows_source(db, fields, aliases, rows, *, extra: int = 0, save: bool = Fals
     the client's placeholder parsing nor the planner grows with the rows.
     SQLite: a VALUES list, at most MAX_PARAMS parameters per statement.
     """
-    def column(field, values):
-        # a column often repeats one value (the tick's `now`, '', None): prepare each distinct one once
-        done: dict[tuple[type, Any], Any] = {}
-        out = []
-        for value in values:
-            key = (type(value), value) if isinstance(value, _PLAIN) else None
-            if key is not None and key in done:
-                out.append(done[key])
-                continue
-            prepared = field.get_db_prep_save(value, db) if save else field.get_db_prep_value(value, db, prepared=False)
-            if key is not None:
-                done[key] = prepared
-            out.append(prepared)
-        return out
-
     if db.vendor == "postgresql":
         # arrays take their element type from the column (varchar(64) -> varchar: nothing is truncated)
         arrays = ", ".join(f"(%s)::{f.db_type(db).split('(')[0]}[]" for f in fields)
         source = f"UNNEST({arrays}) AS v({', '.join(aliases)})"
-        yield rows, source, [column(f, [row[i] for row in rows]) for i, f in enumerate(fields)]
+        yield rows, source, [_column(db, f, [row[i] for row in rows], save=save) for i, f in enumerate(fields)]
         return
     cell = "(" + ", ".join(["%s"] * len(fields)) + ")"
     names = ", ".join(f"column{i + 1} AS {alias}" for i, alias in enumerate(aliases))
@@ -138,8 +133,25 @@ def _rows_source(db, fields, aliases, rows, *, extra: int = 0, save: bool = Fals
     for start in range(0, len(rows), per_statement):
         chunk = rows[start:start + per_statement]
         source = f"(SELECT {names} FROM (VALUES {', '.join([cell] * len(chunk))}) AS x) AS v"
-        prepared = [column(f, [row[i] for row in chunk]) for i, f in enumerate(fields)]
+        prepared = [_column(db, f, [row[i] for row in chunk], save=save) for i, f in enumerate(fields)]
         yield chunk, source, [prepared[i][r] for r in range(len(chunk)) for i in range(len(fields))]
+
+
+def _column(db, field, values: list, *, save: bool = False) -> list:
+    """`values` of one column prepared by `field`, as the ORM prepares them; each distinct plain value once
+    (a column often repeats one value: the tick's `now`, '', None)."""
+    done: dict[tuple[type, Any], Any] = {}
+    out = []
+    for value in values:
+        key = (type(value), value) if isinstance(value, _PLAIN) else None
+        if key is not None and key in done:
+            out.append(done[key])
+            continue
+        prepared = field.get_db_prep_save(value, db) if save else field.get_db_prep_value(value, db, prepared=False)
+        if key is not None:
+            done[key] = prepared
+        out.append(prepared)
+    return out
 
 
 __all__ = ["cas_update", "insert", "same", "supported"]
