@@ -2,8 +2,13 @@
 
 The executor calls `NodeLedger.append` when a node finishes (success or
 failure); each call is one committed INSERT, so a worker killed at node 900
-of 1,000 leaves 899 records behind. A re-queued run (a lost worker) or a run
-re-run from failure hands the nodes that already succeeded for it to the
+of 1,000 leaves 899 records behind. On PostgreSQL that INSERT's own
+transaction commits with `synchronous_commit = off`: committed and visible
+the moment the call returns (a worker crash loses nothing), flushed to disk
+by the WAL writer within 3 x `wal_writer_delay` (0.6 s by default), so only
+a crash of the PostgreSQL server itself can lose the last records
+(docs/semantics.md, "Node records"). A re-queued run (a lost worker) or a
+run re-run from failure hands the nodes that already succeeded for it to the
 executor as `done`: they are not run again. This module records and reads;
 how a run ends is finish.py's.
 """
@@ -38,6 +43,10 @@ _INSERT = 'INSERT INTO "{table}" ({columns}) VALUES ({marks})'.format(
     table=NodeRecord._meta.db_table, columns=", ".join(f'"{c}"' for c in _COLUMNS),
     marks=", ".join(["%s"] * len(_COLUMNS)),
 )
+# PostgreSQL: one statement string, one round trip. Sent by the simple query
+# protocol it runs as one implicit transaction, so SET LOCAL covers exactly this
+# INSERT's commit: no BEGIN/COMMIT round trips, nothing else on the connection changes.
+_INSERT_ASYNC_COMMIT = "SET LOCAL synchronous_commit = off; " + _INSERT
 
 
 class NodeLedger:
@@ -45,14 +54,21 @@ class NodeLedger:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        # PostgreSQL with client-side binding (Django's default) can send two statements in one string
+        self.async_commit = (connection.vendor == "postgresql"
+                             and not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"))
 
     def append(self, record: RunRecord) -> None:
-        # One INSERT in autocommit: durable the moment the node is done. A plain
-        # statement rather than Model.objects.create: the ORM's save path cost
-        # five times the INSERT itself, and this runs once per node (docs/benchmarks.md).
+        # One INSERT in autocommit, no SELECT, no savepoint: committed the moment the
+        # node is done. A plain statement rather than Model.objects.create: the ORM's
+        # save path cost five times the INSERT itself, and this runs once per node
+        # (docs/benchmarks.md, scenario 4). On PostgreSQL the commit does not wait for
+        # the WAL flush (the flush was most of the cost); inside a caller's transaction
+        # the caller's commit decides, so its setting is left alone there.
+        sql = _INSERT_ASYNC_COMMIT if self.async_commit and connection.get_autocommit() else _INSERT
         adapt = connection.ops.adapt_datetimefield_value
         with connection.cursor() as cursor:
-            cursor.execute(_INSERT, [
+            cursor.execute(sql, [
                 self.run.pk, self.run.attempt, record.task_id[:200], Outcome(record.outcome).value, record.attempts,
                 bool(record.resumed), adapt(record.started_at), adapt(record.finished_at), int(record.rows or 0),
                 _text(record.watermark), (record.reason or "")[:500],

@@ -222,8 +222,7 @@ def start_end(ctx):
 register_pipeline("reliability.start_end", start_end, replace=True)
 
 
-# --- a workflow whose worker is killed at its third node ------------------------------
-RESUMABLE = ["n1", "n2", "n3", "n4", "n5"]
+# --- workflows whose worker is killed at a node (the third of 5, the 900th of 1,000) ------------
 
 
 class _OneRecord:
@@ -235,26 +234,33 @@ class _OneRecord:
 
 
 class _NodeLog:
-    """Logs (run, attempt, node) of every completed node load into a sqlite file."""
+    """Appends a line 'run attempt node' for every completed node load (one write: a kill keeps it or not)."""
 
     def __init__(self, target: str, run_id: int, attempt: int, node: str) -> None:
         self.target, self.run_id, self.attempt, self.node = target, run_id, attempt, node
 
     def load(self, rows):
-        with sqlite3.connect(self.target) as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS loads (run_id INTEGER, attempt INTEGER, node TEXT)")
-            conn.execute("INSERT INTO loads VALUES (?, ?, ?)", (self.run_id, self.attempt, self.node))
+        with open(self.target, "a") as fh:
+            fh.write(f"{self.run_id} {self.attempt} {self.node}\n")
         return len(rows)
 
 
-def _resumable_node(node: str):
+def _resumable_node(node: str, stall_at: str):
     def factory(ctx):
         p = ctx.params
-        stall = StallOnFirstAttempt(p["pidfile"], ctx.attempt) if node == "n3" else None
+        stall = StallOnFirstAttempt(p["pidfile"], ctx.attempt) if node == stall_at else None
         return Pipeline(_OneRecord(node), stall, _NodeLog(p["target"], ctx.run_id, ctx.attempt, node))
 
     return factory
 
 
-register_workflow("reliability.resumable", {n: _resumable_node(n) for n in RESUMABLE},
-                  list(zip(RESUMABLE, RESUMABLE[1:])), replace=True)
+def register_resumable(workflow_id: str, size: int, stall_at: int) -> list[str]:
+    """A chain n1 -> ... -> n<size> whose first attempt stalls at n<stall_at> for the test to SIGKILL it."""
+    nodes = [f"n{i}" for i in range(1, size + 1)]
+    register_workflow(workflow_id, {n: _resumable_node(n, f"n{stall_at}") for n in nodes},
+                      list(zip(nodes, nodes[1:])), replace=True)
+    return nodes
+
+
+RESUMABLE = register_resumable("reliability.resumable", 5, stall_at=3)
+RESUMABLE_1000 = register_resumable("reliability.resumable_1000", 1000, stall_at=900)

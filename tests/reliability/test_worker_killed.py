@@ -60,34 +60,41 @@ def test_a_killed_worker_is_detected_requeued_and_its_window_is_loaded_exactly_o
     assert mark == datetime.fromisoformat(run.window_high) and mark > base + timedelta(seconds=30 * 200)
 
 
-def test_a_workflow_whose_worker_is_killed_resumes_after_the_nodes_it_finished(make_schedule, tmp_path):
-    import tests.reliability.pipelines  # noqa: F401  registers the workflow in this process too
+@pytest.mark.parametrize("workflow, size, killed_at", [
+    ("reliability.resumable", 5, 3),
+    ("reliability.resumable_1000", 1000, 900),
+])
+def test_a_workflow_whose_worker_is_killed_keeps_every_finished_node_and_resumes_after_them(
+        make_schedule, tmp_path, workflow, size, killed_at):
+    import tests.reliability.pipelines  # noqa: F401  registers the workflows in this process too
 
-    from scheduler.models import TargetKind
+    from scheduler.models import NodeRecord, TargetKind
     from scheduler.services.nodes import node_records
 
-    target, pidfile = tmp_path / "target.db", tmp_path / "worker.pid"
-    schedule = make_schedule("resumable", target_kind=TargetKind.WORKFLOW, target_id="reliability.resumable",
-                             retry_max_attempts=3)
+    target, pidfile = tmp_path / "loads.txt", tmp_path / "worker.pid"
+    schedule = make_schedule("resumable", target_kind=TargetKind.WORKFLOW, target_id=workflow, retry_max_attempts=3)
     run = run_trigger_manual(schedule=schedule, actor="tests", params={"target": str(target), "pidfile": str(pidfile)})
     log = tmp_path / "cluster.log"
     proc = start_cluster("faults", log_path=log, extra_env={
         "ETL_PIPELINE_MODULES": MODULES, "ETL_STUCK_SECONDS": "2", "ETL_GOVERNANCE_INTERVAL": "0.5"})
+    finished = [f"n{i}" for i in range(1, killed_at)]  # done before the kill
+    rest = [f"n{i}" for i in range(killed_at, size + 1)]
     try:
         pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=60,
-                             what="the worker to stall at n3", log_path=log))
-        os.kill(pid, signal.SIGKILL)  # n1 and n2 are done; n3 is half-way
+                             what=f"the worker to stall at n{killed_at}", log_path=log))
+        os.kill(pid, signal.SIGKILL)  # nodes before n<killed_at> are done; n<killed_at> is half-way
+        # what the killed worker finished is in the database, one committed row per node
+        first = NodeRecord.objects.filter(run=run, run_attempt=1).order_by("id")
+        assert [(r.task_id, r.outcome) for r in first] == [(n, "SUCCESS") for n in finished]
         wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED, timeout=90,
                    what="the re-queued run to succeed", log_path=log)
     finally:
         assert stop_cluster(proc) == 0, log.read_text()[-3000:]
 
     run.refresh_from_db()
-    with sqlite3.connect(target) as conn:
-        loads = conn.execute("SELECT attempt, node FROM loads ORDER BY rowid").fetchall()
-    # every node loaded exactly once: n1, n2 by the killed attempt, the rest by the resumed one
-    assert loads == [(1, "n1"), (1, "n2"), (2, "n3"), (2, "n4"), (2, "n5")]
-    assert [(r.run_attempt, r.task_id, r.resumed) for r in node_records(run)] == [
-        (1, "n1", False), (1, "n2", False),
-        (2, "n1", True), (2, "n2", True), (2, "n3", False), (2, "n4", False), (2, "n5", False)]
-    assert run.attempt == 2 and run.report["resumed"] == ["n1", "n2"]
+    loads = [tuple(line.split()[1:]) for line in target.read_text().splitlines()]
+    # every node loaded exactly once: the finished ones by the killed attempt, the rest by the resumed one
+    assert loads == [("1", n) for n in finished] + [("2", n) for n in rest]
+    assert [(r.run_attempt, r.task_id, r.resumed) for r in node_records(run)] == (
+        [(1, n, False) for n in finished] + [(2, n, True) for n in finished] + [(2, n, False) for n in rest])
+    assert run.attempt == 2 and run.report["resumed"] == finished

@@ -4,14 +4,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
+from scheduler.core import IdentityTransform, Outcome, Pipeline, RetryPolicy, RunRecord
 from scheduler.models import AuditEntry, NodeRecord, Run, RunStatus, TargetKind, TriggerKind
 from scheduler.pipelines import registry
-from scheduler.pipelines.noop import NoopSink
+from scheduler.pipelines.noop import NoopSink, NoopSource
 from scheduler.services.errors import ServiceError
 from scheduler.services.governance import stuck_runs
-from scheduler.services.nodes import node_records, nodes_done, run_rerun_from_failure
+from scheduler.services.nodes import NodeLedger, node_records, nodes_done, run_rerun_from_failure
 from scheduler.services.runs import run_trigger_manual
 from tests.services.semantics_helpers import CountingSource, tick, tick_and_execute
 from scheduler.services.execution import execute_run
@@ -167,3 +169,65 @@ def test_rerun_from_failure_refuses_what_cannot_resume_naming_the_field(make_sch
         run_rerun_from_failure(run=run, actor="tests")
     assert info.value.field == "run"
     assert Run.objects.count() == before and not NodeRecord.objects.exists()
+
+
+def _noop_chain(workflow_id, size):
+    nodes = [f"t{i}" for i in range(size)]
+    registry.register_workflow(workflow_id, {n: lambda ctx: Pipeline(NoopSource(), None, NoopSink()) for n in nodes},
+                               list(zip(nodes, nodes[1:])), replace=True)
+
+
+def test_a_node_costs_one_statement_and_nothing_else(make_schedule, now):
+    """No SELECT, savepoint or heartbeat per node: ten more nodes are ten more statements, all node records."""
+    counted = {}
+    for size in (5, 15):
+        _noop_chain(f"test.noop{size}", size)
+        schedule = make_schedule(f"noop{size}", target_kind=TargetKind.WORKFLOW, target_id=f"test.noop{size}")
+        run_trigger_manual(schedule=schedule, actor="tests", now=now)
+        ((run_id, token),) = tick(now)
+        with CaptureQueriesContext(connection) as ctx:
+            assert execute_run(run_id, token, clock=lambda: now) == RunStatus.SUCCEEDED
+        registry._workflows.pop(f"test.noop{size}", None)
+        counted[size] = [q["sql"] for q in ctx.captured_queries]
+        assert NodeRecord.objects.filter(run_id=run_id).count() == size
+    extra = len(counted[15]) - len(counted[5])
+    assert extra == 10
+    assert sum("scheduler_noderecord" in sql and "INSERT" in sql for sql in counted[15]) == 15
+
+
+def test_a_node_record_is_one_statement_committed_at_once(wf, now):
+    run = run_trigger_manual(schedule=wf, actor="tests", now=now)
+    with CaptureQueriesContext(connection) as ctx:
+        NodeLedger(run).append(RunRecord("n1", Outcome.SUCCESS, now, now, rows=3))
+    assert len(ctx.captured_queries) == 1
+    # committed: a second connection sees it at once
+    other = connection.copy()
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT task_id, rows FROM scheduler_noderecord WHERE run_id = %s", [run.pk])
+            assert cursor.fetchall() == [("n1", 3)]
+    finally:
+        other.close()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's commit setting")
+def test_on_postgresql_only_the_node_record_commits_without_waiting_for_the_wal_flush(wf, now):
+    """SET LOCAL in the INSERT's own implicit transaction: the session and any caller's transaction keep theirs."""
+    run = run_trigger_manual(schedule=wf, actor="tests", now=now)
+
+    def setting():
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return cursor.fetchone()[0]
+
+    before = setting()
+    with CaptureQueriesContext(connection) as ctx:
+        NodeLedger(run).append(RunRecord("n1", Outcome.SUCCESS, now, now))
+    assert ctx.captured_queries[0]["sql"].startswith("SET LOCAL synchronous_commit = off; INSERT")
+    assert setting() == before  # the run's own commits (its end, heartbeats) still wait for the flush
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as ctx:
+            NodeLedger(run).append(RunRecord("n2", Outcome.SUCCESS, now, now))
+        assert setting() == before  # a caller's transaction is the caller's: its commit is untouched
+    assert ctx.captured_queries[0]["sql"].startswith("INSERT")
+    assert [r.task_id for r in node_records(run)] == ["n1", "n2"]
