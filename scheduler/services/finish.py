@@ -39,8 +39,8 @@ from scheduler.core import WatermarkConfig, Window, advance
 from scheduler.models import (
     Backfill, BackfillStatus, BackfillWindow, BreakerStatus, Run, RunStatus, Schedule, TriggerKind, WindowStatus,
 )
-from scheduler.services import dependencies
-from scheduler.services.audit import audit_record
+from scheduler.services import bulk, dependencies
+from scheduler.services.audit import audit_build, audit_record, audit_record_many
 from scheduler.services.breakers import breaker_on_result, breaker_trial_released
 from scheduler.services.errors import ServiceError
 from scheduler.services.runs import run_build, run_enqueue
@@ -208,20 +208,95 @@ def run_lost(*, run: Run, now: datetime, why: str) -> str:
 
 
 def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
-    """Governance: many lost runs in one transaction, each on its own savepoint."""
+    """Governance: many lost runs settled in bulk statements; {'requeued': [...], 'failed': [...]}.
+
+    Each run gets run_lost's outcome with the same compare-and-set, but per
+    tick, not per run: one guarded UPDATE re-queues every run with attempts
+    left and one fails every run whose attempts are spent, each row guarded by
+    what governance read (RUNNING, the worker's token, the stale heartbeat,
+    the attempt), so a worker whose heartbeat resumed keeps its run. A failed
+    run's aftermath (breaker, backfill window, downstream) follows per run;
+    the audit entries go in one INSERT; signals go out after commit. If the
+    bulk path raises, it is rolled back and every run is settled on its own
+    (run_lost, a savepoint each), so one run's failing end never rolls back
+    another's.
+    """
+    if not runs:
+        return {"requeued": [], "failed": []}
+    if bulk.supported():
+        read = {run.pk: {name: getattr(run, name) for name in _LOST_FIELDS} for run in runs}
+        try:
+            with transaction.atomic():
+                return _runs_lost_bulk(runs, now=now)
+        except Exception:
+            log.exception("settling %d lost runs in bulk failed; settling them one at a time", len(runs))
+            for run in runs:  # back to what governance read: the guards of the per-run path
+                _set(run, **read[run.pk])
     out: dict[str, list[int]] = {"requeued": [], "failed": []}
     with transaction.atomic():
         for run in runs:
-            beat = f"{run.heartbeat_at:%H:%M:%S} UTC" if run.heartbeat_at else "its start"
-            why = f"worker lost: no heartbeat from {run.worker_id or 'its worker'} since {beat}"
             try:
-                outcome = run_lost(run=run, now=now, why=why)
+                outcome = run_lost(run=run, now=now, why=_lost_why(run))
             except Exception:  # one run's failing end must not roll back the others'
                 log.exception("could not settle lost run %s", run.pk)
                 continue
             if outcome in out:
                 out[outcome].append(run.pk)
     return out
+
+
+# what runs_lost changes on a run in memory (restored if the bulk path rolls back)
+_LOST_FIELDS = ("status", "attempt", "started_at", "admitted_at", "heartbeat_at", "dispatch_token", "worker_id",
+                "reason", "finished_at")
+
+
+def _lost_why(run: Run) -> str:
+    beat = f"{run.heartbeat_at:%H:%M:%S} UTC" if run.heartbeat_at else "its start"
+    return f"worker lost: no heartbeat from {run.worker_id or 'its worker'} since {beat}"
+
+
+def _runs_lost_bulk(runs: list[Run], *, now: datetime) -> dict[str, list[int]]:
+    columns = [("id", "id"), ("token", "dispatch_token"), ("beat", "heartbeat_at"), ("attempt", "attempt"),
+               ("reason", "reason")]
+    guard = (f"t.status = %s AND t.dispatch_token = v.token AND {bulk.same('t.heartbeat_at', 'v.beat')} "
+             "AND t.attempt = v.attempt")
+    why = {run.pk: _lost_why(run) for run in runs}
+    spare = [run for run in runs if run.attempt < run.max_attempts]
+    spent = [run for run in runs if run.attempt >= run.max_attempts]
+    reasons = {run.pk: f"{why[run.pk]}; re-queued (attempt {run.attempt + 1}/{run.max_attempts})"[:500] for run in spare}
+    reasons.update({run.pk: f"{why[run.pk]} (attempt {run.attempt}/{run.max_attempts})"[:500] for run in spent})
+    requeued = bulk.cas_update(
+        Run, columns=columns, rows=[(r.pk, r.dispatch_token, r.heartbeat_at, r.attempt, reasons[r.pk]) for r in spare],
+        assign=("status = %s, attempt = v.attempt + 1, started_at = NULL, admitted_at = NULL, heartbeat_at = NULL, "
+                "dispatch_token = '', worker_id = '', reason = v.reason"),
+        assign_params=[S.QUEUED], guard=guard, guard_params=[S.RUNNING],
+    )
+    failed = bulk.cas_update(
+        Run, columns=[*columns, ("finished_at", "finished_at")],
+        rows=[(r.pk, r.dispatch_token, r.heartbeat_at, r.attempt, reasons[r.pk], now) for r in spent],
+        assign="status = %s, finished_at = v.finished_at, reason = v.reason",
+        assign_params=[S.FAILED], guard=guard, guard_params=[S.RUNNING],
+    )
+    entries = []
+    for run in runs:
+        if run.pk not in requeued and run.pk not in failed:
+            continue  # its worker came back, or someone else settled it first
+        worker = run.worker_id
+        if run.pk in requeued:
+            _set(run, status=S.QUEUED, attempt=run.attempt + 1, started_at=None, admitted_at=None, heartbeat_at=None,
+                 dispatch_token="", worker_id="", reason=reasons[run.pk])
+            _send_after_commit(run, S.QUEUED, S.RUNNING)
+            outcome = "requeued"
+        else:
+            _set(run, status=S.FAILED, finished_at=now, reason=reasons[run.pk])
+            _send_after_commit(run, S.FAILED, S.RUNNING)
+            _after_final(run, now=now)
+            outcome = "failed"
+        entries.append(audit_build(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
+                                   before={"status": S.RUNNING, "worker": worker}, after={"status": run.status},
+                                   reason=why[run.pk][:500], at=now))
+    audit_record_many(entries)
+    return {"requeued": [r.pk for r in spare if r.pk in requeued], "failed": [r.pk for r in spent if r.pk in failed]}
 
 
 # --- inside the final transaction -----------------------------------------------
