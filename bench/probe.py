@@ -4,7 +4,8 @@ When ETL_BENCH_DONE_FILE is set, every task the cluster finishes appends the
 finish time to that file (django-q2 sends `post_execute` from its monitor
 process after the task is acknowledged). That gives raw django-q2 and the
 scheduler the same finish clock even though django-q2 keeps no record of
-successful tasks with `save_limit = -1`.
+successful tasks with `save_limit = -1`. A message that carried a batch of k
+runs (`scheduler.tasks.execute_runs`) writes k lines: k runs finished.
 """
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ if _path:
     from django_q.signals import post_execute
 
     def _done(sender, task, **kwargs) -> None:
+        runs = len(task["args"][0]) if task.get("func") == "scheduler.tasks.execute_runs" and task.get("args") else 1
         fd = os.open(_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, f"{time.time():.6f}\n".encode())
+            os.write(fd, f"{time.time():.6f}\n".encode() * runs)
         finally:
             os.close(fd)
 

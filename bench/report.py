@@ -12,28 +12,41 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import RESULTS, fmt  # noqa: E402
+from bench.samples import measured, spread  # noqa: E402
+
+
+def _samples(n: int) -> str:
+    return "1 sample" if n == 1 else f"{n} samples"
 
 
 def suite(path: Path) -> str:
     data = json.loads(path.read_text())
     m = data["machine"]
+    carried = sorted({measured(r) for r in data["results"] if r.get("carried_over")})
     out = [
-        (f"Run {data['when']}{' (quick sizes)' if data['quick'] else ''}, {data['total_s'] / 60:.1f} min for all scenarios. "
+        (f"Run {data['when']}{' (quick sizes)' if data['quick'] else ''}, {_samples(data.get('samples', 1))} per "
+         f"scenario (each a fresh process and scratch database); every value is the median of its samples, "
+         f"with the spread (min-max, n). {data['total_s'] / 60:.1f} min for all scenarios. "
          f"Machine: {m['nproc']} cores ({m['cpu']}), {(m['memory'] or ['?'])[0].split()[1]} memory; "
          f"Python {m['python']}, Django {m['django']}, django-q2 {m['django_q2']}, SQLite {m['sqlite']}, "
-         f"PostgreSQL {m['postgresql']}, Redis {''.join(m['redis'])}."),
+         f"PostgreSQL {m['postgresql']}, Redis {''.join(m['redis'])}."
+         + (f" Rows not measured in this run are marked as carried over, with the date they were measured "
+            f"({'; '.join(c.removeprefix('carried over from ') for c in carried)})." if carried else "")),
         "",
-        "| # | db | figure | value | target | met |",
-        "|---|---|---|---:|---|---|",
+        "| # | db | figure | value | spread | target | met | measured |",
+        "|---|---|---|---:|---|---|---|---|",
     ]
     for res in data["results"]:
+        when = measured(res)
         if res.get("error"):
-            out.append(f"| {res['scenario']} | {res['db']} | {res['title']}: **did not run**: {res['error']} | | | |")
+            out.append(f"| {res['scenario']} | {res['db']} | {res['title']}: **did not run**: {res['error']} "
+                       f"| | | | | {when} |")
             continue
         for row in res["rows"]:
             value = f"{fmt(row['value'], row['unit'])} {row['unit']}" if row["value"] is not None else row["unit"]
             met = {True: "yes", False: "**no**", None: ""}[row["met"]]
-            out.append(f"| {res['scenario']} | {row['db']} | {row['figure'].strip()} | {value} | {row['target']} | {met} |")
+            out.append(f"| {res['scenario']} | {row['db']} | {row['figure'].strip()} | {value} | {spread(row, fmt)} "
+                       f"| {row['target']} | {met} | {when} |")
     return "\n".join(out)
 
 

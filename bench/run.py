@@ -1,14 +1,17 @@
 """Run the benchmark suite and print the table: `make bench` or `.venv/bin/python bench/run.py`.
 
-    bench/run.py                 every scenario at the default sizes (under 15 minutes on 2 cores)
-    bench/run.py --quick         small sizes, about a minute
-    bench/run.py --only 3,5      some scenarios
+    bench/run.py                 every scenario at the default sizes, 3 samples each
+    bench/run.py --quick         small sizes
+    bench/run.py --only 3,5      some scenarios (the others' rows are carried over, marked with their date)
+    bench/run.py --samples 5     more samples per scenario (each a fresh process and scratch database)
     bench/run.py --profile       also write pyinstrument profiles to bench/results/profile-*.txt
     bench/run.py --db sqlite     only one database for the scenarios that run on both
 
-Each scenario runs in its own process against its own scratch database
-(SQLite in a temp dir; PostgreSQL: a database created and dropped; Redis db 9,
-flushed). Results go to bench/results/latest.json.
+Each sample of a scenario runs in its own process against its own scratch
+database (SQLite in a temp dir; PostgreSQL: a database created and dropped;
+Redis db 9, flushed). Every figure is the median of the samples, printed with
+its spread (min-max, n); see bench/samples.py. Results go to
+bench/results/latest.json.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import RESULTS, fmt  # noqa: E402
+from bench.samples import aggregate, measured, merge_previous, spread  # noqa: E402
 
 SCENARIOS = {
     1: ("s1_throughput", ["sqlite", "postgres"]),
@@ -71,7 +75,16 @@ def machine() -> dict:
     }
 
 
-def run_one(number: int, db: str, args: argparse.Namespace) -> list[dict]:
+def run_samples(number: int, db: str, args: argparse.Namespace) -> list[dict]:
+    """`args.samples` independent runs of one scenario, aggregated: medians with their spread."""
+    samples = []
+    for i in range(args.samples):
+        # the profile (an extra, untimed call inside the scenario) is taken in the first sample only
+        samples.append(run_one(number, db, args, profile=args.profile and i == 0))
+    return aggregate(samples)
+
+
+def run_one(number: int, db: str, args: argparse.Namespace, *, profile: bool = False) -> list[dict]:
     module, _ = SCENARIOS[number]
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out = fh.name
@@ -80,7 +93,7 @@ def run_one(number: int, db: str, args: argparse.Namespace) -> list[dict]:
         cmd += ["--db", db]
     if args.quick:
         cmd.append("--quick")
-    if args.profile:
+    if profile:
         cmd.append("--profile")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -99,8 +112,19 @@ def run_one(number: int, db: str, args: argparse.Namespace) -> list[dict]:
     return data
 
 
+def _samples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of samples, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("at least 1 sample (figures need 3 for a median with a spread)")
+    return value
+
+
 def table(results: list[dict]) -> str:
-    lines = [f"{'#':>2} {'db':<8} {'figure':<72} {'value':>12} {'unit':<10} {'target':<12} met"]
+    lines = [f"{'#':>2} {'db':<8} {'figure':<64} {'value':>10} {'spread':<22} {'unit':<10} {'target':<12} "
+             f"{'met':<4} measured"]
     lines.append("-" * len(lines[0]))
     for res in results:
         if res.get("error"):
@@ -110,8 +134,8 @@ def table(results: list[dict]) -> str:
             unit = row["unit"]
             value = fmt(row["value"], unit) if row["value"] is not None else ""
             met = {True: "yes", False: "NO", None: ""}[row["met"]]
-            lines.append(f"{res['scenario']:>2} {row['db']:<8} {row['figure'][:72]:<72} {value:>12} {unit:<10} "
-                         f"{row['target']:<12} {met}")
+            lines.append(f"{res['scenario']:>2} {row['db']:<8} {row['figure'][:64]:<64} {value:>10} "
+                         f"{spread(row, fmt):<22} {unit:<10} {row['target']:<12} {met:<4} {measured(res)}")
     return "\n".join(lines)
 
 
@@ -120,6 +144,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--only", type=_only, default=sorted(SCENARIOS), help="scenario numbers, e.g. 3 or 1,4")
     parser.add_argument("--db", choices=["sqlite", "postgres"], help="run database-backed scenarios on this one only")
+    parser.add_argument("--samples", type=_samples, default=3,
+                        help="independent runs per scenario; each figure is their median with min-max (default 3)")
     parser.add_argument("--profile", action="store_true", help="write pyinstrument profiles of the hot parts")
     parser.add_argument("--out", default=str(RESULTS / "latest.json"), help="where the JSON goes")
     args = parser.parse_args()
@@ -132,29 +158,35 @@ def main() -> int:
             if args.db and db not in (args.db, "-"):
                 continue
             print(f"scenario {number} ({module}) on {db} ...", file=sys.stderr, flush=True)
-            done = run_one(number, db, args)
+            done = run_samples(number, db, args)
+            for res in done:
+                res["carried_over"] = False
             results.extend(done)
             print(table(done).split("\n", 2)[-1], file=sys.stderr, flush=True)
     total = time.perf_counter() - started
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     previous = Path(args.out)
-    if set(args.only) != set(SCENARIOS) and previous.exists():
-        # a partial rerun replaces its own scenarios and keeps the others' last figures
+    old = None
+    if set(args.only) != set(SCENARIOS) or args.db:
+        # a partial rerun replaces its own rows and carries the others over, marked with their date
         try:
-            old = json.loads(previous.read_text())
+            old = json.loads(previous.read_text()) if previous.exists() else None
         except ValueError:
-            old = {}
-        if old.get("quick") == args.quick:
-            redone = {(r["scenario"], r["db"]) for r in results}
-            kept = [r for r in old.get("results", []) if (r["scenario"], r["db"]) not in redone]
-            results = sorted(kept + results, key=lambda r: (r["scenario"], r["db"] != "sqlite"))
+            old = None
+        if old is not None and old.get("quick") != args.quick:
+            old = None  # quick and full sizes never mix in one table
+    results = merge_previous(results, old, when=when)
+    if old is not None:
         # what one full run would take: the sum of the scenarios' own times
         total = sum(r.get("elapsed_s", 0) for r in results)
-    report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick": args.quick,
+    report = {"when": when, "quick": args.quick, "samples": args.samples,
               "total_s": total, "machine": machine(), "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
     print(table(results))
-    print(f"\n{len(results)} scenario runs in {total:.0f} s; results in {os.path.relpath(args.out, ROOT)}")
+    fresh = sum(1 for r in results if not r.get("carried_over"))
+    print(f"\n{fresh} scenario runs measured now ({args.samples} samples each), {len(results) - fresh} carried over; "
+          f"{total:.0f} s; results in {os.path.relpath(args.out, ROOT)}")
     return 1 if any(r.get("error") for r in results) else 0
 
 

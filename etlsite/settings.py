@@ -176,6 +176,11 @@ ETL_LEASE_SECONDS = envfloat("ETL_LEASE_SECONDS", 20.0, minimum=1.0)
 ETL_HEARTBEAT_SECONDS = envfloat("ETL_HEARTBEAT_SECONDS", 5.0, minimum=0.1)
 ETL_STUCK_SECONDS = envfloat("ETL_STUCK_SECONDS", 60.0, minimum=1.0)
 ETL_DISPATCH_BATCH = envint("ETL_DISPATCH_BATCH", 200, minimum=1)
+# When a tick admits more runs than the cluster has workers, up to this many go in one broker message
+# and one worker runs them one after another (1: one run per message always). docs/semantics.md, "Batches".
+ETL_RUN_BATCH_MAX = envint("ETL_RUN_BATCH_MAX", 16, minimum=1)
+# A worker running a batch writes the ends of the runs it finished at least this often.
+ETL_BATCH_FLUSH_SECONDS = envfloat("ETL_BATCH_FLUSH_SECONDS", 0.5, minimum=0.0)
 ETL_MAX_BACKFILL_WINDOWS = envint("ETL_MAX_BACKFILL_WINDOWS", 100_000, minimum=1)
 ETL_WEBHOOK_REPLAY_SECONDS = envint("ETL_WEBHOOK_REPLAY_SECONDS", 300, minimum=1)
 ETL_WEBHOOK_MAX_BYTES = envint("ETL_WEBHOOK_MAX_BYTES", 1_048_576, minimum=1)

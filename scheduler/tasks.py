@@ -1,9 +1,15 @@
 """django-q2 entry points: thin, ids in, call a service."""
 from scheduler.services.execution import execute_run as _execute_run
+from scheduler.services.execution import execute_runs as _execute_runs
 
 
 def execute_run(run_id: int, token: str) -> str:
     return _execute_run(run_id, token)
+
+
+def execute_runs(pairs: list[tuple[int, str]]) -> dict[int, str]:
+    """A batch of admitted runs in one message (the queue was deep)."""
+    return _execute_runs([(int(run_id), str(token)) for run_id, token in pairs])
 
 
 def noop_task() -> None:

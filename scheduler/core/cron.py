@@ -20,6 +20,7 @@ rule and is our test oracle, tests/core/test_cron_oracle.py):
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -50,6 +51,12 @@ def validate_cron(expression: str) -> str:
     """The normalised expression (single spaces), or ConfigError(field='cron')."""
     if not isinstance(expression, str) or not expression.strip():
         raise ConfigError("cron", "cron: enter a cron expression such as '0 * * * *'")
+    return _validated(expression)
+
+
+@lru_cache(maxsize=4096)
+def _validated(expression: str) -> str:
+    # every fire computation validates its expression first: parse each one once per process
     text = " ".join(expression.split())
     text = _ALIASES.get(text.lower(), text)
     fields = text.split(" ")

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from scheduler.models import ActorKind, AuditEntry, Team
 from scheduler.permissions import owner_id_of
+from scheduler.services import bulk
 from scheduler.services.errors import check_text
 
 
@@ -27,7 +28,7 @@ def actor_name(actor: Any) -> tuple[str, str]:
     return str(actor), ActorKind.SYSTEM
 
 
-def audit_record(
+def audit_build(
     *,
     actor: Any,
     action: str,
@@ -37,7 +38,7 @@ def audit_record(
     reason: str = "",
     at=None,
 ) -> AuditEntry:
-    """Append one audit entry. Call inside the transaction of the change it records."""
+    """One unsaved audit entry (audit_record saves it; audit_record_many saves many at once)."""
     name, kind = actor_name(actor)
     team_id = target.pk if isinstance(target, Team) else owner_id_of(target)
     if isinstance(target, models.Model):
@@ -49,7 +50,7 @@ def audit_record(
     else:
         target_type, target_id = target[0], str(target[1])
         target_repr = target_id
-    return AuditEntry.objects.create(
+    return AuditEntry(
         at=at or timezone.now(),
         actor=name[:150],
         actor_kind=kind,
@@ -62,3 +63,24 @@ def audit_record(
         reason=(reason or "")[:500],
         team_id=team_id,
     )
+
+
+def audit_record(
+    *,
+    actor: Any,
+    action: str,
+    target: models.Model | tuple[str, Any] | None,
+    before: Any = None,
+    after: Any = None,
+    reason: str = "",
+    at=None,
+) -> AuditEntry:
+    """Append one audit entry. Call inside the transaction of the change it records."""
+    entry = audit_build(actor=actor, action=action, target=target, before=before, after=after, reason=reason, at=at)
+    entry.save(force_insert=True)
+    return entry
+
+
+def audit_record_many(entries: list[AuditEntry]) -> None:
+    """Append many built entries in one INSERT (a batch transition). Call inside its transaction."""
+    bulk.insert(AuditEntry, entries)

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import logging
+import math
+import os
 import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django_q.brokers import Broker, get_broker
 from django_q.tasks import async_task
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q
+from django.db.models import CharField, Count, Exists, F, OuterRef, Q, Value
+from django.db.models.functions import Cast, Concat
 
 from scheduler.core import next_allowed_start
 from scheduler.core.overlap import SERIAL_POLICIES
@@ -19,7 +23,7 @@ from scheduler.services.backfills import backfill_pump
 from scheduler.services.breakers import breaker_admit, breaker_trial_released
 from scheduler.services.finish import run_finish
 from scheduler.services.firing import fire_due_schedules
-from scheduler.services.runs import run_transition
+from scheduler.services.runs import run_transition, with_schedules
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -28,8 +32,11 @@ MAX_ROUNDS = 4  # batches per tick when held-back runs filled a batch
 
 # --- gating -----------------------------------------------------------------
 
-def _held_back(run: Run, *, now: datetime, running_watermarked: set[int]) -> str:
-    """A reason to leave the run QUEUED this tick, or ''."""
+def _held_back(run: Run, *, now: datetime, running_watermarked: set[int], admitting: int = 0) -> str:
+    """A reason to leave the run QUEUED this tick, or ''.
+
+    `admitting`: runs of the same schedule chosen earlier in this tick, not yet written (they count as started now).
+    """
     schedule = run.schedule
     if run.backfill_id is None and schedule.overlap in SERIAL_POLICIES and schedule.pk in running_watermarked:
         if schedule.watermark_config and not schedule.overlap_policy:
@@ -41,7 +48,7 @@ def _held_back(run: Run, *, now: datetime, running_watermarked: set[int]) -> str
         recent = list(
             Run.objects.filter(schedule_id=schedule.pk, admitted_at__gt=now - timedelta(seconds=60))
             .values_list("admitted_at", flat=True)
-        )
+        ) + [now] * admitting
         until = next_allowed_start(recent, schedule.max_runs_per_minute, now)
         if until is not None:
             return f"rate limited until {until:%H:%M:%S} UTC ({schedule.max_runs_per_minute}/min)"
@@ -104,7 +111,6 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
     )
     if not has_queued:
         return []
-    admitted: list[int] = []
     with transaction.atomic():
         classes = WorkloadClass.objects.filter(pk__in=has_queued).order_by("pk")
         if connection.vendor == "postgresql":
@@ -123,8 +129,12 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
         free = {pk: limit - running.get(pk, 0) for pk, limit in limits.items()}
         open_classes = [pk for pk, n in free.items() if n > 0]
         if not open_classes:
-            return admitted
-        batch = max(sum(free[pk] for pk in open_classes) * 4, settings.ETL_DISPATCH_BATCH)
+            return []
+        # Read about twice the free slots (at least 16, at most ETL_DISPATCH_BATCH unless the free slots
+        # alone are more): the query already leaves out what is held back, and a schedule that reaches a
+        # hold-back during the tick is left out of the next round. Every row read is a Run built in Python.
+        slots = sum(free[pk] for pk in open_classes)
+        batch = max(slots, min(slots * 2, settings.ETL_DISPATCH_BATCH), 16)
         # Hold-backs are data the candidate query filters on, so one
         # schedule's backlog never hides another schedule's runs: schedules
         # at their rate limit, serial schedules with a run in flight, paused
@@ -133,23 +143,28 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
         serial_busy = _running_serial()
         rate_held = _rate_limited(now)
         seen: list[int] = []
+        chosen: list[tuple[Run, dependencies.Verdict | None]] = []
+        per_schedule: dict[int, int] = {}
         for _round in range(MAX_ROUNDS):
-            candidates = list(_candidates(open_classes, now=now, serial_busy=serial_busy, rate_held=rate_held,
-                                          seen=seen)[:batch])
+            candidates = with_schedules(list(_candidates(open_classes, now=now, serial_busy=serial_busy,
+                                                         rate_held=rate_held, seen=seen)[:batch]))
             verdicts = _dependency_verdicts([run for run in candidates if run.has_deps])
             for run in candidates:
                 if free[run.workload_class_id] <= 0:
                     continue
                 if run.schedule_id in rate_held or (run.backfill_id is None and run.schedule_id in serial_busy):
                     continue  # held back earlier in this tick
-                if _try_admit(run, verdicts.get(run.pk), now=now, holder=holder, running_watermarked=serial_busy,
-                              rate_held=rate_held):
+                verdict = verdicts.get(run.pk)
+                if _may_start(run, verdict, now=now, running_watermarked=serial_busy, rate_held=rate_held,
+                              admitting=per_schedule.get(run.schedule_id, 0)):
                     free[run.workload_class_id] -= 1
-                    admitted.append(run.pk)
+                    per_schedule[run.schedule_id] = per_schedule.get(run.schedule_id, 0) + 1
+                    chosen.append((run, verdict))
             seen.extend(run.pk for run in candidates)
             if len(candidates) < batch or all(free[pk] <= 0 for pk in open_classes):
                 break
-    return admitted
+        admitted = _start(chosen, now=now, holder=holder)
+    return [run_id for run_id, _ in admitted]
 
 
 def _candidates(open_classes: list[int], *, now: datetime, serial_busy: set[int], rate_held: set[int],
@@ -162,7 +177,7 @@ def _candidates(open_classes: list[int], *, now: datetime, serial_busy: set[int]
         .exclude(Q(schedule_id__in=serial_busy) & Q(backfill__isnull=True))
         .exclude(Q(backfill__isnull=False) & ~Q(backfill__status=BackfillStatus.ACTIVE))
         .exclude(pk__in=seen)
-        .select_related("schedule", "backfill")
+        .select_related("backfill")  # the schedules come once each (with_schedules), not once per run
         # one EXISTS per batch instead of one depends_on query per run
         .annotate(has_deps=Exists(Schedule.depends_on.through.objects.filter(from_schedule_id=OuterRef("schedule_id"))))
         .order_by("-priority", "queued_at", "id")
@@ -186,41 +201,115 @@ def _running_serial() -> set[int]:
                .values_list("schedule_id", flat=True))
 
 
-def _try_admit(run: Run, verdict: dependencies.Verdict | None, *, now: datetime, holder: str,
-               running_watermarked: set[int], rate_held: set[int] | None = None) -> bool:
-    """Gate one queued run (dependencies, freshness, hold-backs, breaker) and start it if it passes."""
+def _may_start(run: Run, verdict: dependencies.Verdict | None, *, now: datetime, running_watermarked: set[int],
+               rate_held: set[int], admitting: int = 0) -> bool:
+    """Gate one queued run (dependencies, freshness, hold-backs, breaker): True when it may start this tick.
+
+    A run refused for good is made final here (BLOCKED, SKIPPED); a run that
+    may start is marked in `running_watermarked` when its schedule runs one at
+    a time, so a later run of the same schedule in this tick waits.
+    """
     if not _gate_dependencies(run, verdict, now=now):
         return False
     fresh = _fresh_reason(run, now=now)
     if fresh:
         run_finish(run=run, status=S.SKIPPED, now=now, reason=fresh)
         return False
-    held = _held_back(run, now=now, running_watermarked=running_watermarked)
+    held = _held_back(run, now=now, running_watermarked=running_watermarked, admitting=admitting)
     if held:
-        if held.startswith("rate limited") and rate_held is not None:
+        if held.startswith("rate limited"):
             rate_held.add(run.schedule_id)
         return False
     ok, why = breaker_admit(schedule_id=run.schedule_id, run=run, now=now)
     if not ok:
         run_finish(run=run, status=S.BLOCKED, now=now, reason=why, blocked_by=run.schedule)
         return False
-    token = uuid.uuid4().hex
-    if not run_transition(run, new=S.RUNNING, now=now, admitted_at=now, heartbeat_at=now,
-                          dispatch_token=token, worker_id=holder[:200], reason=""):
-        # cancelled under our feet: a trial slot taken for it must not stay taken
-        breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
-        return False
-    if verdict is not None and verdict.matches:
-        dependencies.record_matches(run, verdict)  # the upstream runs it was admitted on
     if run.schedule.overlap in SERIAL_POLICIES and run.backfill_id is None:
         running_watermarked.add(run.schedule_id)
-    transaction.on_commit(lambda rid=run.pk, tok=token: enqueue_execution(rid, tok))
     return True
+
+
+def _start(chosen: list[tuple[Run, dependencies.Verdict | None]], *, now: datetime,
+           holder: str) -> list[tuple[int, str]]:
+    """Admit the tick's chosen runs with one statement; hand them to the workers after commit.
+
+    Each run's dispatch token is the tick's token and its id, so one UPDATE
+    writes them all. A run cancelled since it was read is not QUEUED any more
+    and is left out by the same statement.
+    """
+    if not chosen:
+        return []
+    tick = uuid.uuid4().hex[:16]
+    ids = [run.pk for run, _ in chosen]
+    changed = Run.objects.filter(pk__in=ids, status=S.QUEUED).update(
+        status=S.RUNNING, admitted_at=now, heartbeat_at=now, worker_id=holder[:200], reason="",
+        dispatch_token=Concat(Value(f"{tick}-"), Cast("id", output_field=CharField())),
+    )
+    started = set(ids)
+    if changed != len(ids):
+        started = set(Run.objects.filter(pk__in=ids, dispatch_token__startswith=f"{tick}-").values_list("pk", flat=True))
+    admitted: list[tuple[int, str]] = []
+    for run, verdict in chosen:
+        if run.pk not in started:
+            # cancelled under our feet: a trial slot taken for it must not stay taken
+            breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
+            continue
+        token = f"{tick}-{run.pk}"
+        run.status, run.admitted_at, run.heartbeat_at, run.dispatch_token = S.RUNNING, now, now, token
+        run.worker_id, run.reason = holder[:200], ""
+        if verdict is not None and verdict.matches:
+            dependencies.record_matches(run, verdict)  # the upstream runs it was admitted on
+        admitted.append((run.pk, token))
+    transaction.on_commit(lambda: hand_off(admitted))
+    return admitted
+
+
+# --- the hand-off to the broker -----------------------------------------------------
+
+_broker: tuple[int, Broker] | None = None
+
+
+def _shared_broker() -> Broker:
+    """One broker client per process: django-q2's async_task builds one (a Redis connection pool) per call."""
+    global _broker
+    if _broker is None or _broker[0] != os.getpid():
+        _broker = (os.getpid(), get_broker())
+    return _broker[1]
+
+
+def message_sizes(admitted: int, *, workers: int, most: int) -> int:
+    """Runs per broker message: 1 unless a tick admits more runs than there are workers.
+
+    Then ceil(admitted / workers), at most `most`: each worker gets a share of
+    a deep queue in a few messages, and a lone run's latency is unchanged.
+    """
+    if admitted <= workers:
+        return 1
+    return max(1, min(most, math.ceil(admitted / max(1, workers))))
+
+
+def hand_off(admitted: list[tuple[int, str]]) -> None:
+    """After commit: the tick's admitted runs to the broker, over one connection, several runs a message when deep."""
+    size = message_sizes(len(admitted), workers=int(settings.Q_CLUSTER.get("workers", 1)),
+                         most=settings.ETL_RUN_BATCH_MAX)
+    for i in range(0, len(admitted), size):
+        message = admitted[i:i + size]
+        if len(message) == 1:
+            enqueue_execution(*message[0])
+        else:
+            enqueue_executions(message)
 
 
 def enqueue_execution(run_id: int, token: str) -> None:
     async_task("scheduler.tasks.execute_run", run_id, token, task_name=f"run-{run_id}-{token[:8]}",
-               timeout=settings.Q_TIMEOUT)
+               timeout=settings.Q_TIMEOUT, broker=_shared_broker())
+
+
+def enqueue_executions(pairs: list[tuple[int, str]]) -> None:
+    """One message carrying several admitted runs; one worker executes them in turn (execution.execute_runs)."""
+    first, token = pairs[0]
+    async_task("scheduler.tasks.execute_runs", list(pairs), task_name=f"runs-{first}+{len(pairs) - 1}-{token[:8]}",
+               timeout=settings.Q_TIMEOUT, broker=_shared_broker())
 
 
 def run_redispatch(run: Run, *, now: datetime) -> bool:

@@ -1,4 +1,11 @@
-"""A worker executes one admitted run: heartbeats, the pipeline or workflow, the outcome."""
+"""A worker executes admitted runs: heartbeats, the pipeline or workflow, the outcome.
+
+`execute_run` takes one run; `execute_runs` a batch the dispatcher packed into
+one broker message when the queue was deep (docs/semantics.md, "Batches"): one
+claim, one load, one heartbeat for the batch, and the ends written together by
+`finish.runs_finish` (each in its own savepoint), at the latest every
+ETL_BATCH_FLUSH_SECONDS so a long batch does not sit on finished results."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,13 +13,14 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
 from datetime import datetime
 from typing import Any, Callable
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from scheduler import signals
@@ -24,8 +32,11 @@ from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
 from scheduler.services.backfills import backfill_on_run_started
 from scheduler.services.nodes import NodeLedger, nodes_done
-from scheduler.services.finish import Loaded, run_finish
-from scheduler.services.runlogs import run_log_capture, run_start_notes, save_pending, window_note
+from scheduler.services.finish import Ending, Loaded, run_finish, runs_finish
+from scheduler.services.runlogs import (
+    captures_store, run_log_capture, run_start_notes, save_pending, window_note,
+)
+from scheduler.services.runs import with_schedules
 from scheduler.services.watermarks import decode_value, encode_value, watermark_config, watermark_state
 
 log = logging.getLogger(__name__)
@@ -71,18 +82,35 @@ class HeartbeatPump(threading.Thread):
 
     def run(self) -> None:
         while not self.wake.wait(self.interval):
-            beating = dict(self.active)
-            if not beating:
+            if not self.active:
                 continue
             try:
                 close_old_connections()
-                now = timezone.now()
-                for run_id, token in beating.items():
-                    Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token).update(heartbeat_at=now)
-                save_pending()  # the run page follows a running run's log at this pace
+                self.beat(timezone.now())
             except Exception:  # a database blip must not kill the pump; governance judges silence
                 log.warning("heartbeat update failed", exc_info=True)
                 connection.close()
+
+    def beat(self, now: datetime) -> int:
+        """One statement for every run this process holds (a batch beats once); returns the runs touched."""
+        beating = dict(self.active)
+        if not beating:
+            return 0
+        touched = Run.objects.filter(_pairs_q(beating.items()), status=S.RUNNING).update(heartbeat_at=now)
+        save_pending()  # the run page follows a running run's log at this pace
+        return touched
+
+
+def _pairs_q(pairs) -> Q:
+    """Runs matching (id, dispatch token) pairs: a message's runs, and only while its token is theirs.
+
+    Two IN lists instead of one (id AND token) term per pair: a token is
+    unique to its run (a uuid, or the admitting tick's uuid and the run's id),
+    so a run whose token is in the list holds its own token. The id list also
+    lets the planner read the rows by id, not every RUNNING row by status.
+    """
+    pairs = list(pairs)
+    return Q(pk__in=[run_id for run_id, _ in pairs], dispatch_token__in=[token for _, token in pairs])
 
 
 def retry_policy(schedule: Schedule) -> RetryPolicy:
@@ -133,17 +161,109 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
     with run_log_capture(run, clock=clock) as logs:
         run_start_notes(logs, run, now=now)
         try:
-            return _execute_claimed(run, token, now=now, clock=clock, logs=logs)
+            return _execute_claimed(run, token, now=now, clock=clock, logs=logs, settle=_settle)
         finally:
             pump.unregister(run_id)
 
 
-def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs) -> str:
+def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] = timezone.now) -> dict[int, str]:
+    """Entry point of a worker for a batch of (run id, token): run id -> outcome status, 'stale', 'discarded'."""
+    if len(pairs) == 1:
+        run_id, token = pairs[0]
+        return {run_id: execute_run(run_id, token, clock=clock)}
+    if not connection.in_atomic_block:
+        close_old_connections()
+    tokens = dict(pairs)
+    out = {run_id: "stale" for run_id in tokens}
+    runs = _claim(tokens, now=clock())
+    if not runs:
+        return out
+    pump = HeartbeatPump.get()
+    for run in runs:
+        pump.register(run.pk, run.dispatch_token)
+        backfill_on_run_started(run)
+        transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
+    pending: list[tuple[Ending, Any]] = []
+    flushed_at = time.monotonic()
+    try:
+        for run in runs:
+            try:
+                with run_log_capture(run, clock=clock, store=False) as logs:
+                    run_start_notes(logs, run, now=run.started_at)
+                    ending = _execute_claimed(run, run.dispatch_token, now=clock(), clock=clock, logs=logs,
+                                              settle=lambda e: e)
+            except Exception:
+                # left RUNNING without a heartbeat: governance re-queues it as lost
+                log.exception("run %s of a batch stopped on an unexpected error", run.pk)
+                pump.unregister(run.pk)
+                continue
+            pending.append((ending, logs))
+            if time.monotonic() - flushed_at >= settings.ETL_BATCH_FLUSH_SECONDS:
+                # a write that fails (the database is gone) stops the batch: what was not written is
+                # governance's to re-queue, rather than more results that could not be written either
+                written, pending = pending, []
+                out.update(_flush(written, pump))
+                flushed_at = time.monotonic()
+        written, pending = pending, []
+        out.update(_flush(written, pump))
+    except BaseException:
+        if pending:  # stopped by something else than a failed write: keep what finished
+            try:
+                out.update(_flush(pending, pump))
+            except Exception:
+                log.exception("could not write the ends of a stopped batch")
+        raise
+    finally:
+        for run in runs:  # no heartbeat for a run whose end was not written: governance takes it
+            pump.unregister(run.pk)
+    return out
+
+
+def _claim(tokens: dict[int, str], *, now: datetime) -> list[Run]:
+    """Claim a batch's runs in one statement; the runs this worker now holds, in the message's order."""
+    loaded = {r.pk: r for r in with_schedules(list(Run.objects.filter(pk__in=list(tokens))))}
+    # only a run still waiting for this very message may be taken (a cancelled,
+    # re-dispatched or already started one is stale)
+    free = [pk for pk in tokens if pk in loaded and loaded[pk].status == S.RUNNING
+            and loaded[pk].dispatch_token == tokens[pk] and loaded[pk].started_at is None]
+    if not free:
+        return []
+    me = worker_name()
+    claimed = Run.objects.filter(_pairs_q((pk, tokens[pk]) for pk in free), status=S.RUNNING,
+                                 started_at__isnull=True).update(started_at=now, heartbeat_at=now, worker_id=me)
+    if claimed != len(free):
+        # someone changed some of them between the read and the claim: keep the ones that carry our claim
+        ours = set(Run.objects.filter(pk__in=free, started_at=now, worker_id=me).values_list("pk", flat=True))
+        free = [pk for pk in free if pk in ours]
+    for pk in free:
+        run = loaded[pk]
+        run.started_at, run.heartbeat_at, run.worker_id = now, now, me
+    return [loaded[pk] for pk in free]
+
+
+def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int, str]:
+    """The finished runs of a batch: their ends in one transaction, then their logs in one insert."""
+    try:
+        out = runs_finish(endings=[ending for ending, _ in pending])
+    finally:
+        for ending, _ in pending:
+            pump.unregister(ending.run.pk)
+    for ending, _ in pending:
+        if out.get(ending.run.pk) == "discarded":
+            log.info("run %s was changed by someone else (cancelled or lost); result discarded", ending.run.pk)
+    try:
+        captures_store([logs for _, logs in pending])
+    except Exception:
+        log.warning("could not store the logs of a batch", exc_info=True)
+    return out
+
+
+def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:
     try:
         config, window, capped = _window_for(run, now)
     except NothingToRead as exc:
         logs.note(str(exc))
-        return _report(run, token, new=S.SKIPPED, reason=str(exc), clock=clock)
+        return _report(run, token, new=S.SKIPPED, reason=str(exc), clock=clock, settle=settle)
     window_note(logs, window)
     ctx = RunContext(
         run_id=run.pk, schedule=run.schedule.name, window=window, params=dict(run.params or {}),
@@ -154,14 +274,14 @@ def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs) -> str
         rows, max_value, report = _run_target(run, token, ctx, clock)
     except Exception as exc:
         logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
-        return _report_failure(run, token, exc, clock=clock)
+        return _report_failure(run, token, exc, clock=clock, settle=settle)
     if report is not None and not report.ok:
         failed = report.failed[0] if report.failed else (report.blocked[0] if report.blocked else "?")
         reason = next((r.reason for r in report.records if r.task_id == failed and r.reason), "")
         return _report(run, token, new=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500],
-                       error=reason, rows=rows, report=report, clock=clock)
+                       error=reason, rows=rows, report=report, clock=clock, settle=settle)
     return _report(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
-                   max_value=max_value, report=report, clock=clock)
+                   max_value=max_value, report=report, clock=clock, settle=settle)
 
 
 def retry_policy_for(pipeline: Pipeline, schedule: Schedule, budget_left: int) -> RetryPolicy:
@@ -228,18 +348,19 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock) -> tuple[int, Any,
     return result.rows, result.max_value, None
 
 
-def _report_failure(run: Run, token: str, exc: BaseException, *, clock) -> str:
+def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) -> Any:
     permanent = isinstance(exc, PermanentError) or getattr(exc, "permanent", False)
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:]
     reason = f"{type(exc).__name__}: {exc}"[:500]
     if permanent:
         reason = f"permanent error, not retried: {reason}"[:500]
-    return _report(run, token, new=S.FAILED, reason=reason, error=text, clock=clock)
+    return _report(run, token, new=S.FAILED, reason=reason, error=text, clock=clock, settle=settle)
 
 
-def _report(run: Run, token: str, *, new: str, clock, reason: str = "", error: str = "", rows: int | None = None,
-            config=None, window=None, capped: bool = False, max_value: Any = None,
-            report: RunReport | None = None) -> str:
+def _report(run: Run, token: str, *, new: str, clock, settle, reason: str = "", error: str = "",
+            rows: int | None = None, config=None, window=None, capped: bool = False, max_value: Any = None,
+            report: RunReport | None = None) -> Any:
+    """The run's end as an `Ending`, handed to `settle` (finish it now, or keep it for the batch's flush)."""
     now = clock()
     fields: dict[str, Any] = {"heartbeat_at": now}
     if error:
@@ -251,10 +372,17 @@ def _report(run: Run, token: str, *, new: str, clock, reason: str = "", error: s
     if window is not None:
         fields["window_low"], fields["window_high"] = encode_value(window.low), encode_value(window.high)
     loaded = Loaded(config, window, max_value, capped) if config is not None else None
-    if not run_finish(run=run, status=new, now=now, reason=reason, token=token, fields=fields, loaded=loaded):
-        log.info("run %s was changed by someone else (cancelled or lost); result discarded", run.pk)
+    return settle(Ending(run=run, status=new, now=now, reason=reason, token=token, fields=fields, loaded=loaded))
+
+
+def _settle(ending: Ending) -> str:
+    """A lone run's end, written at once."""
+    e = ending
+    if not run_finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token, fields=e.fields,
+                      loaded=e.loaded):
+        log.info("run %s was changed by someone else (cancelled or lost); result discarded", e.run.pk)
         return "discarded"
-    return new
+    return e.status
 
 
-__all__ = ["execute_run", "retry_policy_for"]
+__all__ = ["execute_run", "execute_runs", "retry_policy_for"]

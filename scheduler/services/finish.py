@@ -2,7 +2,8 @@
 
 Every final transition of a run (SUCCEEDED, FAILED, SKIPPED, BLOCKED,
 CANCELLED) and the re-queue of a run whose worker was lost goes through
-`run_finish`, `run_cancel`, `run_lost` / `runs_lost` or `run_refused`. Each
+`run_finish` / `runs_finish` (a worker's batch), `run_cancel`, `run_lost` /
+`runs_lost` or `run_refused`. Each
 applies, in the transaction that changes the row:
 
 1. the compare-and-set on the run's status (and on the worker's dispatch token,
@@ -29,17 +30,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
 from scheduler import signals
 from scheduler.core import WatermarkConfig, Window, advance
 from scheduler.models import (
-    Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus,
+    Backfill, BackfillStatus, BackfillWindow, BreakerStatus, Run, RunStatus, Schedule, TriggerKind, WindowStatus,
 )
-from scheduler.services import dependencies
-from scheduler.services.audit import audit_record
+from scheduler.services import bulk, dependencies
+from scheduler.services.audit import audit_build, audit_record, audit_record_many
 from scheduler.services.breakers import breaker_on_result, breaker_trial_released
 from scheduler.services.errors import ServiceError
 from scheduler.services.runs import run_build, run_enqueue
@@ -78,6 +79,19 @@ class Loaded:
     capped: bool = False  # max_window cut a long gap: the next slice runs right after this one
 
 
+@dataclass
+class Ending:
+    """One run's end as a worker reports it, for `runs_finish` (the arguments of `run_finish`)."""
+
+    run: Run
+    status: str
+    now: datetime
+    reason: str = ""
+    token: str | None = None
+    fields: dict[str, Any] | None = None
+    loaded: Loaded | None = None
+
+
 # --- the public transitions ---------------------------------------------------
 
 def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
@@ -90,21 +104,46 @@ def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token:
     `actor` + `audit_action` write an audit entry in the same transaction.
     """
     with transaction.atomic():
-        before = run.status
-        extra = {"dispatch_token": token} if token is not None else {}
-        values = dict(fields or {})
-        values["reason"] = reason[:500]
-        if blocked_by is not None:
-            values["blocked_by"] = blocked_by
-        if not _finalize(run, new=status, now=now, extra_filter=extra, **values):
-            return False
-        if status == S.SUCCEEDED and loaded is not None and run.backfill_id is None:
-            _advance_watermark(run, loaded, now=now)
-        _after_final(run, now=now)
-        if audit_action:
-            audit_record(actor=actor, action=audit_action, target=run, before={"status": before},
-                         after={"status": status}, reason=reason, at=now)
-    return True
+        return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
+                       blocked_by=blocked_by, loaded=loaded, actor=actor, audit_action=audit_action)
+
+
+def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
+    """A worker's batch of runs ends in one transaction, each run's end in its own savepoint.
+
+    Each ending is what `run_finish` does for one run (the same compare-and-set
+    on status and dispatch token, breaker, watermark, downstream propagation);
+    a run whose end raises is rolled back to its savepoint alone and stays
+    RUNNING (its heartbeat stops, so governance re-queues it as lost), and the
+    others still commit. Downstream schedules are looked up once for the batch,
+    not once per run. Returns run id -> the new status, 'discarded' (someone
+    else changed the run first) or 'error'.
+    """
+    out: dict[int, str] = {}
+    if not endings:
+        return out
+    children = _children_of({e.run.schedule_id for e in endings})
+    with transaction.atomic():
+        bare = [e for e in endings if _only_the_cas(e, children)]
+        if len(bare) > 1:
+            try:
+                with transaction.atomic():
+                    out.update(_succeed_together(bare))
+            except Exception:  # the one statement failed: each run goes its own way below
+                log.exception("could not finish %d runs together; finishing them one by one", len(bare))
+        for e in endings:
+            if e.run.pk in out:
+                continue
+            try:
+                with transaction.atomic():
+                    done = _finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token,
+                                   fields=e.fields, loaded=e.loaded, children=children)
+            except Exception:  # one run's failing end must not roll back the others'
+                log.exception("could not finish run %s; left to governance", e.run.pk)
+                out[e.run.pk] = "error"
+                continue
+            out[e.run.pk] = e.status if done else "discarded"
+    return out
 
 
 def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None) -> bool:
@@ -169,14 +208,35 @@ def run_lost(*, run: Run, now: datetime, why: str) -> str:
 
 
 def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
-    """Governance: many lost runs in one transaction, each on its own savepoint."""
+    """Governance: many lost runs settled in bulk statements; {'requeued': [...], 'failed': [...]}.
+
+    Each run gets run_lost's outcome with the same compare-and-set, but per
+    tick, not per run: one guarded UPDATE re-queues every run with attempts
+    left and one fails every run whose attempts are spent, each row guarded by
+    what governance read (RUNNING, the worker's token, the stale heartbeat,
+    the attempt), so a worker whose heartbeat resumed keeps its run. A failed
+    run's aftermath (breaker, backfill window, downstream) follows per run;
+    the audit entries go in one INSERT; signals go out after commit. If the
+    bulk path raises, it is rolled back and every run is settled on its own
+    (run_lost, a savepoint each), so one run's failing end never rolls back
+    another's.
+    """
+    if not runs:
+        return {"requeued": [], "failed": []}
+    if bulk.supported():
+        read = {run.pk: {name: getattr(run, name) for name in _LOST_FIELDS} for run in runs}
+        try:
+            with transaction.atomic():
+                return _runs_lost_bulk(runs, now=now)
+        except Exception:
+            log.exception("settling %d lost runs in bulk failed; settling them one at a time", len(runs))
+            for run in runs:  # back to what governance read: the guards of the per-run path
+                _set(run, **read[run.pk])
     out: dict[str, list[int]] = {"requeued": [], "failed": []}
     with transaction.atomic():
         for run in runs:
-            beat = f"{run.heartbeat_at:%H:%M:%S} UTC" if run.heartbeat_at else "its start"
-            why = f"worker lost: no heartbeat from {run.worker_id or 'its worker'} since {beat}"
             try:
-                outcome = run_lost(run=run, now=now, why=why)
+                outcome = run_lost(run=run, now=now, why=_lost_why(run))
             except Exception:  # one run's failing end must not roll back the others'
                 log.exception("could not settle lost run %s", run.pk)
                 continue
@@ -185,7 +245,144 @@ def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
     return out
 
 
+# what runs_lost changes on a run in memory (restored if the bulk path rolls back)
+_LOST_FIELDS = ("status", "attempt", "started_at", "admitted_at", "heartbeat_at", "dispatch_token", "worker_id",
+                "reason", "finished_at")
+
+
+def _lost_why(run: Run) -> str:
+    beat = f"{run.heartbeat_at:%H:%M:%S} UTC" if run.heartbeat_at else "its start"
+    return f"worker lost: no heartbeat from {run.worker_id or 'its worker'} since {beat}"
+
+
+def _runs_lost_bulk(runs: list[Run], *, now: datetime) -> dict[str, list[int]]:
+    columns = [("id", "id"), ("token", "dispatch_token"), ("beat", "heartbeat_at"), ("attempt", "attempt"),
+               ("reason", "reason")]
+    guard = (f"t.status = %s AND t.dispatch_token = v.token AND {bulk.same('t.heartbeat_at', 'v.beat')} "
+             "AND t.attempt = v.attempt")
+    why = {run.pk: _lost_why(run) for run in runs}
+    spare = [run for run in runs if run.attempt < run.max_attempts]
+    spent = [run for run in runs if run.attempt >= run.max_attempts]
+    reasons = {run.pk: f"{why[run.pk]}; re-queued (attempt {run.attempt + 1}/{run.max_attempts})"[:500] for run in spare}
+    reasons.update({run.pk: f"{why[run.pk]} (attempt {run.attempt}/{run.max_attempts})"[:500] for run in spent})
+    requeued = bulk.cas_update(
+        Run, columns=columns, rows=[(r.pk, r.dispatch_token, r.heartbeat_at, r.attempt, reasons[r.pk]) for r in spare],
+        assign=("status = %s, attempt = v.attempt + 1, started_at = NULL, admitted_at = NULL, heartbeat_at = NULL, "
+                "dispatch_token = '', worker_id = '', reason = v.reason"),
+        assign_params=[S.QUEUED], guard=guard, guard_params=[S.RUNNING],
+    )
+    failed = bulk.cas_update(
+        Run, columns=[*columns, ("finished_at", "finished_at")],
+        rows=[(r.pk, r.dispatch_token, r.heartbeat_at, r.attempt, reasons[r.pk], now) for r in spent],
+        assign="status = %s, finished_at = v.finished_at, reason = v.reason",
+        assign_params=[S.FAILED], guard=guard, guard_params=[S.RUNNING],
+    )
+    entries = []
+    for run in runs:
+        if run.pk not in requeued and run.pk not in failed:
+            continue  # its worker came back, or someone else settled it first
+        worker = run.worker_id
+        if run.pk in requeued:
+            _set(run, status=S.QUEUED, attempt=run.attempt + 1, started_at=None, admitted_at=None, heartbeat_at=None,
+                 dispatch_token="", worker_id="", reason=reasons[run.pk])
+            _send_after_commit(run, S.QUEUED, S.RUNNING)
+            outcome = "requeued"
+        else:
+            _set(run, status=S.FAILED, finished_at=now, reason=reasons[run.pk])
+            _send_after_commit(run, S.FAILED, S.RUNNING)
+            _after_final(run, now=now)
+            outcome = "failed"
+        entries.append(audit_build(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
+                                   before={"status": S.RUNNING, "worker": worker}, after={"status": run.status},
+                                   reason=why[run.pk][:500], at=now))
+    audit_record_many(entries)
+    return {"requeued": [r.pk for r in spare if r.pk in requeued], "failed": [r.pk for r in spent if r.pk in failed]}
+
+
 # --- inside the final transaction -----------------------------------------------
+
+BARE_FIELDS = frozenset({"heartbeat_at", "rows_loaded"})
+
+
+def _only_the_cas(e: Ending, children: dict[int, list[int]]) -> bool:
+    """A success whose end is the compare-and-set alone: nothing follows it (see `_after_final`).
+
+    A live run, no watermark, a closed breaker with no failure to reset, no
+    downstream schedule: the breaker, watermark, backfill and propagation
+    steps would each do nothing.
+    """
+    run, schedule = e.run, e.run.schedule
+    return (e.status == S.SUCCEEDED and e.loaded is None and run.backfill_id is None and e.token is not None
+            and set(e.fields or ()) <= BARE_FIELDS and not children.get(run.schedule_id)
+            and schedule.breaker_status == BreakerStatus.CLOSED and not schedule.breaker_failures)
+
+
+def _succeed_together(endings: list[Ending]) -> dict[int, str]:
+    """Bare successes (`_only_the_cas`) in one compare-and-set statement; run id -> SUCCEEDED or 'discarded'.
+
+    Plain SQL: the same UPDATE built from Django expressions (a CASE per
+    column, a When per run) cost 20 ms of Python for 16 runs, more than the
+    16 single updates it replaces.
+    """
+    ops, table = connection.ops, Run._meta.db_table
+    ids = [e.run.pk for e in endings]
+
+    def per_run(column: str, values: list[Any]) -> tuple[str, list[Any]]:
+        whens = " ".join("WHEN %s THEN %s" for _ in ids)
+        return f"{column} = CASE id {whens} ELSE {column} END", [x for pair in zip(ids, values) for x in pair]
+
+    finished, p1 = per_run("finished_at", [ops.adapt_datetimefield_value(e.now) for e in endings])
+    beat, p2 = per_run("heartbeat_at", [ops.adapt_datetimefield_value(
+        (e.fields or {}).get("heartbeat_at", e.now)) for e in endings])
+    rows = [(e.run.pk, (e.fields or {})["rows_loaded"]) for e in endings if (e.fields or {}).get("rows_loaded") is not None]
+    marks = ", ".join("%s" for _ in ids)
+    sets, params = [finished, beat], p1 + p2
+    if rows:
+        sets.append(f"rows_loaded = CASE id {' '.join('WHEN %s THEN %s' for _ in rows)} ELSE rows_loaded END")
+        params += [x for pair in rows for x in pair]
+    sql = (f"UPDATE {table} SET status = %s, reason = '', {', '.join(sets)} "
+           f"WHERE id IN ({marks}) AND dispatch_token IN ({marks}) AND status = %s")
+    # tokens are unique to their run (a uuid, or the tick's uuid and the run's id): the two IN lists match pairs
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [S.SUCCEEDED, *params, *ids, *[e.token for e in endings], S.RUNNING])
+        changed = cursor.rowcount
+    done = set(ids)
+    if changed != len(endings):
+        # someone else changed some of them first (a cancel, a lost-run re-queue): keep the ones that carry our end
+        found = Run.objects.filter(pk__in=ids).values_list("pk", "status", "dispatch_token", "finished_at")
+        mine = {e.run.pk: (e.token, e.now) for e in endings}
+        done = {pk for pk, status, token, at in found if status == S.SUCCEEDED and (token, at) == mine[pk]}
+    out: dict[int, str] = {}
+    for e in endings:
+        if e.run.pk not in done:
+            out[e.run.pk] = "discarded"
+            continue
+        _set(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **(e.fields or {}))
+        _send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
+        out[e.run.pk] = S.SUCCEEDED
+    return out
+
+
+def _finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
+            fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None, loaded: Loaded | None = None,
+            actor: Any = None, audit_action: str = "", children: dict[int, list[int]] | None = None) -> bool:
+    """The body of `run_finish`, inside the caller's transaction (or savepoint)."""
+    before = run.status
+    extra = {"dispatch_token": token} if token is not None else {}
+    values = dict(fields or {})
+    values["reason"] = reason[:500]
+    if blocked_by is not None:
+        values["blocked_by"] = blocked_by
+    if not _finalize(run, new=status, now=now, extra_filter=extra, **values):
+        return False
+    if status == S.SUCCEEDED and loaded is not None and run.backfill_id is None:
+        _advance_watermark(run, loaded, now=now)
+    _after_final(run, now=now, children=children)
+    if audit_action:
+        audit_record(actor=actor, action=audit_action, target=run, before={"status": before},
+                     after={"status": status}, reason=reason, at=now)
+    return True
+
 
 def _set(run: Run, **fields: Any) -> None:
     for key, value in fields.items():
@@ -219,7 +416,7 @@ def _advance_watermark(run: Run, loaded: Loaded, *, now: datetime) -> None:
                     params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
 
 
-def _after_final(run: Run, *, now: datetime) -> None:
+def _after_final(run: Run, *, now: datetime, children: dict[int, list[int]] | None = None) -> None:
     """Breaker, backfill progress, downstream propagation: what follows a run's final status."""
     if run.status in (S.SUCCEEDED, S.FAILED):
         breaker_on_result(schedule_id=run.schedule_id, run=run, succeeded=run.status == S.SUCCEEDED, now=now)
@@ -231,7 +428,7 @@ def _after_final(run: Run, *, now: datetime) -> None:
         return  # backfill windows never drive the live dependency graph
     if run.status == S.CANCELLED or not run.propagate:
         return  # a person stopped it, or re-ran just this one: downstreams neither start nor block
-    propagate(run, now=now)
+    propagate(run, now=now, children=children)
 
 
 def _send_after_commit(run: Run, new: str, old: str) -> None:
@@ -313,8 +510,24 @@ def _root_note(run: Run) -> str:
     return f"; root cause: '{root.schedule.name}' {root.status.lower()} (run {root.pk})"
 
 
-def propagate(run: Run, *, now: datetime) -> None:
-    """Start or block the dependents of a final live run, transitively (breadth first, each once)."""
+def _children_of(schedule_ids: set[int]) -> dict[int, list[int]]:
+    """The enabled downstream schedules of each of `schedule_ids` (by name), in one query."""
+    children: dict[int, list[int]] = {pk: [] for pk in schedule_ids}
+    for upstream, child in (
+        Schedule.depends_on.through.objects.filter(to_schedule_id__in=schedule_ids, from_schedule__enabled=True)
+        .order_by("from_schedule__name").values_list("to_schedule_id", "from_schedule_id")
+    ):
+        children[upstream].append(child)
+    return children
+
+
+def propagate(run: Run, *, now: datetime, children: dict[int, list[int]] | None = None) -> None:
+    """Start or block the dependents of a final live run, transitively (breadth first, each once).
+
+    `children` (schedule id -> downstream schedule ids) is what a batch looked
+    up already; schedules missing from it are looked up (and added) here.
+    """
+    children = {} if children is None else children
     queue: deque[Run] = deque([run])
     seen: set[int] = set()
     while queue:
@@ -322,10 +535,12 @@ def propagate(run: Run, *, now: datetime) -> None:
         if current.pk in seen:
             continue
         seen.add(current.pk)
-        queue.extend(_propagate_one(current, now=now))
+        if current.schedule_id not in children:
+            children.update(_children_of({current.schedule_id}))
+        queue.extend(_propagate_one(current, now=now, child_ids=children[current.schedule_id]))
 
 
-def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
+def _propagate_one(run: Run, *, now: datetime, child_ids: list[int]) -> list[Run]:
     """Start, join or block the direct downstream runs of `run`; return newly blocked runs (to go on down).
 
     A downstream run is judged on the upstream runs it stands for
@@ -333,9 +548,6 @@ def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
     holds back nor blocks a run that stands for an earlier one.
     """
     newly_blocked: list[Run] = []
-    child_ids = list(
-        Schedule.objects.filter(depends_on=run.schedule_id, enabled=True).order_by("name").values_list("id", flat=True)
-    )
     for child_id in child_ids:
         # The row lock serialises two upstreams finishing at once, so the
         # child gets one run, not one per upstream (PostgreSQL; SQLite
@@ -390,6 +602,6 @@ def _propagate_one(run: Run, *, now: datetime) -> list[Run]:
 
 
 __all__ = [
-    "Loaded", "backfill_complete_if_done", "backfill_progress", "propagate", "run_cancel", "run_finish",
-    "run_lost", "run_refused", "runs_lost",
+    "Ending", "Loaded", "backfill_complete_if_done", "backfill_progress", "propagate", "run_cancel", "run_finish",
+    "run_lost", "run_refused", "runs_finish", "runs_lost",
 ]

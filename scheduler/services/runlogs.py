@@ -19,6 +19,7 @@ from datetime import timezone as dt_timezone
 from typing import Callable, Iterator
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from scheduler.models import Run, RunLogLine, RunStatus
@@ -83,8 +84,7 @@ class RunLogCapture(logging.Handler):
     # -- storing -----------------------------------------------------------
     def save(self) -> int:
         """Write the pending lines; on a database error keep them for the next save."""
-        with self._mutex:
-            batch, self._pending = self._pending, []
+        batch = self.take()
         if not batch:
             return 0
         try:
@@ -97,18 +97,54 @@ class RunLogCapture(logging.Handler):
 
     def finish(self) -> None:
         """The closing note (outcome, rows, and how much the cap dropped), then the last save."""
-        row = (
-            Run.objects.filter(pk=self.run_id)
-            .values("status", "rows_loaded", "reason", "watermark_after", "started_at", "finished_at")
-            .first()
-        )
+        row = Run.objects.filter(pk=self.run_id).values(*OUTCOME_FIELDS).first()
+        self.close(row)
+        self.save()
+
+    def close(self, row: dict | None) -> None:
+        """The closing notes, from the run's final `row` (None: the run is gone)."""
         # the closing lines go in whatever the cap says: they are what a reader needs most
         if row is not None:
             self.note(_outcome_text(row), level="ERROR" if row["status"] == RunStatus.FAILED else "INFO", force=True)
         if self.dropped:
             self.note(f"log cap of {self.max_bytes} bytes reached: {self.dropped} later line(s) not kept",
                       level="WARNING", force=True)
-        self.save()
+
+    def take(self) -> list[RunLogLine]:
+        with self._mutex:
+            batch, self._pending = self._pending, []
+        return batch
+
+
+OUTCOME_FIELDS = ("status", "rows_loaded", "reason", "watermark_after", "started_at", "finished_at")
+
+
+def captures_store(captures: list[RunLogCapture]) -> int:
+    """A batch's finished runs: their closing notes and every pending line in one insert."""
+    if not captures:
+        return 0
+    rows = {r["id"]: r for r in Run.objects.filter(pk__in=[c.run_id for c in captures]).values("id", *OUTCOME_FIELDS)}
+    lines: list[RunLogLine] = []
+    for capture in captures:
+        capture.close(rows.get(capture.run_id))
+        lines.extend(capture.take())
+    if not lines:
+        return 0
+    # One plain multi-row INSERT: bulk_create spent ~60 us of Python per line, more than the rest of a
+    # no-op run's end. ON CONFLICT DO NOTHING is bulk_create's ignore_conflicts (PostgreSQL and SQLite).
+    adapt = connection.ops.adapt_datetimefield_value
+    for start in range(0, len(lines), INSERT_ROWS):
+        chunk = lines[start:start + INSERT_ROWS]
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
+        params = [x for line in chunk for x in (line.run_id, line.seq, adapt(line.at), line.level, line.source,
+                                                line.message)]
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {RunLogLine._meta.db_table} (run_id, seq, at, level, source, message) "
+                           f"VALUES {values} ON CONFLICT DO NOTHING", params)
+    return len(lines)
+
+
+INSERT_ROWS = 150  # 6 parameters a row: under SQLite's 999-parameter floor
 
 
 def _outcome_text(row: dict) -> str:
@@ -139,8 +175,12 @@ def save_pending() -> None:
 
 
 @contextmanager
-def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now) -> Iterator[RunLogCapture]:
-    """Capture the worker thread's logging into `run`'s log for the duration of the block."""
+def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now,
+                    store: bool = True) -> Iterator[RunLogCapture]:
+    """Capture the worker thread's logging into `run`'s log for the duration of the block.
+
+    `store=False` (a batch): the lines stay pending after the block, for `captures_store` once the run's end is written.
+    """
     level = logging.getLevelName(settings.ETL_RUN_LOG_LEVEL)
     capture = RunLogCapture(
         run.pk, max_bytes=settings.ETL_RUN_LOG_MAX_BYTES, max_line=settings.ETL_RUN_LOG_MAX_LINE,
@@ -166,7 +206,8 @@ def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now) -
         if root.level == level and old_level > level:
             root.setLevel(old_level)
         try:
-            capture.finish()
+            if store:
+                capture.finish()
         except Exception:
             log.warning("could not store the log of run %s", run.pk, exc_info=True)
 

@@ -48,6 +48,14 @@ def run_transition(run: Run, *, new: str, now: datetime | None = None, extra_fil
     return True
 
 
+def with_schedules(runs: list[Run]) -> list[Run]:
+    """Attach each run's schedule, read once per schedule (not one joined copy per run row)."""
+    schedules = Schedule.objects.in_bulk({run.schedule_id for run in runs})
+    for run in runs:
+        run.schedule = schedules[run.schedule_id]
+    return runs
+
+
 def validate_params(params: Any, *, field: str = "params") -> dict:
     if params is None:
         return {}

@@ -264,3 +264,13 @@ def register_resumable(workflow_id: str, size: int, stall_at: int) -> list[str]:
 
 RESUMABLE = register_resumable("reliability.resumable", 5, stall_at=3)
 RESUMABLE_1000 = register_resumable("reliability.resumable_1000", 1000, stall_at=900)
+
+
+# --- a member of a batch: sleeps, may stall (attempt 1) so a test can kill its worker mid-batch ------------
+def batch_member(ctx):
+    p = ctx.params
+    stall = StallOnFirstAttempt(p["pidfile"], ctx.attempt) if p.get("pidfile") else None
+    return Pipeline(_SleepySource(float(p.get("seconds", 0))), stall, _ExecutionLog(p["log"], ctx.run_id))
+
+
+register_pipeline("reliability.batch_member", batch_member, replace=True)

@@ -112,9 +112,10 @@ def test_a_redis_restart_with_tasks_queued_loses_and_doubles_nothing(servers, ma
     log, clog = tmp_path / "exec.db", tmp_path / "cluster.log"
     ids = _trigger(schedule, 8, log, 0.5)
     proc = start_cluster("redisrestart", log_path=clog, extra_env={
-        "ETL_PIPELINE_MODULES": MODULES, "REDIS_URL": redis.url, "Q_WORKERS": "1", "ETL_STUCK_SECONDS": "3"})
+        "ETL_PIPELINE_MODULES": MODULES, "REDIS_URL": redis.url, "Q_WORKERS": "1", "ETL_STUCK_SECONDS": "3",
+        "ETL_RUN_BATCH_MAX": "2"})
     try:
-        # admitted runs wait in Redis behind the single worker
+        # admitted runs wait in Redis behind the single worker (four messages of two runs: the worker holds one)
         wait_until(lambda: Run.objects.filter(pk__in=ids, status=RunStatus.RUNNING, started_at__isnull=True).count() >= 3,
                    timeout=60, what="tasks queued in Redis", log_path=clog)
         redis.restart()

@@ -98,3 +98,39 @@ def test_a_workflow_whose_worker_is_killed_keeps_every_finished_node_and_resumes
     assert [(r.run_attempt, r.task_id, r.resumed) for r in node_records(run)] == (
         [(1, n, False) for n in finished] + [(2, n, True) for n in finished] + [(2, n, False) for n in rest])
     assert run.attempt == 2 and run.report["resumed"] == finished
+
+
+def test_a_worker_killed_mid_batch_loses_no_run(make_schedule, tmp_path):
+    """One worker gets the four runs of a tick in one message; it is killed in the second: the first stays
+    SUCCEEDED, the other three are re-queued by governance and run once each."""
+    import tests.reliability.pipelines  # noqa: F401  registers the pipeline in this process too
+
+    execlog, pidfile = tmp_path / "executions.db", tmp_path / "worker.pid"
+    schedule = make_schedule("batched", target_id="reliability.batch_member", retry_max_attempts=3)
+    params = [{"seconds": 0.5}, {"pidfile": str(pidfile)}, {}, {}]
+    runs = [run_trigger_manual(schedule=schedule, actor="tests", params={"log": str(execlog), **p}) for p in params]
+    log = tmp_path / "cluster.log"
+    proc = start_cluster("faults", log_path=log, extra_env={
+        "ETL_PIPELINE_MODULES": MODULES, "ETL_STUCK_SECONDS": "2", "ETL_GOVERNANCE_INTERVAL": "0.5",
+        "Q_WORKERS": "1", "ETL_BATCH_FLUSH_SECONDS": "0.2"})
+    try:
+        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=60,
+                             what="the worker to stall in the batch's second run", log_path=log))
+        first = Run.objects.get(pk=runs[0].pk)
+        together = Run.objects.filter(pk__in=[r.pk for r in runs]).values_list("started_at", flat=True)
+        assert len(set(together)) == 1, "the four runs were claimed together, as one batch"
+        assert first.status == RunStatus.SUCCEEDED, "the run finished before the kill was written"
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: Run.objects.filter(pk__in=[r.pk for r in runs], status=RunStatus.SUCCEEDED).count() == 4,
+                   timeout=90, what="the re-queued runs to succeed", log_path=log)
+    finally:
+        assert stop_cluster(proc) == 0, log.read_text()[-3000:]
+
+    after = {r.pk: r for r in Run.objects.filter(pk__in=[r.pk for r in runs])}
+    assert after[runs[0].pk].attempt == 1 and after[runs[0].pk].finished_at == first.finished_at
+    assert [after[r.pk].attempt for r in runs[1:]] == [2, 2, 2]
+    requeued = AuditEntry.objects.filter(action="run.worker_lost.requeued").values_list("target_id", flat=True)
+    assert sorted(requeued) == sorted(str(r.pk) for r in runs[1:])
+    with sqlite3.connect(execlog) as conn:
+        executed = sorted(row[0] for row in conn.execute("SELECT run_id FROM executions"))
+    assert executed == sorted(r.pk for r in runs), "every run executed to the end exactly once"

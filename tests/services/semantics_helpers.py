@@ -13,8 +13,10 @@ from scheduler.services.execution import execute_run
 def tick(now, holder="test"):
     """One dispatch tick; returns [(run_id, token)] handed to workers (not executed)."""
     sent = []
+    # a deep queue goes out several runs a message (enqueue_executions): each run is listed alike
     with mock.patch("scheduler.services.dispatch.enqueue_execution",
-                    side_effect=lambda rid, tok: sent.append((rid, tok))):
+                    side_effect=lambda rid, tok: sent.append((rid, tok))), \
+            mock.patch("scheduler.services.dispatch.enqueue_executions", side_effect=sent.extend):
         dispatch_tick(now=now, holder=holder)
     return sent
 

@@ -158,3 +158,104 @@ def test_a_cron_run_carries_the_schedule_params(make_schedule, now):
     schedule = _cron(make_schedule, "with-params", "0 * * * *", start=now, params={"region": "eu"})
     fire_due_schedules(now=now + timedelta(hours=1))
     assert Run.objects.get(schedule=schedule).params == {"region": "eu"}
+
+
+# --- many due schedules at once: one guarded statement ------------------------------
+
+def _hourly(make_schedule, n, *, start, prefix="h", **fields):
+    return [_cron(make_schedule, f"{prefix}{i:03d}", "0 * * * *", start=start, **fields) for i in range(n)]
+
+
+def _fire_queries(now):
+    with CaptureQueriesContext(connection) as queries:
+        created = fire_due_schedules(now=now)
+    writes = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith(("UPDATE", "INSERT"))]
+    return created, len(queries), writes
+
+
+def test_firing_costs_the_same_statements_for_3_or_30_due_schedules(make_schedule):
+    start = datetime(2026, 3, 2, 11, 59, tzinfo=UTC)
+    _hourly(make_schedule, 3, start=start, prefix="few")
+    few = _fire_queries(datetime(2026, 3, 2, 12, 0, 5, tzinfo=UTC))
+    _hourly(make_schedule, 30, start=datetime(2026, 3, 2, 12, 1, tzinfo=UTC), prefix="many")
+    many = _fire_queries(datetime(2026, 3, 2, 13, 0, 5, tzinfo=UTC))
+
+    assert (few[0], many[0]) == (3, 33)  # the three fire again at 13:00, with the thirty
+    assert few[1] == many[1]
+    # one guarded UPDATE moves every due schedule, one INSERT creates every run
+    assert [w.split()[0] for w in many[2]] == ["UPDATE", "INSERT"]
+    assert Run.objects.filter(logical_time=datetime(2026, 3, 2, 13, tzinfo=UTC)).count() == 33
+    assert not Schedule.objects.filter(next_fire_at__lte=datetime(2026, 3, 2, 13, 0, 5, tzinfo=UTC)).exists()
+
+
+def test_a_dispatcher_whose_read_went_stale_fires_only_the_schedules_nobody_moved(make_schedule, monkeypatch):
+    from scheduler.services import firing
+
+    start = datetime(2026, 3, 2, 11, 59, tzinfo=UTC)
+    fire = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    now = fire + timedelta(seconds=3)
+    # cancel_other makes a second fire of the same time visible: it would cancel the first one's run
+    schedules = _hourly(make_schedule, 6, start=start, overlap_policy="cancel_other")
+    real_plan = firing._plan
+
+    def another_dispatcher_fires_half_of_them_first(due, *, now):
+        plans = real_plan(due, now=now)  # this dispatcher has read all six as due ...
+        monkeypatch.setattr(firing, "_plan", real_plan)
+        later = [s.pk for s in schedules[3:]]
+        Schedule.objects.filter(pk__in=later).update(enabled=False)
+        assert fire_due_schedules(now=now) == 3  # ... and another one fires three of them before it writes
+        Schedule.objects.filter(pk__in=later).update(enabled=True)
+        return plans
+
+    monkeypatch.setattr(firing, "_plan", another_dispatcher_fires_half_of_them_first)
+    assert fire_due_schedules(now=now) == 3
+
+    for schedule in schedules:
+        assert list(Run.objects.filter(schedule=schedule).values_list("logical_time", "status")) == [(fire, "QUEUED")]
+        schedule.refresh_from_db()
+        assert schedule.next_fire_at == fire + timedelta(hours=1) and schedule.last_fire_at == fire
+
+
+def test_without_bulk_update_support_each_schedule_is_moved_by_its_own_compare_and_set(make_schedule, monkeypatch):
+    from scheduler.services import bulk
+
+    monkeypatch.setattr(bulk, "supported", lambda: False)
+    start = datetime(2026, 3, 2, 11, 59, tzinfo=UTC)
+    schedules = _hourly(make_schedule, 4, start=start)
+    created, _, writes = _fire_queries(datetime(2026, 3, 2, 12, 0, 5, tzinfo=UTC))
+    assert created == 4 and [w.split()[0] for w in writes].count("UPDATE") == 4
+    assert fire_due_schedules(now=datetime(2026, 3, 2, 12, 0, 6, tzinfo=UTC)) == 0
+    assert all(Run.objects.filter(schedule=s).count() == 1 for s in schedules)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_dispatchers_fire_every_due_schedule_exactly_once(make_schedule):
+    """Four dispatchers (threads, each its own connection) fire the same 20 due schedules at once."""
+    import threading
+
+    start = datetime(2026, 3, 2, 11, 59, tzinfo=UTC)
+    # cancel_other: a second fire of the same time would cancel the first one's run
+    schedules = _hourly(make_schedule, 20, start=start, overlap_policy="cancel_other")
+    now = datetime(2026, 3, 2, 14, 0, 5, tzinfo=UTC)  # 12:00 to 14:00 missed: one run for 14:00 each
+    barrier = threading.Barrier(4)
+    created, errors = [], []
+
+    def dispatcher():
+        try:
+            barrier.wait(timeout=30)
+            created.append(fire_due_schedules(now=now))
+        except Exception as exc:  # noqa: BLE001  surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=dispatcher) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert sum(created) == 20
+    for schedule in schedules:
+        assert list(Run.objects.filter(schedule=schedule).values_list("logical_time", "status")) == [
+            (datetime(2026, 3, 2, 14, tzinfo=UTC), "QUEUED")]
