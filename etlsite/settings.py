@@ -181,6 +181,10 @@ ETL_DISPATCH_BATCH = envint("ETL_DISPATCH_BATCH", 200, minimum=1)
 ETL_RUN_BATCH_MAX = envint("ETL_RUN_BATCH_MAX", 16, minimum=1)
 # A worker running a batch writes the ends of the runs it finished at least this often.
 ETL_BATCH_FLUSH_SECONDS = envfloat("ETL_BATCH_FLUSH_SECONDS", 0.5, minimum=0.0)
+# A worker begins another run of its batch only within this many seconds of the batch's start; the runs it did not
+# begin go back to the broker as a new message. So a batch never runs into django-q2's timeout (Q_TIMEOUT), and a
+# long run does not hold short ones behind it.
+ETL_BATCH_BUDGET_SECONDS = envfloat("ETL_BATCH_BUDGET_SECONDS", 10.0, minimum=0.0)
 ETL_MAX_BACKFILL_WINDOWS = envint("ETL_MAX_BACKFILL_WINDOWS", 100_000, minimum=1)
 ETL_WEBHOOK_REPLAY_SECONDS = envint("ETL_WEBHOOK_REPLAY_SECONDS", 300, minimum=1)
 ETL_WEBHOOK_MAX_BYTES = envint("ETL_WEBHOOK_MAX_BYTES", 1_048_576, minimum=1)

@@ -31,6 +31,7 @@ from scheduler.models import Run, RunStatus, Schedule, TargetKind
 from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
 from scheduler.services.backfills import backfill_on_run_started
+from scheduler.services.dispatch import hand_off
 from scheduler.services.nodes import NodeLedger, nodes_done
 from scheduler.services.finish import Ending, Loaded, run_finish, runs_finish
 from scheduler.services.runlogs import (
@@ -184,9 +185,15 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
         backfill_on_run_started(run)
         transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
     pending: list[tuple[Ending, Any]] = []
-    flushed_at = time.monotonic()
+    flushed_at = began = time.monotonic()
+    budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
     try:
-        for run in runs:
+        for index, run in enumerate(runs):
+            if index and time.monotonic() - began > budget:
+                # past the budget: the runs not begun go back to the broker (their tokens still hold), so the
+                # batch stays far inside django-q2's timeout and a long run does not hold the rest behind it
+                _give_back(runs[index:], claimed_at=runs[0].started_at, pump=pump, now=clock())
+                break
             try:
                 with run_log_capture(run, clock=clock, store=False) as logs:
                     run_start_notes(logs, run, now=run.started_at)
@@ -239,6 +246,21 @@ def _claim(tokens: dict[int, str], *, now: datetime) -> list[Run]:
         run = loaded[pk]
         run.started_at, run.heartbeat_at, run.worker_id = now, now, me
     return [loaded[pk] for pk in free]
+
+
+def _give_back(runs: list[Run], *, claimed_at: datetime, pump: "HeartbeatPump", now: datetime) -> None:
+    """Runs of a batch this worker claimed but did not begin: unclaimed in one statement, sent again after commit."""
+    pairs = [(run.pk, run.dispatch_token) for run in runs]
+    for run_id, _ in pairs:
+        pump.unregister(run_id)
+    with transaction.atomic():
+        Run.objects.filter(_pairs_q(pairs), status=S.RUNNING, started_at=claimed_at, worker_id=worker_name()).update(
+            started_at=None, worker_id="", heartbeat_at=now)
+        returned = set(Run.objects.filter(_pairs_q(pairs), status=S.RUNNING, started_at__isnull=True)
+                       .values_list("pk", flat=True))
+        again = [pair for pair in pairs if pair[0] in returned]
+        transaction.on_commit(lambda: hand_off(again))
+    log.info("batch past its %s s budget: %d run(s) sent again", settings.ETL_BATCH_BUDGET_SECONDS, len(again))
 
 
 def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int, str]:

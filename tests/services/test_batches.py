@@ -246,3 +246,22 @@ def test_a_batch_whose_ends_cannot_be_written_stops_and_leaves_its_runs_to_gover
     assert set(Run.objects.filter(schedule=schedule).values_list("status", flat=True)) == {S.RUNNING}
     assert not RunLogLine.objects.filter(run_id=pairs[2][0]).exists()
     assert not set(HeartbeatPump.get().active) & {rid for rid, _ in pairs}
+
+
+def test_a_batch_past_its_budget_sends_the_runs_it_did_not_begin_again(make_schedule, now, settings):
+    """A batch never runs into django-q2's timeout: after the budget, the rest go back to the broker unclaimed,
+    costing no attempt, and the next delivery runs them."""
+    settings.ETL_BATCH_BUDGET_SECONDS = 0  # every run after the first is past the budget
+    schedule = make_schedule("many")
+    pairs = _admitted(schedule, 4, now)
+    sent: list[tuple[int, str]] = []
+    with mock.patch("scheduler.services.dispatch.enqueue_executions", side_effect=sent.extend), \
+            mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda *pair: sent.append(pair)):
+        out = execute_runs(pairs, clock=lambda: now)
+    assert out == {pairs[0][0]: S.SUCCEEDED, **{rid: "stale" for rid, _ in pairs[1:]}}
+    assert sorted(sent) == sorted(pairs[1:]), "the rest are sent again, with the tokens they hold"
+    rest = Run.objects.filter(pk__in=[rid for rid, _ in pairs[1:]])
+    assert {(r.status, r.started_at, r.worker_id, r.attempt) for r in rest} == {(S.RUNNING, None, "", 1)}
+    assert not set(HeartbeatPump.get().active) & {rid for rid, _ in pairs}
+    settings.ETL_BATCH_BUDGET_SECONDS = 60
+    assert execute_runs(pairs[1:], clock=lambda: now) == {rid: S.SUCCEEDED for rid, _ in pairs[1:]}
