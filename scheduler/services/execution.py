@@ -84,6 +84,8 @@ class HeartbeatPump(threading.Thread):
     def run(self) -> None:
         while not self.wake.wait(self.interval):
             if not self.active:
+                # idle: hand the connection back rather than hold a session open between runs
+                connection.close()
                 continue
             try:
                 close_old_connections()
