@@ -151,10 +151,7 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
         # transaction (tests, the benchmark) the connection is not ours to close
         close_old_connections()
     now = clock()
-    claimed = Run.objects.filter(
-        pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True
-    ).update(started_at=now, heartbeat_at=now, worker_id=worker_name())
-    if not claimed:
+    if not _claim(run_id, token, now=now):
         return "stale"  # cancelled, re-dispatched or already taken by another delivery
     run = Run.objects.select_related("schedule").get(pk=run_id)
     backfill_on_run_started(run)
@@ -170,7 +167,12 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
 
 
 def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] = timezone.now) -> dict[int, str]:
-    """Entry point of a worker for a batch of (run id, token): run id -> outcome status, 'stale', 'discarded'."""
+    """Entry point of a worker for a batch of (run id, token): run id -> outcome status, 'stale', 'discarded'.
+
+    The runs wait their turn unclaimed (the batch's heartbeat keeps them alive); each is claimed as it begins.
+    So a worker that dies mid-batch costs an attempt only to the run it was running: the runs it had not begun
+    are still unclaimed, and governance sends them again as lost messages.
+    """
     if len(pairs) == 1:
         run_id, token = pairs[0]
         return {run_id: execute_run(run_id, token, clock=clock)}
@@ -178,14 +180,12 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
         close_old_connections()
     tokens = dict(pairs)
     out = {run_id: "stale" for run_id in tokens}
-    runs = _claim(tokens, now=clock())
+    runs = _waiting(tokens)
     if not runs:
         return out
     pump = HeartbeatPump.get()
     for run in runs:
         pump.register(run.pk, run.dispatch_token)
-        backfill_on_run_started(run)
-        transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
     pending: list[tuple[Ending, Any]] = []
     flushed_at = began = time.monotonic()
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
@@ -194,12 +194,19 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
             if index and time.monotonic() - began > budget:
                 # past the budget: the runs not begun go back to the broker (their tokens still hold), so the
                 # batch stays far inside django-q2's timeout and a long run does not hold the rest behind it
-                _give_back(runs[index:], claimed_at=runs[0].started_at, pump=pump, now=clock())
+                _give_back(runs[index:], pump=pump)
                 break
+            now = clock()
+            if not _claim(run.pk, run.dispatch_token, now=now):
+                pump.unregister(run.pk)  # cancelled or re-dispatched while it waited: stale
+                continue
+            run.started_at, run.heartbeat_at, run.worker_id = now, now, worker_name()
+            backfill_on_run_started(run)
+            transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
             try:
                 with run_log_capture(run, clock=clock, store=False) as logs:
-                    run_start_notes(logs, run, now=run.started_at)
-                    ending = _execute_claimed(run, run.dispatch_token, now=clock(), clock=clock, logs=logs,
+                    run_start_notes(logs, run, now=now)
+                    ending = _execute_claimed(run, run.dispatch_token, now=now, clock=clock, logs=logs,
                                               settle=lambda e: e)
             except Exception:
                 # left RUNNING without a heartbeat: governance re-queues it as lost
@@ -228,41 +235,26 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
     return out
 
 
-def _claim(tokens: dict[int, str], *, now: datetime) -> list[Run]:
-    """Claim a batch's runs in one statement; the runs this worker now holds, in the message's order."""
+def _claim(run_id: int, token: str, *, now: datetime) -> bool:
+    """Take a run for this worker as it begins: only a run still waiting for this very message (a cancelled,
+    re-dispatched or already started one is stale)."""
+    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True)
+                .update(started_at=now, heartbeat_at=now, worker_id=worker_name()))
+
+
+def _waiting(tokens: dict[int, str]) -> list[Run]:
+    """A batch's runs that still wait for this message, in the message's order, with their schedules (one read)."""
     loaded = {r.pk: r for r in with_schedules(list(Run.objects.filter(pk__in=list(tokens))))}
-    # only a run still waiting for this very message may be taken (a cancelled,
-    # re-dispatched or already started one is stale)
-    free = [pk for pk in tokens if pk in loaded and loaded[pk].status == S.RUNNING
+    return [loaded[pk] for pk in tokens if pk in loaded and loaded[pk].status == S.RUNNING
             and loaded[pk].dispatch_token == tokens[pk] and loaded[pk].started_at is None]
-    if not free:
-        return []
-    me = worker_name()
-    claimed = Run.objects.filter(_pairs_q((pk, tokens[pk]) for pk in free), status=S.RUNNING,
-                                 started_at__isnull=True).update(started_at=now, heartbeat_at=now, worker_id=me)
-    if claimed != len(free):
-        # someone changed some of them between the read and the claim: keep the ones that carry our claim
-        ours = set(Run.objects.filter(pk__in=free, started_at=now, worker_id=me).values_list("pk", flat=True))
-        free = [pk for pk in free if pk in ours]
-    for pk in free:
-        run = loaded[pk]
-        run.started_at, run.heartbeat_at, run.worker_id = now, now, me
-    return [loaded[pk] for pk in free]
 
 
-def _give_back(runs: list[Run], *, claimed_at: datetime, pump: "HeartbeatPump", now: datetime) -> None:
-    """Runs of a batch this worker claimed but did not begin: unclaimed in one statement, sent again after commit."""
-    pairs = [(run.pk, run.dispatch_token) for run in runs]
-    for run_id, _ in pairs:
-        pump.unregister(run_id)
-    with transaction.atomic():
-        Run.objects.filter(_pairs_q(pairs), status=S.RUNNING, started_at=claimed_at, worker_id=worker_name()).update(
-            started_at=None, worker_id="", heartbeat_at=now)
-        returned = set(Run.objects.filter(_pairs_q(pairs), status=S.RUNNING, started_at__isnull=True)
-                       .values_list("pk", flat=True))
-        again = [pair for pair in pairs if pair[0] in returned]
-        transaction.on_commit(lambda: hand_off(again))
-    log.info("batch past its %s s budget: %d run(s) sent again", settings.ETL_BATCH_BUDGET_SECONDS, len(again))
+def _give_back(runs: list[Run], *, pump: "HeartbeatPump") -> None:
+    """Runs of a batch this worker did not begin: still unclaimed, so they go to the broker again as they are."""
+    for run in runs:
+        pump.unregister(run.pk)
+    hand_off([(run.pk, run.dispatch_token) for run in runs])
+    log.info("batch past its %s s budget: %d run(s) sent again", settings.ETL_BATCH_BUDGET_SECONDS, len(runs))
 
 
 def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int, str]:
