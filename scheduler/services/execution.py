@@ -2,7 +2,7 @@
 
 `execute_run` takes one run; `execute_runs` a batch the dispatcher packed into
 one broker message when the queue was deep (docs/semantics.md, "Batches"): one
-claim, one load, one heartbeat for the batch, and the ends written together by
+load and one heartbeat for the batch, each run claimed as it begins, and the ends written together by
 `finish.runs_finish` (each in its own savepoint), at the latest every
 ETL_BATCH_FLUSH_SECONDS so a long batch does not sit on finished results."""
 
@@ -151,7 +151,7 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
         # transaction (tests, the benchmark) the connection is not ours to close
         close_old_connections()
     now = clock()
-    if not _claim(run_id, token, now=now):
+    if not _claim(run_id, token, now=now, worker=worker_name()):
         return "stale"  # cancelled, re-dispatched or already taken by another delivery
     run = Run.objects.select_related("schedule").get(pk=run_id)
     backfill_on_run_started(run)
@@ -183,7 +183,7 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
     runs = _waiting(tokens)
     if not runs:
         return out
-    pump = HeartbeatPump.get()
+    pump, me = HeartbeatPump.get(), worker_name()
     for run in runs:
         pump.register(run.pk, run.dispatch_token)
     pending: list[tuple[Ending, Any]] = []
@@ -197,10 +197,10 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 _give_back(runs[index:], pump=pump)
                 break
             now = clock()
-            if not _claim(run.pk, run.dispatch_token, now=now):
+            if not _claim(run.pk, run.dispatch_token, now=now, worker=me):
                 pump.unregister(run.pk)  # cancelled or re-dispatched while it waited: stale
                 continue
-            run.started_at, run.heartbeat_at, run.worker_id = now, now, worker_name()
+            run.started_at, run.heartbeat_at, run.worker_id = now, now, me
             backfill_on_run_started(run)
             transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
             try:
@@ -235,11 +235,11 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
     return out
 
 
-def _claim(run_id: int, token: str, *, now: datetime) -> bool:
+def _claim(run_id: int, token: str, *, now: datetime, worker: str) -> bool:
     """Take a run for this worker as it begins: only a run still waiting for this very message (a cancelled,
     re-dispatched or already started one is stale)."""
     return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True)
-                .update(started_at=now, heartbeat_at=now, worker_id=worker_name()))
+                .update(started_at=now, heartbeat_at=now, worker_id=worker))
 
 
 def _waiting(tokens: dict[int, str]) -> list[Run]:
