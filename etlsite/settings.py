@@ -175,6 +175,18 @@ ETL_GOVERNANCE_INTERVAL = envfloat("ETL_GOVERNANCE_INTERVAL", 15.0, minimum=0.1)
 ETL_LEASE_SECONDS = envfloat("ETL_LEASE_SECONDS", 20.0, minimum=1.0)
 ETL_HEARTBEAT_SECONDS = envfloat("ETL_HEARTBEAT_SECONDS", 5.0, minimum=0.1)
 ETL_STUCK_SECONDS = envfloat("ETL_STUCK_SECONDS", 60.0, minimum=1.0)
+# A RUNNING run asked to stop (cancel, timeout) gets this long to stop by itself; then a command's process group
+# gets SIGKILL and a Python pipeline's worker process is ended (docs/semantics.md, "Stopping a run").
+ETL_CANCEL_GRACE_SECONDS = envfloat("ETL_CANCEL_GRACE_SECONDS", 30.0, minimum=0.0)
+# A worker that could not renew its heartbeat for this long stops its own runs (fencing), so it has stopped before
+# governance may call them lost (ETL_STUCK_SECONDS) and start another copy.
+ETL_FENCE_SECONDS = envfloat(
+    "ETL_FENCE_SECONDS", max(ETL_STUCK_SECONDS / 2, ETL_STUCK_SECONDS - 3 * ETL_HEARTBEAT_SECONDS), minimum=0.1
+)
+if ETL_FENCE_SECONDS >= ETL_STUCK_SECONDS:
+    raise ImproperlyConfigured(
+        f"ETL_FENCE_SECONDS: must be less than ETL_STUCK_SECONDS ({ETL_STUCK_SECONDS:g}), got {ETL_FENCE_SECONDS:g}"
+    )
 ETL_DISPATCH_BATCH = envint("ETL_DISPATCH_BATCH", 200, minimum=1)
 # When a tick admits more runs than the cluster has workers, up to this many go in one broker message
 # and one worker runs them one after another (1: one run per message always). docs/semantics.md, "Batches".

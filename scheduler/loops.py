@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from scheduler.services.alerts import alerts_shutdown, alerts_tick
 from scheduler.services.dispatch import dispatch_tick
-from scheduler.services.governance import governance_tick
+from scheduler.services.governance import governance_tick, stopped_runs_of_dead_workers
+from scheduler.services.supervisor import pid_alive
 from scheduler.services.leases import lease_acquire, lease_release
 
 log = logging.getLogger(__name__)
@@ -93,9 +94,19 @@ class LeasedLoop(threading.Thread):
         self.stop_event.set()
 
 
+REAPER_INTERVAL = 0.5
+
+
+def reaper_tick(*, now, holder: str) -> list[int]:
+    """This machine's runs whose worker process ended while they were being stopped get their end at once."""
+    return stopped_runs_of_dead_workers(now=now, host=socket.gethostname(), alive=pid_alive)
+
+
 def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
     holder = holder_id(cluster)
     loops = [
+        # one per machine (worker pids are only meaningful here): the clusters of a machine share its lease
+        LeasedLoop(f"reaper@{socket.gethostname()}"[:64], REAPER_INTERVAL, reaper_tick, holder),
         LeasedLoop("dispatch", settings.ETL_DISPATCH_INTERVAL, dispatch_tick, holder),
         LeasedLoop("governance", settings.ETL_GOVERNANCE_INTERVAL, governance_tick, holder),
         # alerts wait in their table, not behind pipelines in the worker queue: a small pool of their own sends them

@@ -40,6 +40,7 @@ from .pipeline import IdentityTransform, Pipeline, PipelineResult, Sink, Source,
 from .queue import QueuedItem, plan_admissions, queue_order
 from .ratelimit import next_allowed_start
 from .retry import RetryPolicy, with_retry
+from .stop import RunStopped, StopToken
 from .windows import (
     INT64_MAX,
     INT64_MIN,
@@ -65,6 +66,9 @@ __all__ = [
     # retry
     "RetryPolicy",
     "with_retry",
+    # stop requests
+    "RunStopped",
+    "StopToken",
     # pipeline
     "IdentityTransform",
     "Pipeline",

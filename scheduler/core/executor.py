@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
+from . import stop
 from .dag import topological_order
 from .errors import EtlError
 from .ledger import Ledger, Outcome, RunRecord
@@ -119,7 +120,9 @@ class Executor:
         report = RunReport()
         failed: set[str] = set()
         blocked: set[str] = set()
+        token = stop.current()
         for task_id in order:
+            token.check()  # between nodes: a stopped run starts no further node
             # Gate one node at a time, as results arrive (same rule as dag.gate).
             if any(up in failed or up in blocked for up in upstreams.get(task_id, ())):
                 blocked.add(task_id)
@@ -169,7 +172,8 @@ class Executor:
 
         pipeline.on_retry = count
         try:
-            result = pipeline.run(sleep=self.sleep)
+            with stop.current().node_timeout(task_id, pipeline.timeout_seconds):
+                result = pipeline.run(sleep=self.sleep)
         except Exception as exc:  # any pipeline error is a recorded failure, not a crash
             return RunRecord(task_id, Outcome.FAILED, started, self.clock(), reason=_reason(exc), attempts=tries[0])
         finally:

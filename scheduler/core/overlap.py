@@ -7,7 +7,11 @@ same schedule is still active (queued, waiting or running)
 * ``buffer_one``: queues behind the active run, at most one such run; more
   fires are skipped;
 * ``buffer_all``: queues; the gate runs them one at a time, oldest first;
-* ``cancel_other``: cancels the active runs and queues;
+* ``cancel_other``: asks the active runs to stop (a running one gets the
+  grace period to stop by itself) and queues; the new run starts once the old
+  one has really stopped;
+* ``terminate_other``: as cancel_other, but a running run is killed at once
+  (no grace: SIGKILL for a command, the worker process for Python code);
 * ``allow_all``: queues; runs overlap freely.
 
 Catch-up: the fires missed while the scheduler was down become one run for
@@ -22,10 +26,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER, ALLOW_ALL = "skip", "buffer_one", "buffer_all", "cancel_other", "allow_all"
-OVERLAP_POLICIES = (SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER, ALLOW_ALL)
+TERMINATE_OTHER = "terminate_other"
+OVERLAP_POLICIES = (SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER, TERMINATE_OTHER, ALLOW_ALL)
 LATEST, ALL, NONE = "latest", "all", "none"
 #: Policies under which runs of one schedule never run at the same time.
-SERIAL_POLICIES = frozenset({SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER})
+SERIAL_POLICIES = frozenset({SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER, TERMINATE_OTHER})
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class OverlapDecision:
     fires: list[Fire]
     cancel: list[int] = field(default_factory=list)  # ids of active runs to cancel first
     cancel_reason: str = ""
+    force: bool = False  # terminate_other: a running run is killed at once, without the grace period
 
 
 def _stamp(at: datetime) -> str:
@@ -59,12 +65,13 @@ def decide_overlap(policy: str, active: Sequence[ActiveRun], fires: Sequence[dat
         raise ValueError(f"unknown overlap policy {policy!r}")
     if policy in (ALLOW_ALL, BUFFER_ALL) or not fires:
         return OverlapDecision([Fire(at) for at in fires])
-    if policy == CANCEL_OTHER:
+    if policy in (CANCEL_OTHER, TERMINATE_OTHER):
         last = fires[-1]
-        out = [Fire(at, f"overlap policy cancel_other: superseded by the fire at {_stamp(last)}") for at in fires[:-1]]
+        out = [Fire(at, f"overlap policy {policy}: superseded by the fire at {_stamp(last)}") for at in fires[:-1]]
         out.append(Fire(last))
         return OverlapDecision(out, [a.id for a in active],
-                               f"overlap policy cancel_other: replaced by the fire at {_stamp(last)}")
+                               f"overlap policy {policy}: replaced by the fire at {_stamp(last)}",
+                               force=policy == TERMINATE_OTHER)
     # skip and buffer_one: fires of this batch count as active once queued
     live = [(f"run {a.id}", a.status) for a in active]
     room = 1 if policy == SKIP else 2

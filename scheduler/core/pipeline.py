@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
+from . import stop
 from .retry import RetryPolicy, with_retry
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,8 @@ class Pipeline:
         refresh_after: timedelta | None = None,
         watermark_column: str | None = None,
         *,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
+        timeout_seconds: float | None = None,
     ) -> None:
         self.source = source
         self.transform: Transform = transform if transform is not None else IdentityTransform()
@@ -63,7 +64,10 @@ class Pipeline:
         self.on_retry: Callable[[int, BaseException, float], None] | None = None
         self.refresh_after = refresh_after
         self.watermark_column = watermark_column
-        self.sleep = sleep
+        # None: a back-off sleep that wakes (and stops the run) when the run is asked to stop
+        self.sleep = sleep or _stoppable_sleep
+        # a workflow node's own time limit (the executor applies it; a schedule has timeout_seconds)
+        self.timeout_seconds = timeout_seconds
 
     def run(self, *, sleep: Callable[[float], None] | None = None) -> PipelineResult:
         """Extract (with retries), transform, load once; `sleep` overrides the pipeline's."""
@@ -73,9 +77,13 @@ class Pipeline:
             self.policy, lambda: list(self.source.extract()), sleep=sleep or self.sleep, on_retry=self._before_retry
         )
         log.info("extracted %d record(s) from %r", len(raw), self.source)
+        stop.check()
         rows: list[dict] = []
-        for record in raw:
+        for index, record in enumerate(raw):
+            if index % 1000 == 999:
+                stop.check()
             rows.extend(self.transform.apply(record))
+        stop.check()
         count = self.sink.load(rows)
         log.info("loaded %d row(s) into %r", count, self.sink)
         return PipelineResult(rows=count, max_value=self._max_value(rows))
@@ -100,3 +108,10 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({self.source!r} -> {self.transform!r} -> {self.sink!r})"
+
+
+def _stoppable_sleep(seconds: float) -> None:
+    """time.sleep that ends early, raising RunStopped, when the run is asked to stop."""
+    token = stop.current()
+    token.wait(seconds)
+    token.check()

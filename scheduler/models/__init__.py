@@ -15,6 +15,7 @@ from scheduler.models.choices import (
     OverlapPolicy,
     OVERLAP_SKIP_REASON,
     RunStatus,
+    StopKind,
     TargetKind,
     TriggerKind,
     WatermarkChange,
@@ -35,7 +36,7 @@ __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
-    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
+    "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
     "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

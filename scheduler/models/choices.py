@@ -36,6 +36,7 @@ class TriggerKind(models.TextChoices):
 class TargetKind(models.TextChoices):
     PIPELINE = "pipeline", "Pipeline"
     WORKFLOW = "workflow", "Workflow"
+    COMMAND = "command", "Command"
 
 
 class Condition(models.TextChoices):
@@ -51,7 +52,8 @@ class OverlapPolicy(models.TextChoices):
     SKIP = "skip", "Skip: the fire becomes a SKIPPED run"
     BUFFER_ONE = "buffer_one", "Buffer one: queue at most one run behind the active one"
     BUFFER_ALL = "buffer_all", "Buffer all: queue every fire, run them one at a time"
-    CANCEL_OTHER = "cancel_other", "Cancel other: cancel the active run, start the new one"
+    CANCEL_OTHER = "cancel_other", "Cancel other: ask the active run to stop, start the new one once it has"
+    TERMINATE_OTHER = "terminate_other", "Terminate other: kill the active run at once, start the new one"
     ALLOW_ALL = "allow_all", "Allow all: runs overlap freely"
 
 
@@ -60,6 +62,15 @@ class OverlapPolicy(models.TextChoices):
 #: look past them.
 OVERLAP_SKIP_REASON = "overlap policy"
 CATCHUP_SKIP_REASON = "catch-up policy"
+
+
+class StopKind(models.TextChoices):
+    """Why a RUNNING run was asked to stop (it shows as STOPPING until its work has ended)."""
+
+    CANCEL = "cancel", "Cancelled"
+    TIMEOUT = "timeout", "Timed out"
+    FENCE = "fence", "Fenced: its worker lost the database"
+    TERMINATE = "terminate", "Terminated"
 
 
 class CatchupPolicy(models.TextChoices):
@@ -115,6 +126,7 @@ class AlertKind(models.TextChoices):
     DEPENDENCY_TIMEOUT = "dependency_timeout", "Dependency timeout"
     GOVERNANCE_LATE = "governance_late", "Governance loop late"
     FRESHNESS_BREACHED = "freshness_breached", "Freshness objective breached"
+    DEADLINE_MISSED = "deadline_missed", "Run missed its deadline"
 
 
 class FreshnessMeasure(models.TextChoices):

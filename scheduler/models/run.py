@@ -1,6 +1,6 @@
 from django.db import models
 
-from scheduler.models.choices import RunStatus, TriggerKind
+from scheduler.models.choices import RunStatus, StopKind, TriggerKind
 
 
 def interval_text(low: str, high: str) -> str:
@@ -56,6 +56,16 @@ class Run(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns",
         help_text="The finished run a person re-ran (same params and window).",
     )
+    stop_requested_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When a RUNNING run was asked to stop: it shows as STOPPING and keeps its slot until its work ended.",
+    )
+    stop_kind = models.CharField(max_length=16, choices=StopKind.choices, blank=True, help_text="Why it must stop.")
+    stop_reason = models.CharField(max_length=300, blank=True, help_text="The stop request's reason, as asked.")
+    exit_code = models.IntegerField(null=True, blank=True, help_text="A command run's exit status (-N: killed by signal N).")
+    deadline_missed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When governance found the run not SUCCEEDED past its schedule's deadline."
+    )
     propagate = models.BooleanField(
         default=True,
         help_text="Whether this run's end starts or blocks its downstream schedules (off for 're-run just this').",
@@ -88,6 +98,16 @@ class Run(models.Model):
     def window_text(self) -> str:
         """The window as read: [low, high) for datetimes, (low, high] for integers; empty without one."""
         return interval_text(self.window_low, self.window_high)
+
+    @property
+    def stopping(self) -> bool:
+        """A RUNNING run asked to stop whose work has not ended yet."""
+        return self.status == RunStatus.RUNNING and self.stop_requested_at is not None
+
+    @property
+    def shown_status(self) -> str:
+        """The status as pages show it: STOPPING for a RUNNING run asked to stop."""
+        return "STOPPING" if self.stopping else self.status
 
     @property
     def is_final(self) -> bool:

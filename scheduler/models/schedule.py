@@ -13,7 +13,24 @@ class Schedule(models.Model):
     target_kind = models.CharField(
         max_length=16, choices=TargetKind.choices, default=TargetKind.PIPELINE, help_text="Run a pipeline or a workflow."
     )
-    target_id = models.CharField(max_length=200, help_text="Registered pipeline or workflow id.")
+    target_id = models.CharField(
+        max_length=200, blank=True, help_text="Registered pipeline or workflow id (empty for a command)."
+    )
+    command = models.JSONField(
+        default=dict, blank=True,
+        help_text='A command target: {"argv": ["dbt", "build"], "cwd": "/srv/dbt", "env": {"K": "v"}, '
+                  '"shell": false}. Run without a shell, in its own process group; empty for other targets.',
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Stop a run (each attempt) that runs longer than this; it ends FAILED \"timed out after N s\". "
+                  "Empty: no limit.",
+    )
+    deadline_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="A run not SUCCEEDED this long after its logical time raises one alert to the owning team. "
+                  "Empty: no deadline.",
+    )
     enabled = models.BooleanField(default=True, help_text="Disabled schedules do not fire.")
     priority = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(0), MaxValueValidator(9)], help_text="0..9, higher runs first."

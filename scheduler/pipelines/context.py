@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from scheduler.core import Window
+from scheduler.core import Window, stop
 
 
 @dataclass(frozen=True)
@@ -21,3 +21,11 @@ class RunContext:
     # the backfill's id when this run replays a backfill window, else None:
     # `if ctx.backfill:` tells a backfill from a live run
     backfill: int | None = None
+
+    def cancelled(self) -> bool:
+        """True once the run was asked to stop (a cancel, its timeout): finish the batch at hand and return."""
+        return stop.cancelled()
+
+    def check_cancelled(self) -> None:
+        """Raise RunStopped when the run was asked to stop; call it between batches of work."""
+        stop.check()

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from scheduler.core import ConfigError, EtlError, Window
+from scheduler.core import ConfigError, EtlError, Window, stop
 
 from .values import coerce_like, sql_text_value, window_bounds
 
@@ -96,6 +96,8 @@ class FileSource:
 
     def extract(self) -> Iterator[dict]:
         for number, record in self._records():
+            if number % 1000 == 0:
+                stop.check()  # between batches of lines: a stopped run reads no further
             if self.window is None or self._inside(number, record):
                 yield record
 
@@ -166,5 +168,7 @@ class CsvSink:
         writer = csv.DictWriter(handle, fieldnames=columns)
         if header:
             writer.writeheader()
-        for row in rows:
+        for index, row in enumerate(rows):
+            if index % 1000 == 999:
+                stop.check()  # a stopped run's file is not replaced (the temporary file is removed)
             writer.writerow({k: sql_text_value(v) for k, v in row.items()})

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler.core import ConfigError, EtlError
+from scheduler.core import ConfigError, EtlError, stop
 
 from .values import iso_utc, window_bounds
 
@@ -140,4 +140,5 @@ class HttpJsonSource:
         raise EtlError(f"{self!r}: expected a list of records, got {type(node).__name__}")
 
     def extract(self) -> Iterator[Any]:
+        stop.check()
         yield from self.records(self.fetch())

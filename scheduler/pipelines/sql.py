@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 from urllib.parse import urlsplit, urlunsplit
 
-from scheduler.core import ConfigError, EtlError, Window
+from scheduler.core import ConfigError, EtlError, Window, stop
 
 from .values import (
     check_identifier,
@@ -38,6 +38,7 @@ from .values import (
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
+LOAD_BATCH = 1000  # rows per executemany; a stop request is checked between them
 _URL_SCHEMES = {"sqlite": SQLITE, "postgres": POSTGRESQL, "postgresql": POSTGRESQL}
 _MIN_SQLITE = (3, 24, 0)  # first release with INSERT ... ON CONFLICT DO UPDATE
 
@@ -263,6 +264,7 @@ class SqlSource:
                     cur.execute(sql, binds) if binds is not None else cur.execute(sql)
                     names = _column_names(cur.description)
                     while True:
+                        stop.check()  # between batches: a stopped run reads no further
                         batch = cur.fetchmany(self.batch_size)
                         if not batch:
                             break
@@ -388,7 +390,10 @@ class SqlSink:
                     try:
                         if self.create:
                             cur.execute(self.create_statement(rows, columns, db.dialect))
-                        cur.executemany(sql, values)
+                        for i in range(0, len(values), LOAD_BATCH):
+                            # between batches: a stopped run's transaction rolls back, so none of its rows count
+                            stop.check()
+                            cur.executemany(sql, values[i:i + LOAD_BATCH])
                     finally:
                         cur.close()
             except _db_errors() as exc:

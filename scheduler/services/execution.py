@@ -27,13 +27,18 @@ from scheduler import signals
 from scheduler.core import Executor, Pipeline, RetryPolicy, RunReport, Window, compute_window
 from scheduler.core.windows import reached_until
 from scheduler.core.errors import PermanentError
-from scheduler.models import Run, RunStatus, Schedule, TargetKind
+from scheduler.core.stop import FENCE, TIMEOUT, RunStopped
+from scheduler.models import Run, RunStatus, Schedule, StopKind, TargetKind
 from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
+from scheduler.services import supervisor
 from scheduler.services.backfills import backfill_on_run_started
+from scheduler.services.commands import (
+    CommandFailed, command_execute, command_spec_check, command_tempdir, run_env,
+)
 from scheduler.services.dispatch import hand_off
 from scheduler.services.nodes import NodeLedger, nodes_done
-from scheduler.services.finish import Ending, Loaded, run_finish, runs_finish
+from scheduler.services.finish import Ending, Loaded, run_finish, run_stop_request, runs_finish, stop_outcome
 from scheduler.services.runlogs import (
     captures_store, run_log_capture, run_start_notes, save_pending, window_note,
 )
@@ -95,11 +100,28 @@ class HeartbeatPump(threading.Thread):
                 connection.close()
 
     def beat(self, now: datetime) -> int:
-        """One statement for every run this process holds (a batch beats once); returns the runs touched."""
+        """One statement for every run this process holds (a batch beats once); returns the runs touched.
+
+        The same beat reads the stop requests of those runs (a cancel) and writes the ones the supervisor found
+        itself (a timeout), so a stop reaches the code within one heartbeat interval.
+        """
         beating = dict(self.active)
         if not beating:
             return 0
+        began = time.monotonic()
         touched = Run.objects.filter(_pairs_q(beating.items()), status=S.RUNNING).update(heartbeat_at=now)
+        watchdog = supervisor.Supervisor.get()
+        watchdog.beat_ok(began)
+        for run_id, kind, reason in (Run.objects.filter(_pairs_q(beating.items()), stop_requested_at__isnull=False)
+                                     .values_list("pk", "stop_kind", "stop_reason")):
+            watchdog.request(run_id, kind, reason)
+        for control in watchdog.active():
+            request = control.requested
+            if request is not None and not control.recorded and request.kind == StopKind.TIMEOUT:
+                control.recorded = True  # shown as STOPPING (timed out) while the code winds down
+                stopping = Run.objects.select_related("schedule").filter(pk=control.run_id).first()
+                if stopping is not None:
+                    run_stop_request(run=stopping, kind=request.kind, reason=request.reason, now=now, actor="worker")
         save_pending()  # the run page follows a running run's log at this pace
         return touched
 
@@ -213,6 +235,10 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 log.exception("run %s of a batch stopped on an unexpected error", run.pk)
                 pump.unregister(run.pk)
                 continue
+            if ending is None:  # fenced: this worker lost the database; governance settles the run
+                pump.unregister(run.pk)
+                out[run.pk] = "fenced"
+                continue
             pending.append((ending, logs))
             if time.monotonic() - flushed_at >= settings.ETL_BATCH_FLUSH_SECONDS:
                 # a write that fails (the database is gone) stops the batch: what was not written is
@@ -275,6 +301,16 @@ def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int
 
 
 def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:
+    """The claimed run to its end; an error anywhere (the window's math, a bad definition, the pipeline) fails it
+    at once with the real error, rather than leaving it RUNNING for governance to call lost."""
+    try:
+        return _execute_guarded(run, token, now=now, clock=clock, logs=logs, settle=settle)
+    except Exception as exc:
+        logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
+        return _report_failure(run, token, exc, clock=clock, settle=settle)
+
+
+def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:
     try:
         config, window, capped = _window_for(run, now)
     except NothingToRead as exc:
@@ -286,18 +322,80 @@ def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle
         logical_time=run.logical_time, attempt=run.attempt,
         watermark_column=config.column if config else None, backfill=run.backfill_id,
     )
-    try:
-        rows, max_value, report = _run_target(run, token, ctx, clock)
-    except Exception as exc:
-        logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
-        return _report_failure(run, token, exc, clock=clock, settle=settle)
+    timeout = run.schedule.timeout_seconds
+    if timeout:
+        logs.note(f"timeout {timeout} s")
+    with supervisor.watch(run.pk, token, timeout=timeout, on_force=_last_words(logs)) as control:
+        try:
+            rows, max_value, report, exit_code = _run_target(run, token, ctx, clock, control=control, logs=logs)
+            if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
+                window, max_value = _command_mark(config, window, max_value)
+        except RunStopped as stopped:
+            return _report_stopped(run, token, stopped.kind, stopped.reason, control=control, logs=logs,
+                                   clock=clock, settle=settle)
+        except CommandFailed as exc:
+            reason = str(exc)[:500]
+            error = f"{exc}\n--- last lines ---\n{exc.tail}" if exc.tail else str(exc)
+            return _report(run, token, new=S.FAILED, reason=reason, error=error[-8000:], exit_code=exc.exit_code,
+                           retryable=True, clock=clock, settle=settle)
+        except Exception as exc:
+            logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
+            return _report_failure(run, token, exc, clock=clock, settle=settle)
+        if control.requested is not None:
+            # the code returned after it was asked to stop: nothing it did since counts as the run's result
+            request = control.requested
+            return _report_stopped(run, token, request.kind, request.reason, control=control, logs=logs,
+                                   clock=clock, settle=settle, exit_code=exit_code)
     if report is not None and not report.ok:
         failed = report.failed[0] if report.failed else (report.blocked[0] if report.blocked else "?")
         reason = next((r.reason for r in report.records if r.task_id == failed and r.reason), "")
         return _report(run, token, new=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500],
                        error=reason, rows=rows, report=report, clock=clock, settle=settle)
     return _report(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
-                   max_value=max_value, report=report, clock=clock, settle=settle)
+                   max_value=max_value, report=report, exit_code=exit_code, clock=clock, settle=settle)
+
+
+def _last_words(logs) -> Callable[[str], None]:
+    """What the supervisor calls before it ends the process of a run that ignored its stop: the note, stored."""
+    def note(text: str) -> None:
+        logs.note(text, level="ERROR", force=True)
+        logs.save()
+    return note
+
+
+def _report_stopped(run: Run, token: str, kind: str, reason: str, *, control, logs, clock, settle,
+                    exit_code: int | None = None) -> Any:
+    """The end of a run whose code stopped on a request: CANCELLED, or FAILED for a timeout (retried while
+    attempts last). A fenced run's end is not written: its worker lost the database, and governance settles it."""
+    elapsed = clock() - run.started_at if run.started_at else None
+    took = f" {elapsed.total_seconds():.1f} s after it began" if elapsed is not None else ""
+    logs.note(f"stopped ({kind}){took}: {reason}", level="WARNING", force=True)
+    if kind == FENCE:
+        return settle(None)
+    status, why = stop_outcome(kind=kind, reason=reason)
+    return _report(run, token, new=status, reason=why, error=why if status == S.FAILED else "", exit_code=exit_code,
+                   stopped=True, retryable=kind == TIMEOUT, clock=clock, settle=settle)
+
+
+def _command_mark(config, window: Window | None, reported: Any) -> tuple[Window | None, Any]:
+    """The watermark a command reported in its result file, read against the schedule's mark.
+
+    Integer marks move to the reported value (the largest loaded). Datetime
+    marks move to the window's high end, or to the reported time when the
+    command loaded less than its window.
+    """
+    if reported is None:
+        return window, None
+    try:
+        value = decode_value(config, str(reported))
+    except (TypeError, ValueError):
+        kind = "an ISO datetime" if config.is_datetime else "an integer"
+        raise CommandFailed(f"ETL_RESULT_FILE: watermark must be {kind}, got {reported!r}", exit_code=0) from None
+    if config.is_datetime:
+        if window is not None and window.low <= value < window.high:
+            return Window(window.low, value), None
+        return window, None
+    return window, value
 
 
 def retry_policy_for(pipeline: Pipeline, schedule: Schedule, budget_left: int) -> RetryPolicy:
@@ -339,8 +437,23 @@ def _prepare_node(pipeline: Pipeline, schedule: Schedule) -> Pipeline:
     return pipeline
 
 
-def _run_target(run: Run, token: str, ctx: RunContext, clock) -> tuple[int, Any, RunReport | None]:
+def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
+                ) -> tuple[int | None, Any, RunReport | None, int | None]:
+    """(rows, largest value loaded or a command's reported mark, workflow report, a command's exit code)."""
     schedule = run.schedule
+    if schedule.target_kind == TargetKind.COMMAND:
+        spec = command_spec_check(schedule.command)
+        window = ctx.window
+        with command_tempdir(run.pk) as tmp:
+            result_file = os.path.join(tmp, "result.json")
+            env = run_env(
+                run_id=run.pk, schedule=schedule.name, logical_time=run.logical_time,
+                window_low=encode_value(window.low) if window else "", window_high=encode_value(window.high) if window else "",
+                params=ctx.params, attempt=run.attempt, backfill=run.backfill_id, result_file=result_file,
+                extra=spec.get("env", {}),
+            )
+            result = command_execute(spec=spec, env=env, control=control, logs=logs, result_file=result_file)
+        return result.rows, result.watermark, None, result.exit_code
     if schedule.target_kind == TargetKind.WORKFLOW:
         workflow = get_workflow(schedule.target_id)
         if ctx.window is not None and not (run.window_low or run.window_high):
@@ -355,13 +468,13 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock) -> tuple[int, Any,
         for upstream, downstream in workflow.deps:
             executor.add_dep(downstream, upstream)
         report = executor.run()
-        return report.rows, None, report
+        return report.rows, None, report, None
     spec = get_pipeline(schedule.target_id)
     pipeline = _prepare(spec.factory(ctx), run, token)
     if ctx.watermark_column and not pipeline.watermark_column:
         pipeline.watermark_column = ctx.watermark_column
     result = pipeline.run()
-    return result.rows, result.max_value, None
+    return result.rows, result.max_value, None, None
 
 
 def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) -> Any:
@@ -375,30 +488,36 @@ def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) 
 
 def _report(run: Run, token: str, *, new: str, clock, settle, reason: str = "", error: str = "",
             rows: int | None = None, config=None, window=None, capped: bool = False, max_value: Any = None,
-            report: RunReport | None = None) -> Any:
+            report: RunReport | None = None, exit_code: int | None = None, stopped: bool = False,
+            retryable: bool = False) -> Any:
     """The run's end as an `Ending`, handed to `settle` (finish it now, or keep it for the batch's flush)."""
     now = clock()
     fields: dict[str, Any] = {"heartbeat_at": now}
     if error:
         fields["error"] = error
+    if exit_code is not None:
+        fields["exit_code"] = exit_code
     if rows is not None:
         fields["rows_loaded"] = rows
     if report is not None:
         fields["report"] = report.to_dict()
     if window is not None:
         fields["window_low"], fields["window_high"] = encode_value(window.low), encode_value(window.high)
-    loaded = Loaded(config, window, max_value, capped) if config is not None else None
-    return settle(Ending(run=run, status=new, now=now, reason=reason, token=token, fields=fields, loaded=loaded))
+    loaded = Loaded(config, window, max_value, capped) if config is not None and new == S.SUCCEEDED else None
+    return settle(Ending(run=run, status=new, now=now, reason=reason, token=token, fields=fields, loaded=loaded,
+                         stopped=stopped, retryable=retryable))
 
 
-def _settle(ending: Ending) -> str:
-    """A lone run's end, written at once."""
+def _settle(ending: Ending | None) -> str:
+    """A lone run's end, written at once (None: a fenced run, whose end is governance's to write)."""
+    if ending is None:
+        return "fenced"
     e = ending
     if not run_finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token, fields=e.fields,
-                      loaded=e.loaded):
+                      loaded=e.loaded, stopped=e.stopped, retryable=e.retryable):
         log.info("run %s was changed by someone else (cancelled or lost); result discarded", e.run.pk)
         return "discarded"
-    return e.status
+    return e.run.status
 
 
 __all__ = ["execute_run", "execute_runs", "retry_policy_for"]

@@ -27,17 +27,18 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from scheduler import signals
-from scheduler.core import WatermarkConfig, Window, advance
+from scheduler.core import RetryPolicy, WatermarkConfig, Window, advance
 from scheduler.models import (
-    Backfill, BackfillStatus, BackfillWindow, BreakerStatus, Run, RunStatus, Schedule, TriggerKind, WindowStatus,
+    Backfill, BackfillStatus, BackfillWindow, BreakerStatus, Run, RunStatus, Schedule, StopKind, TriggerKind,
+    WindowStatus,
 )
 from scheduler.services import bulk, dependencies
 from scheduler.services.audit import audit_build, audit_record, audit_record_many
@@ -90,22 +91,29 @@ class Ending:
     token: str | None = None
     fields: dict[str, Any] | None = None
     loaded: Loaded | None = None
+    stopped: bool = False  # the end of a stop request (stop_ending), not the code's own verdict
+    retryable: bool = False  # a FAILED attempt that is re-queued while the run's attempts last (a command, a timeout)
 
 
 # --- the public transitions ---------------------------------------------------
 
 def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
                fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None,
-               loaded: Loaded | None = None, actor: Any = None, audit_action: str = "") -> bool:
+               loaded: Loaded | None = None, actor: Any = None, audit_action: str = "", stopped: bool = False,
+               retryable: bool = False) -> bool:
     """Make `run` final with `status`; False when someone else changed it first.
 
     `token` (a worker's dispatch token) is part of the compare-and-set, so a
     worker whose run was cancelled or re-queued meanwhile changes nothing.
-    `actor` + `audit_action` write an audit entry in the same transaction.
+    A worker's own verdict (SUCCEEDED, FAILED) also needs the run not to have
+    been asked to stop: if it was, the stop's outcome is written instead
+    (nothing the code did after the request counts). `actor` + `audit_action`
+    write an audit entry in the same transaction.
     """
     with transaction.atomic():
         return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
-                       blocked_by=blocked_by, loaded=loaded, actor=actor, audit_action=audit_action)
+                       blocked_by=blocked_by, loaded=loaded, actor=actor, audit_action=audit_action,
+                       stopped=stopped, retryable=retryable)
 
 
 def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
@@ -137,21 +145,89 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
             try:
                 with transaction.atomic():
                     done = _finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token,
-                                   fields=e.fields, loaded=e.loaded, children=children)
+                                   fields=e.fields, loaded=e.loaded, children=children, stopped=e.stopped,
+                                   retryable=e.retryable)
             except Exception:  # one run's failing end must not roll back the others'
                 log.exception("could not finish run %s; left to governance", e.run.pk)
                 out[e.run.pk] = "error"
                 continue
-            out[e.run.pk] = e.status if done else "discarded"
+            out[e.run.pk] = e.run.status if done else "discarded"
     return out
 
 
-def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None) -> bool:
-    """A person cancels a run that is not final. A RUNNING run's worker finds out at its final CAS."""
+def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None, force: bool = False) -> bool:
+    """A person (or an overlap policy) cancels a run that is not final; False when someone else changed it first.
+
+    A run that has not begun (queued, waiting, admitted but not claimed by a
+    worker) is CANCELLED at once. A run whose code is executing is asked to
+    stop instead: it shows as STOPPING, keeps its class slot and its
+    schedule's serial gate, and becomes CANCELLED only when its worker
+    reports that the work has ended (or, past the grace period, killed it).
+    `force` (terminate) kills it at once, without the grace period; asking
+    again with `force` escalates a pending cancel.
+    """
     if run.is_final:
         raise ServiceError(f"run {run.pk} is already {run.status}", field="run")
-    return run_finish(run=run, status=S.CANCELLED, now=now or timezone.now(), reason=reason or "cancelled",
-                      actor=actor, audit_action="run.cancel")
+    now = now or timezone.now()
+    reason = reason or "cancelled"
+    with transaction.atomic():
+        if run.status != S.RUNNING:
+            return _finish(run=run, status=S.CANCELLED, now=now, reason=reason, actor=actor, audit_action="run.cancel")
+        # not claimed by a worker yet: no code runs, so it ends now (the worker's claim needs started_at empty)
+        if run.started_at is None and _finish(run=run, status=S.CANCELLED, now=now, reason=reason, actor=actor,
+                                              audit_action="run.cancel", unstarted=True):
+            return True
+        return run_stop_request(run=run, kind=StopKind.TERMINATE if force else StopKind.CANCEL, reason=reason,
+                                now=now, actor=actor)
+
+
+def run_stop_request(*, run: Run, kind: str, reason: str, now: datetime, actor: Any = "system") -> bool:
+    """Ask a RUNNING run's code to stop (compare-and-set on RUNNING with no request yet, or a cancel to terminate).
+
+    Its worker reads the request with its next heartbeat. The run stays
+    RUNNING (shown as STOPPING) until its end is written by `stop_ending`.
+    """
+    if kind not in StopKind.values:
+        raise ServiceError(f"unknown stop kind {kind!r}", field="kind")
+    pending = Q(stop_requested_at__isnull=True)
+    if kind == StopKind.TERMINATE:
+        pending |= Q(stop_kind=StopKind.CANCEL)  # a cancel in its grace period escalates to a kill
+    with transaction.atomic():
+        changed = Run.objects.filter(pending, pk=run.pk, status=S.RUNNING).update(
+            stop_requested_at=now, stop_kind=kind, stop_reason=reason[:300])
+        if not changed:
+            return False
+        _set(run, stop_requested_at=now, stop_kind=kind, stop_reason=reason[:300])
+        audit_record(actor=actor, action=f"run.stop.{kind}", target=run, before={"status": S.RUNNING},
+                     after={"status": "STOPPING", "stop": kind}, reason=reason[:500], at=now)
+    return True
+
+
+def run_stop_settled(*, run: Run, now: datetime, why: str, actor: Any = "governance") -> bool:
+    """A STOPPING run whose work has ended without its worker writing the end (the worker was killed, or died):
+    the stop's outcome, guarded by what the caller read (RUNNING, the token, the stop request, the heartbeat)."""
+    status, reason = stop_outcome(kind=run.stop_kind, reason=run.stop_reason)
+    guard = {"dispatch_token": run.dispatch_token, "stop_requested_at__isnull": False, "heartbeat_at": run.heartbeat_at}
+    with transaction.atomic():
+        if run.stop_kind == StopKind.TIMEOUT and run.attempt < run.max_attempts:
+            if not Run.objects.filter(pk=run.pk, status=S.RUNNING, **guard).exists():
+                return False
+            done = _retry_later(run, token=run.dispatch_token, now=now, reason=reason, fields={}, stopped=True)
+        else:
+            done = _finalize(run, new=status, now=now, extra_filter=guard, reason=reason)
+            if done:
+                _after_final(run, now=now)
+        if done:
+            audit_record(actor=actor, action="run.stop.settled", target=run, before={"status": "STOPPING"},
+                         after={"status": run.status}, reason=why[:500], at=now)
+    return done
+
+
+def stop_outcome(*, kind: str, reason: str) -> tuple[str, str]:
+    """(final status, reason) of a run whose code stopped on a request: a cancel is CANCELLED, a timeout FAILED."""
+    if kind == StopKind.TIMEOUT:
+        return S.FAILED, reason or "timed out"
+    return S.CANCELLED, reason or "cancelled"
 
 
 def run_refused(*, schedule: Schedule, status: str, reason: str, trigger_kind: str, trigger_key: str,
@@ -312,7 +388,7 @@ def _only_the_cas(e: Ending, children: dict[int, list[int]]) -> bool:
     steps would each do nothing.
     """
     run, schedule = e.run, e.run.schedule
-    return (e.status == S.SUCCEEDED and e.loaded is None and run.backfill_id is None and e.token is not None
+    return (e.status == S.SUCCEEDED and not e.stopped and e.loaded is None and run.backfill_id is None and e.token is not None
             and set(e.fields or ()) <= BARE_FIELDS and not children.get(run.schedule_id)
             and schedule.breaker_status == BreakerStatus.CLOSED and not schedule.breaker_failures)
 
@@ -327,13 +403,14 @@ def _succeed_together(endings: list[Ending]) -> dict[int, str]:
                       ("loaded", "rows_loaded")], rows=rows,
         assign=("status = %s, reason = '', finished_at = v.finished, heartbeat_at = v.beat, "
                 "rows_loaded = COALESCE(v.loaded, t.rows_loaded)"),
-        assign_params=[S.SUCCEEDED], guard="t.status = %s AND t.dispatch_token = v.token", guard_params=[S.RUNNING],
+        assign_params=[S.SUCCEEDED],
+        # a run asked to stop meanwhile is left to the per-run path, which writes the stop's outcome instead
+        guard="t.status = %s AND t.dispatch_token = v.token AND t.stop_requested_at IS NULL", guard_params=[S.RUNNING],
     )
     out: dict[int, str] = {}
     for e in endings:
         if e.run.pk not in done:
-            out[e.run.pk] = "discarded"
-            continue
+            continue  # cancelled, lost or asked to stop meanwhile: runs_finish takes it on its own
         _set(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **(e.fields or {}))
         _send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
         out[e.run.pk] = S.SUCCEEDED
@@ -342,15 +419,25 @@ def _succeed_together(endings: list[Ending]) -> dict[int, str]:
 
 def _finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
             fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None, loaded: Loaded | None = None,
-            actor: Any = None, audit_action: str = "", children: dict[int, list[int]] | None = None) -> bool:
+            actor: Any = None, audit_action: str = "", children: dict[int, list[int]] | None = None,
+            stopped: bool = False, retryable: bool = False, unstarted: bool = False) -> bool:
     """The body of `run_finish`, inside the caller's transaction (or savepoint)."""
     before = run.status
-    extra = {"dispatch_token": token} if token is not None else {}
+    extra: dict[str, Any] = {"dispatch_token": token} if token is not None else {}
+    if unstarted:
+        extra["started_at__isnull"] = True
+    verdict = token is not None and not stopped and before == S.RUNNING
+    if verdict:
+        extra["stop_requested_at__isnull"] = True  # a stop asked meanwhile outranks the code's own verdict
     values = dict(fields or {})
     values["reason"] = reason[:500]
     if blocked_by is not None:
         values["blocked_by"] = blocked_by
+    if status == S.FAILED and retryable and before == S.RUNNING and token is not None and run.attempt < run.max_attempts:
+        return _retry_later(run, token=token, now=now, reason=reason, fields=values, stopped=stopped)
     if not _finalize(run, new=status, now=now, extra_filter=extra, **values):
+        if verdict:
+            return _finish_stopped_instead(run, token=token, now=now, fields=fields, children=children)
         return False
     if status == S.SUCCEEDED and loaded is not None and run.backfill_id is None:
         _advance_watermark(run, loaded, now=now)
@@ -358,6 +445,51 @@ def _finish(*, run: Run, status: str, now: datetime, reason: str = "", token: st
     if audit_action:
         audit_record(actor=actor, action=audit_action, target=run, before={"status": before},
                      after={"status": status}, reason=reason, at=now)
+    return True
+
+
+def _finish_stopped_instead(run: Run, *, token: str, now: datetime, fields: dict[str, Any] | None,
+                            children: dict[int, list[int]] | None) -> bool:
+    """A worker's verdict lost to a stop request that arrived after its last heartbeat: the stop's outcome."""
+    asked = (Run.objects.filter(pk=run.pk, status=S.RUNNING, dispatch_token=token, stop_requested_at__isnull=False)
+             .values("stop_kind", "stop_reason", "stop_requested_at").first())
+    if asked is None:
+        return False  # someone else (governance, a person) changed the run first
+    _set(run, **asked)
+    status, reason = stop_outcome(kind=asked["stop_kind"], reason=asked["stop_reason"])
+    kept = {k: v for k, v in (fields or {}).items() if k in ("heartbeat_at", "exit_code", "error")}
+    return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=kept, children=children,
+                   stopped=True, retryable=asked["stop_kind"] == StopKind.TIMEOUT)
+
+
+def _retry_later(run: Run, *, token: str, now: datetime, reason: str, fields: dict[str, Any], stopped: bool) -> bool:
+    """A failed attempt (a command's exit, a timeout) with attempts left: the run is queued again after back-off.
+
+    The attempt counts against the run's one budget (max_attempts), as a lost
+    worker's re-queue does; the breaker counts only the run's final failure.
+    """
+    attempt = run.attempt + 1
+    policy = RetryPolicy(max_attempts=max(2, run.max_attempts), initial_delay=run.schedule.retry_initial_delay,
+                         backoff=run.schedule.retry_backoff, max_delay=run.schedule.retry_max_delay,
+                         jitter=run.schedule.retry_jitter)
+    delay = policy.delay(run.attempt)
+    why = f"{reason}; re-queued (attempt {attempt}/{run.max_attempts}, in {delay:.1f} s)"[:500]
+    guard = {} if stopped else {"stop_requested_at__isnull": True}
+    kept = {k: v for k, v in fields.items() if k in ("error", "exit_code")}
+    changed = Run.objects.filter(pk=run.pk, status=S.RUNNING, dispatch_token=token, **guard).update(
+        status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None, dispatch_token="",
+        worker_id="", reason=why, not_before=now + timedelta(seconds=delay), stop_requested_at=None, stop_kind="",
+        stop_reason="", **kept)
+    if not changed:
+        if not stopped:
+            return _finish_stopped_instead(run, token=token, now=now, fields=fields, children=None)
+        return False
+    _set(run, status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
+         dispatch_token="", worker_id="", reason=why, not_before=now + timedelta(seconds=delay),
+         stop_requested_at=None, stop_kind="", stop_reason="", **kept)
+    _send_after_commit(run, S.QUEUED, S.RUNNING)
+    audit_record(actor="worker", action="run.retry", target=run, before={"status": S.RUNNING},
+                 after={"status": S.QUEUED, "attempt": attempt}, reason=reason[:500], at=now)
     return True
 
 
@@ -580,5 +712,5 @@ def _propagate_one(run: Run, *, now: datetime, child_ids: list[int]) -> list[Run
 
 __all__ = [
     "Ending", "Loaded", "backfill_complete_if_done", "backfill_progress", "propagate", "run_cancel", "run_finish",
-    "run_lost", "run_refused", "runs_finish", "runs_lost",
+    "run_lost", "run_refused", "run_stop_request", "run_stop_settled", "runs_finish", "runs_lost", "stop_outcome",
 ]

@@ -182,7 +182,7 @@ def _decide(plan: _Plan, *, now: datetime, active: list[ActiveRun]) -> list[Run]
     decided = decide_catchup(schedule.catchup, plan.fires, now=now, grace=grace, first=plan.first)
     overlap = decide_overlap(schedule.overlap, active, [f.at for f in decided if not f.skip_reason])
     if overlap.cancel:
-        _cancel_active(overlap.cancel, reason=overlap.cancel_reason, now=now)
+        _cancel_active(overlap.cancel, reason=overlap.cancel_reason, now=now, force=overlap.force)
     skipped = [f for f in decided if f.skip_reason] + [f for f in overlap.fires if f.skip_reason]
     for fire in sorted(skipped, key=lambda f: f.at):
         # rare (a policy said no): one insert each, through the owner of final statuses
@@ -196,10 +196,13 @@ def _decide(plan: _Plan, *, now: datetime, active: list[ActiveRun]) -> list[Run]
     ]
 
 
-def _cancel_active(run_ids: list[int], *, reason: str, now: datetime) -> None:
-    """cancel_other: the active runs make way, through the public cancel service."""
+def _cancel_active(run_ids: list[int], *, reason: str, now: datetime, force: bool = False) -> None:
+    """cancel_other / terminate_other: the active runs make way, through the public cancel service.
+
+    A running one is asked to stop (terminate_other: killed at once); it keeps its slot and the serial gate until
+    its work has ended, so the new run starts only then."""
     for run in Run.objects.filter(pk__in=run_ids, status__in=RunStatus.active()).select_related("schedule"):
         try:
-            run_cancel(run=run, actor="scheduler", reason=reason, now=now)
+            run_cancel(run=run, actor="scheduler", reason=reason, now=now, force=force)
         except ServiceError:
             pass  # it finished meanwhile: nothing to make way for

@@ -20,7 +20,7 @@ from scheduler.services import alerts
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_cooldowns
 from scheduler.services.dispatch import run_redispatch
-from scheduler.services.finish import run_finish, runs_lost
+from scheduler.services.finish import run_finish, run_stop_settled, runs_lost
 from scheduler.services.freshness import freshness_check
 from scheduler.services.webhooks import webhook_prune
 
@@ -67,8 +67,36 @@ def stuck_runs(*, now: datetime, stuck_seconds: float | None = None) -> dict[str
                 out["redispatched"].append(run.pk)
                 audit_record(actor="governance", action="run.redispatch", target=run,
                              reason="admitted but no worker picked it up: message sent again", at=now)
-        out.update(runs_lost(runs=[run for run in lost if run.started_at is not None], now=now))
+        # a run asked to stop whose worker fell silent has stopped (its worker ended it, or died): the stop's
+        # outcome, never a re-queue of a run a person cancelled
+        stopping = [run for run in lost if run.started_at is not None and run.stop_requested_at is not None]
+        for run in stopping:
+            if run_stop_settled(run=run, now=now, why=f"{_silent(run)}; the run had been asked to stop"):
+                out.setdefault("stopped", []).append(run.pk)
+        out.update(runs_lost(runs=[run for run in lost if run.started_at is not None and run.stop_requested_at is None],
+                             now=now))
     return out
+
+
+def _silent(run: Run) -> str:
+    beat = f"{run.heartbeat_at:%H:%M:%S} UTC" if run.heartbeat_at else "its start"
+    return f"no heartbeat from {run.worker_id or 'its worker'} since {beat}"
+
+
+def stopped_runs_of_dead_workers(*, now: datetime, host: str, alive: Callable[[int], bool]) -> list[int]:
+    """Runs asked to stop whose worker process on this machine has ended (the supervisor ended it past the
+    grace, or it died): the stop's outcome at once, not after ETL_STUCK_SECONDS. Each cluster's reaper calls it."""
+    marker = f"@{host}:"
+    settled = []
+    for run in (Run.objects.filter(status=S.RUNNING, stop_requested_at__isnull=False, started_at__isnull=False,
+                                   worker_id__contains=marker).select_related("schedule").order_by("id")[:200]):
+        pid = run.worker_id.rsplit(":", 1)[-1]
+        if not pid.isdigit() or alive(int(pid)):
+            continue
+        if run_stop_settled(run=run, now=now, why=f"its worker process {pid} has ended; the run had been asked to stop",
+                            actor="reaper"):
+            settled.append(run.pk)
+    return settled
 
 
 def prune(*, now: datetime) -> dict[str, int]:
@@ -119,4 +147,4 @@ def governance_tick(*, now: datetime, holder: str) -> GovernanceTick:
     return tick
 
 
-__all__ = ["dependency_timeouts", "governance_tick", "prune", "stuck_runs"]
+__all__ = ["dependency_timeouts", "governance_tick", "prune", "stopped_runs_of_dead_workers", "stuck_runs"]

@@ -29,6 +29,7 @@ from scheduler.models import (
 )
 from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
+from scheduler.services.commands import command_spec_check
 from scheduler.services.dependencies import cycle_for
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.firing import compute_next_fire
@@ -42,8 +43,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: `export_schedules` write them. The one list: the service's accepted keys
 #: (EDITABLE), the schedules file, its export and `SchedulerHost.schedules` read it.
 SCHEDULE_FIELDS: tuple[str, ...] = (
-    "name", "description", "owner", "target_kind", "target_id", "enabled", "priority", "workload_class", "params",
-    "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
+    "name", "description", "owner", "target_kind", "target_id", "command", "enabled", "priority", "workload_class",
+    "params", "timeout_seconds", "deadline_seconds", "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
     "watermark_config", "depends_on", "condition", "max_wait_seconds", "max_upstream_age_seconds",
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
     "max_runs_per_minute", "refresh_after_seconds", "freshness_max_age_seconds", "freshness_measure",
@@ -57,7 +58,7 @@ POSITIVE_INT = ["max_upstream_age_seconds", "breaker_threshold", "breaker_cooldo
 
 INT_MAX = 2**31 - 1  # the columns are 32-bit integers: a bigger value would be a database error, not a message
 TEXT_FIELDS = ["name", "description", "target_id", "timezone", "alert_emails", "alert_webhook_url"]
-JSON_FIELDS = ["params", "trigger_config", "watermark_config"]
+JSON_FIELDS = ["params", "trigger_config", "watermark_config", "command"]
 
 
 def _int(value: Any, field: str, *, minimum: int) -> int:
@@ -110,8 +111,24 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if not found.failed("name") and (not schedule.name or not NAME_RE.match(schedule.name)):
         found.errors.append(ServiceError(
             "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", field="name"))
+    if schedule.command is None:
+        schedule.command = {}
     if schedule.target_kind not in TargetKind.values:
         found.errors.append(ServiceError(f"must be one of {', '.join(TargetKind.values)}", field="target_kind"))
+    elif schedule.target_kind == TargetKind.COMMAND:
+        # a command comes from its author (this definition), never from run params
+        if not schedule.command:
+            found.errors.append(ServiceError('a command target needs a command such as {"argv": ["dbt", "build"]}',
+                                             field="command"))
+        else:
+            with found.check():
+                schedule.command = command_spec_check(schedule.command)
+        if schedule.target_id and not found.failed("target_id"):
+            found.errors.append(ServiceError("must be empty for a command target (the command says what runs)",
+                                             field="target_id"))
+    elif schedule.command:
+        found.errors.append(ServiceError(f"only a command target has a command (this one runs a {schedule.target_kind})",
+                                         field="command"))
     elif not found.failed("target_id") and (
         not schedule.target_id or not is_registered(schedule.target_kind, schedule.target_id)
     ):
@@ -159,6 +176,12 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if schedule.refresh_after_seconds is not None:
         with found.check():
             schedule.refresh_after_seconds = _int(schedule.refresh_after_seconds, "refresh_after_seconds", minimum=1)
+    for field in ("timeout_seconds", "deadline_seconds"):
+        if getattr(schedule, field) in ("", None):
+            setattr(schedule, field, None)
+        else:
+            with found.check():
+                setattr(schedule, field, _int(getattr(schedule, field), field, minimum=1))
     if schedule.freshness_max_age_seconds is not None:
         with found.check():
             schedule.freshness_max_age_seconds = _int(schedule.freshness_max_age_seconds, "freshness_max_age_seconds",
