@@ -105,12 +105,12 @@ def reaper_tick(*, now, holder: str) -> list[int]:
 def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
     holder = holder_id(cluster)
     loops = [
-        # one per machine (worker pids are only meaningful here): the clusters of a machine share its lease
-        LeasedLoop(f"reaper@{socket.gethostname()}"[:64], REAPER_INTERVAL, reaper_tick, holder),
         LeasedLoop("dispatch", settings.ETL_DISPATCH_INTERVAL, dispatch_tick, holder),
         LeasedLoop("governance", settings.ETL_GOVERNANCE_INTERVAL, governance_tick, holder),
         # alerts wait in their table, not behind pipelines in the worker queue: a small pool of their own sends them
         LeasedLoop("alerts", settings.ETL_ALERT_INTERVAL, alerts_tick, holder),
+        # one per machine (worker pids mean something only here): the clusters of a machine share its lease
+        LeasedLoop(f"reaper@{socket.gethostname()}"[:64], REAPER_INTERVAL, reaper_tick, holder),
     ]
     for loop in loops:
         loop.start()

@@ -303,11 +303,24 @@ def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int
 def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:
     """The claimed run to its end; an error anywhere (the window's math, a bad definition, the pipeline) fails it
     at once with the real error, rather than leaving it RUNNING for governance to call lost."""
+    def settle_once(ending: Ending | None) -> Any:
+        # writing the end is not "outside the pipeline": if that fails, the end is not written (governance's)
+        try:
+            return settle(ending)
+        except Exception as exc:
+            raise _EndNotWritten() from exc
+
     try:
-        return _execute_guarded(run, token, now=now, clock=clock, logs=logs, settle=settle)
+        return _execute_guarded(run, token, now=now, clock=clock, logs=logs, settle=settle_once)
+    except _EndNotWritten as failed:
+        raise failed.__cause__ from None
     except Exception as exc:
         logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
         return _report_failure(run, token, exc, clock=clock, settle=settle)
+
+
+class _EndNotWritten(Exception):
+    """The run's end could not be written (raised from `settle`): not an error of the run's own."""
 
 
 def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:

@@ -94,7 +94,6 @@ class Supervisor(threading.Thread):
             if cls._instance is None or cls._instance.pid != os.getpid() or not cls._instance.is_alive():
                 cls._instance = cls()
                 cls._instance.start()
-                _become_subreaper()
             return cls._instance
 
     # --- the pump's side ----------------------------------------------------
@@ -213,6 +212,9 @@ def watch(run_id: int, token: str, *, timeout: float | None,
 def spawn(argv: list[str], *, cwd: str | None, env: dict[str, str], control: RunControl) -> subprocess.Popen:
     """Start a command in its own session and process group, under `control` (no shell unless argv names one)."""
     control.children = [pid for pid, _state, _pgrp in _children()]  # not the command's: never touched
+    # while the command runs, its orphans (a daemon that double-forked) are re-parented to this process, so
+    # reap_group can find and end them; off again afterwards, so other orphans go to init as before
+    _subreaper(True)
     proc = subprocess.Popen(
         argv, cwd=cwd or None, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True, close_fds=True,
@@ -257,6 +259,7 @@ def reap_group(control: RunControl, *, settle: float = 3.0) -> list[int]:
             _kill(pid)
             left.append(pid)
         if not left or time.monotonic() >= deadline:
+            _subreaper(False)
             return left
         time.sleep(0.02)
 
@@ -307,9 +310,9 @@ def _leftovers(pgid: int, known: set[int]) -> list[tuple[int, str, int]]:
     return found
 
 
-def _become_subreaper() -> None:
+def _subreaper(on: bool) -> None:
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
     except (OSError, AttributeError):
         log.debug("prctl(PR_SET_CHILD_SUBREAPER) is not available; orphans go to init")
 

@@ -70,3 +70,10 @@ def test_catch_up_none_runs_an_on_time_fire_and_records_a_missed_one_as_skipped(
     assert missed.at == T[-1]
     assert missed.skip_reason == ("catch-up policy none: the fire at 2026-03-02 12:10:00 UTC was missed (and every fire "
                                   "since 2026-03-02 12:00:00 UTC); no run, the schedule goes on at its next fire")
+
+
+def test_terminate_other_is_cancel_other_without_the_grace():
+    decision = decide_overlap("terminate_other", [ActiveRun(7, "RUNNING")], T)
+    assert decision.cancel == [7] and decision.force
+    assert decision.cancel_reason.startswith("overlap policy terminate_other: replaced by the fire at")
+    assert not decide_overlap("cancel_other", [ActiveRun(7, "RUNNING")], T).force

@@ -1,6 +1,8 @@
 """SchedulerHost: the facade a script uses, over the same services as every other entry point."""
 from __future__ import annotations
 
+import socket
+
 from datetime import timedelta
 
 import pytest
@@ -109,7 +111,8 @@ def test_start_runs_the_loops_in_process_and_stop_ends_them(host, make_schedule)
     try:
         assert host.running
         host.start()  # a second start does not start a second set of loops
-        assert [loop.loop_name for loop in host._loops] == ["dispatch", "governance", "alerts"]
+        assert [loop.loop_name for loop in host._loops] == [
+            "dispatch", "governance", "alerts", f"reaper@{socket.gethostname()}"]
     finally:
         host.stop()
     assert not host.running

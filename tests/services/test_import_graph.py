@@ -138,3 +138,37 @@ def test_the_final_status_check_sees_a_write():
     assert [hit.split(" ", 1)[1] for hit in _final_status_writes(sample, "sample.py")] == [
         "run_transition(new=S.FAILED)", "update(status=RunStatus.SKIPPED)",
     ]
+
+
+# what sends a signal to, or ends, a process
+_SIGNALLING = {"kill", "killpg", "send_signal", "terminate", "pthread_kill", "_exit", "abort"}
+
+
+def _signal_sends(source: str, label: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source, label)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SIGNALLING:
+            found.append(f"{label}:{node.lineno} {node.func.attr}()")
+    return found
+
+
+# where a process is signalled for a reason that is not a run's control
+SIGNALS_ALLOWED = {
+    "scheduler/services/supervisor.py": "the one home of run control: stops, kills, reaps a run's processes",
+    "scheduler/management/commands/serve.py": "serve stops the gunicorn and qcluster children it started itself",
+}
+
+
+def test_only_the_supervisor_signals_or_ends_a_process():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        label = str(path.relative_to(PACKAGE.parent))
+        if "migrations" in path.parts or label in SIGNALS_ALLOWED:
+            continue
+        offenders += _signal_sends(path.read_text(), label)
+    assert offenders == []
+
+
+def test_the_signal_check_sees_a_kill():
+    sample = "os.kill(pid, 9)\nproc.terminate()\nsignal.signal(signal.SIGTERM, handler)\n"
+    assert [hit.split(" ", 1)[1] for hit in _signal_sends(sample, "sample.py")] == ["kill()", "terminate()"]
