@@ -135,8 +135,9 @@ class Supervisor(threading.Thread):
         controls = self.active()
         if not controls:
             return
-        fenced = now - self.last_beat_ok >= settings.ETL_FENCE_SECONDS
         for control in controls:
+            # silent since the later of the last written beat and the run's own start (an idle pump beats nothing)
+            fenced = now - max(self.last_beat_ok, control.stop.started) >= settings.ETL_FENCE_SECONDS
             if fenced and control.requested is None:
                 control.stop.request(FENCE, f"fenced: no heartbeat written for {settings.ETL_FENCE_SECONDS:g} s "
                                             "(the worker lost the database); stopped before governance may re-queue it")

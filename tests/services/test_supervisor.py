@@ -105,7 +105,7 @@ def test_a_worker_that_cannot_write_its_heartbeat_fences_its_runs_before_governa
     ended = []
     sup = Supervisor()
     sup.end_process = lambda: ended.append(True)
-    control = _watched(sup, _control(grace=30.0))
+    control = _watched(sup, RunControl(run_id=1, token="t", stop=StopToken(clock=lambda: 990.0), grace=30.0))
     sup.last_beat_ok = 1000.0
     sup.tick(1000.0 + settings.ETL_FENCE_SECONDS - 0.1)
     assert control.requested is None
@@ -117,6 +117,14 @@ def test_a_worker_that_cannot_write_its_heartbeat_fences_its_runs_before_governa
     assert settings.ETL_FENCE_SECONDS + grace < settings.ETL_STUCK_SECONDS
     sup.tick(control.requested.at + grace)
     assert ended == [True]
+
+
+def test_a_run_begun_after_an_idle_spell_is_not_fenced_for_the_pumps_silence_before_it():
+    sup = Supervisor()
+    sup.last_beat_ok = 0.0  # the pump had nothing to beat for a long time
+    control = _watched(sup, RunControl(run_id=1, token="t", stop=StopToken(clock=lambda: 5000.0), grace=30.0))
+    sup.tick(5000.0 + settings.ETL_FENCE_SECONDS - 0.1)
+    assert control.requested is None
 
 
 def test_no_child_grandchild_daemon_or_zombie_outlives_a_command(tmp_path: Path):
