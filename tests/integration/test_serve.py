@@ -64,7 +64,8 @@ def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
                    log_path=tmp_path / "serve.log")
         from scheduler.models import LoopLease
 
-        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 3, timeout=60, what="every loop lease",
+        # dispatch, governance, alerts, and this machine's reaper
+        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 4, timeout=60, what="every loop lease",
                    log_path=tmp_path / "serve.log")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
