@@ -22,7 +22,7 @@ from django.utils import timezone
 from scheduler.services.alerts import alerts_shutdown, alerts_tick
 from scheduler.services.dispatch import dispatch_tick
 from scheduler.services.governance import governance_tick, stopped_runs_of_dead_workers
-from scheduler.services.supervisor import pid_alive
+from scheduler.services.supervisor import kill_run_processes, pid_alive
 from scheduler.services.leases import lease_acquire, lease_release
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,8 @@ REAPER_INTERVAL = 0.5
 
 
 def reaper_tick(*, now, holder: str) -> list[int]:
-    """This machine's runs whose worker process ended while they were being stopped get their end at once."""
-    return stopped_runs_of_dead_workers(now=now, host=socket.gethostname(), alive=pid_alive)
+    """This machine's runs whose worker process died: their commands' leftovers killed, a stopping run's end written."""
+    return stopped_runs_of_dead_workers(now=now, host=socket.gethostname(), alive=pid_alive, kill=kill_run_processes)
 
 
 def start_loops(cluster: str | None = None) -> list[LeasedLoop]:

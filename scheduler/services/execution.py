@@ -229,7 +229,7 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 with run_log_capture(run, clock=clock, store=False) as logs:
                     run_start_notes(logs, run, now=now)
                     ending = _execute_claimed(run, run.dispatch_token, now=now, clock=clock, logs=logs,
-                                              settle=lambda e: e)
+                                              settle=lambda e: e, before_force=lambda: _flush_now(pending, pump))
             except Exception:
                 # left RUNNING without a heartbeat: governance re-queues it as lost
                 log.exception("run %s of a batch stopped on an unexpected error", run.pk)
@@ -283,6 +283,16 @@ def _give_back(runs: list[Run], *, pump: "HeartbeatPump") -> None:
     log.info("batch past its %s s budget: %d run(s) sent again", settings.ETL_BATCH_BUDGET_SECONDS, len(runs))
 
 
+def _flush_now(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> None:
+    """From the supervisor, just before it ends this process: the batch's finished runs' ends, written now."""
+    taken = pending[:]
+    del pending[:]
+    try:
+        _flush(taken, pump)
+    finally:
+        connection.close()  # this thread's own connection, opened for this alone
+
+
 def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int, str]:
     """The finished runs of a batch: their ends in one transaction, then their logs in one insert."""
     try:
@@ -300,7 +310,8 @@ def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int
     return out
 
 
-def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:
+def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle,
+                     before_force: Callable[[], None] | None = None) -> Any:
     """The claimed run to its end; an error anywhere (the window's math, a bad definition, the pipeline) fails it
     at once with the real error, rather than leaving it RUNNING for governance to call lost."""
     def settle_once(ending: Ending | None) -> Any:
@@ -311,7 +322,8 @@ def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle
             raise _EndNotWritten() from exc
 
     try:
-        return _execute_guarded(run, token, now=now, clock=clock, logs=logs, settle=settle_once)
+        return _execute_guarded(run, token, now=now, clock=clock, logs=logs, settle=settle_once,
+                                before_force=before_force)
     except _EndNotWritten as failed:
         raise failed.__cause__ from None
     except Exception as exc:
@@ -323,7 +335,8 @@ class _EndNotWritten(Exception):
     """The run's end could not be written (raised from `settle`): not an error of the run's own."""
 
 
-def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:
+def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle,
+                     before_force: Callable[[], None] | None = None) -> Any:
     try:
         config, window, capped = _window_for(run, now)
     except NothingToRead as exc:
@@ -338,7 +351,7 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
     timeout = run.schedule.timeout_seconds
     if timeout:
         logs.note(f"timeout {timeout} s")
-    with supervisor.watch(run.pk, token, timeout=timeout, on_force=_last_words(logs)) as control:
+    with supervisor.watch(run.pk, token, timeout=timeout, on_force=_last_words(logs, before_force)) as control:
         try:
             rows, max_value, report, exit_code = _run_target(run, token, ctx, clock, control=control, logs=logs)
             if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
@@ -368,9 +381,12 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
                    max_value=max_value, report=report, exit_code=exit_code, clock=clock, settle=settle)
 
 
-def _last_words(logs) -> Callable[[str], None]:
-    """What the supervisor calls before it ends the process of a run that ignored its stop: the note, stored."""
+def _last_words(logs, before: Callable[[], None] | None = None) -> Callable[[str], None]:
+    """What the supervisor calls before it ends the process of a run that ignored its stop: the ends its batch
+    finished but did not write yet (so they are not run again), then the note, stored."""
     def note(text: str) -> None:
+        if before is not None:
+            before()
         logs.note(text, level="ERROR", force=True)
         logs.save()
     return note

@@ -191,7 +191,8 @@ def run_stop_request(*, run: Run, kind: str, reason: str, now: datetime, actor: 
         raise ServiceError(f"unknown stop kind {kind!r}", field="kind")
     pending = Q(stop_requested_at__isnull=True)
     if kind == StopKind.TERMINATE:
-        pending |= Q(stop_kind=StopKind.CANCEL)  # a cancel in its grace period escalates to a kill
+        # a cancel or a timeout in its grace period escalates to a kill (a person's decision: CANCELLED)
+        pending |= Q(stop_kind__in=[StopKind.CANCEL, StopKind.TIMEOUT])
     with transaction.atomic():
         changed = Run.objects.filter(pending, pk=run.pk, status=S.RUNNING).update(
             stop_requested_at=now, stop_kind=kind, stop_reason=reason[:300])

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.models import GovernanceTick, Run, RunStatus
+from scheduler.models import GovernanceTick, Run, RunStatus, TargetKind
 from scheduler.services import alerts
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_cooldowns
@@ -83,15 +83,26 @@ def _silent(run: Run) -> str:
     return f"no heartbeat from {run.worker_id or 'its worker'} since {beat}"
 
 
-def stopped_runs_of_dead_workers(*, now: datetime, host: str, alive: Callable[[int], bool]) -> list[int]:
-    """Runs asked to stop whose worker process on this machine has ended (the supervisor ended it past the
-    grace, or it died): the stop's outcome at once, not after ETL_STUCK_SECONDS. Each cluster's reaper calls it."""
+def stopped_runs_of_dead_workers(*, now: datetime, host: str, alive: Callable[[int], bool],
+                                 kill: Callable[[int], list[int]] | None = None) -> list[int]:
+    """Runs of this machine whose worker process has ended while they were RUNNING (each cluster's reaper calls it).
+
+    Whatever of a command such a run left behind is killed at once (`kill`), so nothing of it goes on writing
+    while governance re-queues the run. A run that had been asked to stop (the supervisor ended its process past
+    the grace, or it died) gets the stop's outcome now, not after ETL_STUCK_SECONDS; the others stay governance's.
+    """
     marker = f"@{host}:"
     settled = []
-    for run in (Run.objects.filter(status=S.RUNNING, stop_requested_at__isnull=False, started_at__isnull=False,
-                                   worker_id__contains=marker).select_related("schedule").order_by("id")[:200]):
+    for run in (Run.objects.filter(status=S.RUNNING, started_at__isnull=False, worker_id__contains=marker)
+                .select_related("schedule").defer("report", "error", "params").order_by("id")[:1000]):
         pid = run.worker_id.rsplit(":", 1)[-1]
         if not pid.isdigit() or alive(int(pid)):
+            continue
+        if kill is not None and run.schedule.target_kind == TargetKind.COMMAND:
+            left = kill(run.pk)
+            if left:
+                log.warning("killed %d process(es) of run %s, whose worker %s has died", len(left), run.pk, pid)
+        if run.stop_requested_at is None:
             continue
         if run_stop_settled(run=run, now=now, why=f"its worker process {pid} has ended; the run had been asked to stop",
                             actor="reaper"):

@@ -38,10 +38,15 @@ from typing import Callable, Iterator
 from django.conf import settings
 
 from scheduler.core import stop
-from scheduler.core.stop import CANCEL, FENCE, TERMINATE, StopToken
+from scheduler.core.stop import CANCEL, FENCE, TERMINATE, TIMEOUT, StopToken
 
 log = logging.getLogger(__name__)
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child calls it between fork and exec
+except (OSError, AttributeError):
+    _prctl = None
 TICK = 0.1  # seconds between the supervisor's looks: the forced-stop precision
 
 
@@ -114,7 +119,7 @@ class Supervisor(threading.Thread):
         if recorded:
             control.recorded = True
         first = control.stop.request(kind, reason)
-        if not first and kind == TERMINATE and control.requested.kind == CANCEL:
+        if not first and kind == TERMINATE and control.requested.kind in (CANCEL, TIMEOUT):
             control.stop.request_ = stop.StopRequest(TERMINATE, reason, time.monotonic())  # escalate: no grace
             first = True
         if first:
@@ -218,7 +223,7 @@ def spawn(argv: list[str], *, cwd: str | None, env: dict[str, str], control: Run
     _subreaper(True)
     proc = subprocess.Popen(
         argv, cwd=cwd or None, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True, close_fds=True,
+        start_new_session=True, close_fds=True, preexec_fn=_die_with_parent,
     )
     control.proc = proc
     if control.requested is not None:  # asked to stop while it was being started
@@ -311,6 +316,31 @@ def _leftovers(pgid: int, known: set[int]) -> list[tuple[int, str, int]]:
     return found
 
 
+def _die_with_parent() -> None:
+    """In the command's process, before exec: the kernel kills it if its worker dies (a SIGKILL, the OOM killer)."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def kill_run_processes(run_id: int) -> list[int]:
+    """SIGKILL every process of this machine that runs for run `run_id` (its command and their descendants: they
+    carry ETL_RUN_ID in their environment). For a run whose worker died: nothing of it may go on writing while
+    governance starts another attempt. Returns the pids signalled."""
+    marker = f"ETL_RUN_ID={run_id}".encode()
+    me, hit = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            _kill(int(entry.name))
+            hit.append(int(entry.name))
+    return hit
+
+
 def _subreaper(on: bool) -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
@@ -333,4 +363,4 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:].split()[0] != "Z"
 
 
-__all__ = ["RunControl", "Supervisor", "pid_alive", "reap_group", "signal_group", "spawn", "watch"]
+__all__ = ["RunControl", "Supervisor", "kill_run_processes", "pid_alive", "reap_group", "signal_group", "spawn", "watch"]
