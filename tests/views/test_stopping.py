@@ -83,7 +83,8 @@ def test_a_kill_in_progress_offers_nothing_more(operator_client, make_schedule, 
 
 def test_a_viewer_and_another_teams_operator_see_no_cancel_or_kill(
         viewer_client, client, make_user, make_schedule, make_run, theirs):
-    stopping, running = _stopping(make_run, make_schedule("orders")), make_run(make_schedule("sales"), RunStatus.RUNNING)
+    stopping = _stopping(make_run, make_schedule("orders"))
+    running = make_run(make_schedule("sales"), RunStatus.RUNNING)
     for run in (stopping, running):
         page = _page(viewer_client, "run_detail", run.pk)
         assert reverse("scheduler:run_cancel", args=[run.pk]) not in page
@@ -250,7 +251,7 @@ def test_the_schedule_page_shows_the_time_limit_the_deadline_and_the_command(vie
                              deadline_seconds=3600, command={"argv": ["/usr/local/bin/export", "--all"]})
     page = _page(viewer_client, "schedule_detail", schedule.pk)
     assert '<dd id="timeout">15 min 0 s per attempt</dd>' in page
-    assert "1 h 0 min after its logical time" in page
+    assert "1 h 0 min after its logical time alerts its team" in " ".join(page.split())
     assert "<code>/usr/local/bin/export --all</code>" in page
     plain = _page(viewer_client, "schedule_detail", make_schedule("orders").pk)
     assert 'id="command"' not in plain and '<dd id="timeout"><span class="muted">none</span></dd>' in plain

@@ -32,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("run", help="The run's id.")
         parser.add_argument("--reason", default="", help="Why (kept with the run and in the audit log).")
         parser.add_argument("--force", action="store_true",
-                            help="Kill its process now instead of asking its code to stop (escalates a pending cancel).")
+                            help="Kill its process now instead of asking its code to stop (escalates a cancel).")
         parser.add_argument("--wait", action="store_true", help="Wait until the run is final.")
         parser.add_argument("--timeout", type=float, default=600.0, help="Seconds to wait with --wait.")
         parser.add_argument("--actor", default=None,

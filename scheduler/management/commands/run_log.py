@@ -85,7 +85,8 @@ class Command(BaseCommand):
             run.refresh_from_db(fields=RUN_FIELDS)  # before the lines: a line stored before the end is not missed
             new = self._lines(run, after=last)
             for line in new:
-                self.stdout.write(json.dumps(line_dict(line), default=str) if as_json else selectors.log_line_text(line))
+                text = json.dumps(line_dict(line), default=str) if as_json else selectors.log_line_text(line)
+                self.stdout.write(text)
             if new:
                 last = new[-1].seq
                 self.stdout.flush()
