@@ -322,7 +322,7 @@ class SchedulerHost:
         actor may not cancel runs of its schedule.
         """
         return run_cancel_as(run=self.storage.get(run_id), actor=actor, force=force,
-                             reason=reason or "cancelled through SchedulerHost")
+                             reason=reason or f"{'killed' if force else 'cancelled'} through SchedulerHost")
 
     def get_active_runs(self) -> list[tuple[int, str, str]]:
         """(run id, pipeline or workflow id, status) of every QUEUED, WAITING or RUNNING run, oldest first."""
