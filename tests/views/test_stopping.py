@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule, StopKind, Team
+from scheduler.services.errors import ServiceError
 from scheduler.services.finish import run_cancel, run_stop_request
 
 pytestmark = pytest.mark.django_db
@@ -202,7 +203,7 @@ def test_the_runs_list_asks_no_more_queries_for_more_cancellable_runs(operator_c
 
 
 def test_the_timeline_draws_a_stopping_run_apart(viewer_client, make_schedule, make_run):
-    run = _stopping(make_run, make_schedule("orders"), **{})
+    run = _stopping(make_run, make_schedule("orders"))
     Run.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(minutes=5))
     page = _page(viewer_client, "timeline")
     assert f'data-run="{run.pk}" data-status="stopping"' in page and "tl-bar t-stopping" in page
@@ -262,6 +263,6 @@ def test_a_finished_cancel_of_a_stopping_run_is_final_and_offers_no_cancel(opera
     Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED, finished_at=timezone.now(), reason="wrong window")
     page = _page(operator_client, "run_detail", run.pk)
     assert ">CANCELLED<" in page and 'id="stopping"' not in page and 'id="kill-form"' not in page
-    with pytest.raises(Exception, match="already CANCELLED"):
+    with pytest.raises(ServiceError, match="already CANCELLED"):
         run.refresh_from_db()
         run_cancel(run=run, actor="tests")
