@@ -30,6 +30,7 @@ from scheduler.services.backfills import (
     backfill_submit,
 )
 from scheduler.services.breakers import breaker_reset
+from scheduler.services.cancels import run_cancel_as
 from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.firing import compute_next_fire
 from scheduler.services.freshness import freshness_status
@@ -310,6 +311,18 @@ class SchedulerHost:
         """Queue a new run of a failed workflow run that skips its succeeded nodes; returns its id."""
 
         return run_rerun_from_failure(run=self.storage.get(run_id), actor=actor, reason=reason).pk
+
+    def cancel_run(self, run_id: int, *, actor: Any, reason: str = "", force: bool = False) -> str:
+        """Cancel a run as `actor` (held to their teams); `force` kills its process at once.
+
+        Returns "cancelled" (it had not begun: CANCELLED now), "stopping" (its code
+        was asked to stop: the run shows as STOPPING and keeps its slot until the
+        work has ended, then it is CANCELLED) or "already stopping". Raises
+        ServiceError for a run that is final already, PermissionRefused when the
+        actor may not cancel runs of its schedule.
+        """
+        return run_cancel_as(run=self.storage.get(run_id), actor=actor, force=force,
+                             reason=reason or f"{'killed' if force else 'cancelled'} through SchedulerHost")
 
     def get_active_runs(self) -> list[tuple[int, str, str]]:
         """(run id, pipeline or workflow id, status) of every QUEUED, WAITING or RUNNING run, oldest first."""

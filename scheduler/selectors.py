@@ -149,8 +149,11 @@ RUN_LIST_FIELDS = (
     "rows_loaded",
     "reason",
     "attempt",
+    "stop_requested_at",  # a RUNNING run asked to stop shows as STOPPING
+    "stop_kind",  # a pending cancel offers Kill now
     "schedule__id",
     "schedule__name",
+    "schedule__owner_id",  # whether the viewer may cancel it, without a query per row
     "schedule__target_id",
     "workload_class__id",
     "workload_class__name",
@@ -259,7 +262,7 @@ def overview(now: datetime | None = None, *, team_ids=None) -> dict:
             list(
                 owned_by(Run.objects.all(), team_ids).select_related("schedule")
                 .only("id", "status", "trigger_kind", "queued_at", "started_at", "finished_at",
-                      "schedule__id", "schedule__name")
+                      "stop_requested_at", "stop_kind", "schedule__id", "schedule__name", "schedule__owner_id")
                 .order_by("-id")[:100]
             )
         ),
@@ -565,7 +568,7 @@ def fold_runs(runs: list[Run], *, limit: int = 10) -> list[dict]:
     groups: list[dict] = []
     for run in runs:
         last = groups[-1] if groups else None
-        if last and last["run"].schedule_id == run.schedule_id and last["run"].status == run.status:
+        if last and last["run"].schedule_id == run.schedule_id and last["run"].shown_status == run.shown_status:
             last["more"] += 1
             continue
         if len(groups) == limit:
@@ -580,6 +583,11 @@ def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000):
     return list(RunLogLine.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit])
 
 
+def log_line_text(line: RunLogLine) -> str:
+    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source, message."""
+    return f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {line.source}: {line.message}"
+
+
 def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) -> list[Run]:
     """Runs that overlap [start, end]: queued before the end and not finished before the start."""
 
@@ -587,7 +595,8 @@ def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids
         owned_by(Run.objects.filter(queued_at__lt=end, queued_at__gte=start - timedelta(days=2)), team_ids)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=start))
         .select_related("schedule")
-        .only("id", "status", "queued_at", "started_at", "finished_at", "schedule__id", "schedule__name")
+        .only("id", "status", "stop_requested_at", "queued_at", "started_at", "finished_at", "schedule__id",
+              "schedule__name")
         .order_by("queued_at", "id")[:limit]
     )
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from scheduler.models import Run
+
 USAGE_ERROR = 2
 
 
@@ -23,6 +25,17 @@ def check_number(value: float | int, *, option: str, minimum: float = 0, allow_m
     if not ok:
         bound = f">= {minimum:g}" if allow_minimum else f"> {minimum:g}"
         raise fail(f"{option}: must be a finite number {bound}, got {value!r}")
+
+
+def get_run(value: str, *, field: str = "run"):
+    """The run a command names by id, with its schedule; exit 2 naming `field` when it is no run."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise fail(f"{field}: {value!r} is not a run id (a whole number)")
+    run = Run.objects.select_related("schedule").filter(pk=int(text)).first()
+    if run is None:
+        raise fail(f"{field}: unknown run {int(text)}")
+    return run
 
 
 def parse_params(items: list[str] | None, *, field: str = "--param") -> dict[str, Any]:
@@ -90,5 +103,45 @@ class ProgressLine:
 
     def close(self) -> None:
         if self.tty and self.last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class StatusLine:
+    """One line of progress for a wait with no known length: '| stopping 3.2 s...'.
+
+    On a TTY the line is redrawn in place with a spinner; elsewhere (a log file,
+    CI) a line is written only when the state changes, not on every poll.
+    """
+
+    FRAMES = "|/-\\"
+
+    def __init__(self, stream=None, *, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet  # --json: nothing but the JSON
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+        self.turn = 0
+        self.state = None
+        self.width = 0
+
+    def show(self, state: str, elapsed: float) -> None:
+        if self.quiet:
+            return
+        text = f"{state} {elapsed:.1f} s..."
+        if self.tty:
+            frame = self.FRAMES[self.turn % len(self.FRAMES)]
+            self.turn += 1
+            line = f"{frame} {text}"
+            self.stream.write("\r" + line.ljust(self.width))
+            self.width = max(self.width, len(line))
+        elif state != self.state:
+            self.stream.write(text + "\n")
+        else:
+            return
+        self.state = state
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.width:
             self.stream.write("\n")
             self.stream.flush()

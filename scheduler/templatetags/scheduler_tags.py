@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from datetime import datetime
 from datetime import timezone as dt_timezone
 
@@ -24,6 +25,28 @@ def may(context, perm: str, obj=None) -> bool:
     if user is None or not user.is_authenticated:
         return False
     return user.has_perm(perm) and (obj is None or user.has_perm(perm, obj))
+
+
+@register.simple_tag
+def run_pill(run) -> str:
+    """A run's status pill as pages show it: STOPPING for a RUNNING run asked to stop (`Run.shown_status`)."""
+    shown = getattr(run, "shown_status", None) or run.status
+    return format_html('<span class="status s-{}">{}</span>', str(shown).lower(), shown)
+
+
+@register.filter
+def exit_code_text(code) -> str:
+    """A command's exit status as the run page shows it: 0, 3, or -9 -> '-9 (killed by SIGKILL)'."""
+    if code is None or code == "":
+        return "—"
+    code = int(code)
+    if code >= 0:
+        return str(code)
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"{code} (killed by {name})"
 
 
 @register.filter

@@ -254,14 +254,15 @@ def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: in
         wait = (started - run.queued_at).total_seconds() if started else None
         ran = (stop - started).total_seconds() if started else None
         queued = run.queued_at.astimezone(tz)
-        title = f"#{run.pk} {run.schedule.name} {run.status.lower()}: queued {queued:%H:%M:%S} {queued.tzname()}"
+        shown = getattr(run, "shown_status", run.status).lower()  # a run asked to stop is drawn as stopping
+        title = f"#{run.pk} {run.schedule.name} {shown}: queued {queued:%H:%M:%S} {queued.tzname()}"
         if wait is not None:
             title += f", waited {wait:.1f} s, ran {ran:.1f} s"
         elif run.finished_at is None:
             title += ", not started yet"
         else:
             title += ", never started"
-        row.bars.append(TimelineBar(run.pk, run.status.lower(), x, max(x2 - x, 2.0), wait_x,
+        row.bars.append(TimelineBar(run.pk, shown, x, max(x2 - x, 2.0), wait_x,
                                     max(wait_x2 - wait_x, 0.0), title, href(run)))
     ordered = sorted(rows.values(), key=lambda r: r.label)
     top = 22

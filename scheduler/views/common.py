@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
@@ -122,3 +123,14 @@ def bearer_token(request) -> str | None:
         return None
     scheme, _, token = header.strip().partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def command_context(spec: dict | None) -> dict:
+    """A command target as the run page and the schedule page show it: the line, its cwd, its env names."""
+    spec = spec or {}
+    if "argv" in spec:
+        line, form = shlex.join(str(a) for a in spec["argv"] or []), "argv"
+    else:
+        line, form = str(spec.get("shell", "")), "shell"
+    return {"line": line, "form": form, "argv": spec.get("argv"), "cwd": spec.get("cwd", ""),
+            "env_names": sorted(spec.get("env") or {})}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -12,16 +13,17 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler import selectors
-from scheduler.models import Run, RunStatus
+from scheduler.models import AuditEntry, Run, RunStatus, StopKind, TargetKind
 from scheduler.pipelines.registry import get_workflow
 from scheduler.services import dispatch
 from scheduler.services.errors import ServiceError
-from scheduler.services.finish import run_cancel as cancel
+from scheduler.services.cancels import ALREADY_STOPPING, CANCELLED, run_cancel_as
+from scheduler.services.finish import stop_outcome
 from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_failure
 from scheduler.services.reruns import rerun_offers
 from scheduler.services.reruns import run_rerun as run_rerun_service
 from scheduler.views import charts
-from scheduler.views.common import action, int_or_none, page, partial, team_scope
+from scheduler.views.common import action, command_context, int_or_none, page, partial, team_scope
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
 
 PAGE_SIZE = 50
@@ -99,6 +101,11 @@ def run_detail(request, run_id: int):
     if run.schedule.target_kind == "workflow":
         context["nodes"] = node_records(run)
         context["can_resume"] = run.status in RERUNNABLE and run.backfill_id is None
+    if run.stopping:
+        context["stop"] = _stop_context(run)
+    context["timed_out"] = timed_out(run)
+    if run.schedule.target_kind == TargetKind.COMMAND:
+        context["command"] = command_context(run.schedule.command)
     context["offers"] = rerun_offers(run)
     context["rerun_form"] = RerunForm()
     if not request.htmx:
@@ -106,6 +113,43 @@ def run_detail(request, run_id: int):
         context["last_seq"] = context["log_lines"][-1].seq if context["log_lines"] else 0
         context["log_done"] = _log_done(run, now)
     return render(request, partial(request, "scheduler/run_detail.html", "live"), context)
+
+
+# A timeout's reason, as the stop token words it: the run's own limit or a workflow node's
+TIMED_OUT = re.compile(r"^(node '.*' )?timed out after ")
+
+
+def timed_out(run: Run) -> bool:
+    """A run that ended FAILED because it ran past its time limit (its own, or one of its nodes')."""
+    return run.status == RunStatus.FAILED and bool(TIMED_OUT.match(run.reason or ""))
+
+
+STOP_NEXT = {
+    StopKind.CANCEL: "Its code is asked to stop at its next check; if it has not stopped after {grace} its process "
+                     "is killed.",
+    StopKind.TIMEOUT: "It ran past its time limit; if its code has not stopped after {grace} its process is killed.",
+    StopKind.TERMINATE: "Its process is being killed now, without a grace period.",
+    StopKind.FENCE: "Its worker could not write to the database; the worker stops it so that no one else's copy "
+                    "overlaps it.",
+}
+
+
+def _stop_context(run: Run) -> dict:
+    """What the run page says about a STOPPING run: who asked, why, and what happens next."""
+    asked = (AuditEntry.objects.filter(target_type="run", target_id=str(run.pk), action__startswith="run.stop.")
+             .order_by("-at", "-id").only("actor").first())
+    status, _ = stop_outcome(kind=run.stop_kind, reason=run.stop_reason)
+    outcome = status
+    if run.stop_kind == StopKind.TIMEOUT and run.attempt < run.max_attempts:
+        outcome = f"{status} and is queued again (attempt {run.attempt + 1} of {run.max_attempts})"
+    grace = f"{settings.ETL_CANCEL_GRACE_SECONDS:g} s"
+    return {
+        "kind": run.get_stop_kind_display() or run.stop_kind,
+        "by": asked.actor if asked else "",
+        "outcome": outcome,
+        "next": STOP_NEXT.get(run.stop_kind, "").format(grace=grace),
+        "may_kill": run.stop_kind == StopKind.CANCEL,  # run_cancel(force=True) escalates a cancel, nothing else
+    }
 
 
 # The worker stores a run's last lines just after the run's final status
@@ -120,10 +164,10 @@ def _log_done(run: Run, now) -> bool:
 @page("scheduler.view_run")
 def run_log(request, run_id: int):
     """The run's log: new lines for the follower on the run page (htmx), the whole log as text otherwise."""
-    run = get_object_or_404(Run.objects.only("id", "status", "finished_at"), pk=run_id)
+    run = get_object_or_404(Run.objects.only("id", "status", "stop_requested_at", "finished_at"), pk=run_id)
     if not request.htmx:
         lines = selectors.run_log_lines(run, limit=100_000)
-        text = "".join(f"{line.at:%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {line.source}: {line.message}\n" for line in lines)
+        text = "".join(selectors.log_line_text(line) + "\n" for line in lines)
         response = HttpResponse(text, content_type="text/plain; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}.log"'
         return response
@@ -171,16 +215,28 @@ def run_rerun_failed(request, run_id: int):
 
 @action("scheduler.cancel_run")
 def run_cancel(request, run_id: int):
-    run = get_object_or_404(Run, pk=run_id)
+    """Cancel a run; `force=1` ("Kill now") ends its process at once instead of asking its code to stop."""
+    run = get_object_or_404(Run.objects.select_related("schedule"), pk=run_id)
     form = ReasonForm(request.POST)
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    force = request.POST.get("force") == "1"
+    verb = "killed" if force else "cancelled"
     try:
-        done = cancel(run=run, actor=request.user, reason=reason or f"cancelled by {request.user.get_username()}")
-        messages.success(
-            request, f"Run {run.pk} cancelled." if done else f"Run {run.pk} changed meanwhile; not cancelled."
-        )
+        outcome = run_cancel_as(run=run, actor=request.user, force=force,
+                                reason=reason or f"{verb} by {request.user.get_username()}")
     except ServiceError as exc:
         messages.error(request, str(exc))
+        return redirect("scheduler:run_detail", run_id=run.pk)
+    if outcome == CANCELLED:
+        messages.success(request, f"Run {run.pk} cancelled.")
+    elif outcome == ALREADY_STOPPING:
+        messages.info(request, f"Run {run.pk} is already stopping ({run.get_stop_kind_display().lower()}): "
+                               f"{run.stop_reason}.")
+    elif force:
+        messages.success(request, f"Run {run.pk} is being killed; it shows as STOPPING until its process has ended.")
+    else:
+        messages.success(request, f"Run {run.pk} is stopping: its code was asked to stop. It keeps its slot until "
+                                  "its work has ended, then it is CANCELLED.")
     return redirect("scheduler:run_detail", run_id=run.pk)
 
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from scheduler import selectors
-from scheduler.models import Schedule
+from scheduler.models import Schedule, TargetKind
 from scheduler.services.breakers import breaker_reset
 from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
@@ -17,7 +17,7 @@ from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_set_enabled
 from scheduler.services.watermarks import watermark_reset, watermark_set
 from scheduler.views import charts
-from scheduler.views.common import action, page, team_scope
+from scheduler.views.common import action, command_context, page, team_scope
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
 
 
@@ -46,6 +46,8 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
     context["chart"] = charts.history_chart(
         context["history"], href=lambda run: reverse("scheduler:run_detail", args=[run.pk])
     )
+    if schedule.target_kind == TargetKind.COMMAND:
+        context["command"] = command_context(schedule.command)
     context.setdefault("run_now_form", RunNowForm())
     context.setdefault("watermark_form", WatermarkForm())
     context.update(extra)
