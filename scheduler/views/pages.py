@@ -148,7 +148,8 @@ def _stop_context(run: Run) -> dict:
         "by": asked.actor if asked else "",
         "outcome": outcome,
         "next": STOP_NEXT.get(run.stop_kind, "").format(grace=grace),
-        "may_kill": run.stop_kind == StopKind.CANCEL,  # run_cancel(force=True) escalates a cancel, nothing else
+        # run_cancel(force=True) escalates a cancel or a timeout; a fenced run is its cut-off worker's to end
+        "may_kill": run.stop_kind in (StopKind.CANCEL, StopKind.TIMEOUT),
     }
 
 

@@ -266,3 +266,9 @@ def test_a_finished_cancel_of_a_stopping_run_is_final_and_offers_no_cancel(opera
     with pytest.raises(ServiceError, match="already CANCELLED"):
         run.refresh_from_db()
         run_cancel(run=run, actor="tests")
+
+
+def test_a_run_stopping_for_its_timeout_can_be_killed_now(operator_client, make_schedule, make_run):
+    run = _stopping(make_run, make_schedule("orders"), kind=StopKind.TIMEOUT)
+    page = _page(operator_client, "run_detail", run.pk)
+    assert 'id="kill-form"' in page and 'id="no-kill"' not in page
