@@ -70,6 +70,10 @@ class SchedulerCollector(Collector):
         for status in RunStatus:
             runs.add_metric([status.value], by_status.get(status.value, 0))
         yield runs
+        yield GaugeMetricFamily(
+            "etl_runs_stopping", "RUNNING runs asked to stop (cancel, timeout, fence) whose work has not ended yet.",
+            value=Run.objects.filter(status=RunStatus.RUNNING, stop_requested_at__isnull=False).count(),
+        )
 
         recent = list(
             Run.objects.filter(finished_at__gte=now - RECENT, started_at__isnull=False).values_list(

@@ -102,3 +102,18 @@ def test_the_team_families_break_the_totals_down_by_owning_team(client, settings
     assert s[("etl_team_finished_runs_recent", (("status", "FAILED"), ("team", "default")))] == 0
     assert s[("etl_team_breakers", (("state", "open"), ("team", "billing")))] == 1
     assert s[("etl_team_breakers", (("state", "closed"), ("team", "default")))] == 1
+
+
+def test_runs_asked_to_stop_are_counted_while_they_hold_their_slots(client, settings, make_schedule):
+    from scheduler.models import Run
+
+    settings.ETL_METRICS_TOKEN = "secret-token-123"
+    schedule = make_schedule("orders")
+    real_now = timezone.now()
+    base = {"schedule": schedule, "workload_class_id": schedule.workload_class_id, "trigger_kind": "manual",
+            "status": RunStatus.RUNNING, "queued_at": real_now, "started_at": real_now}
+    Run.objects.create(trigger_key="r1", **base)
+    Run.objects.create(trigger_key="r2", stop_requested_at=real_now, stop_kind="cancel", **base)
+    s = _samples(client.get(URL, headers={"Authorization": "Bearer secret-token-123"}))
+    assert s[("etl_runs_stopping", ())] == 1
+    assert s[("etl_runs", (("status", "RUNNING"),))] == 2
