@@ -355,10 +355,14 @@ def explain_wait(run: Run, now: datetime) -> str:
         if verdict.action != "admit":
             return verdict.reason
     running_watermarked = set()
-    if run.backfill_id is None and schedule.overlap in SERIAL_POLICIES and Run.objects.filter(
-        schedule_id=schedule.pk, status=S.RUNNING, backfill__isnull=True
-    ).exists():
-        running_watermarked.add(schedule.pk)
+    if run.backfill_id is None and schedule.overlap in SERIAL_POLICIES:
+        ahead = (Run.objects.filter(schedule_id=schedule.pk, status=S.RUNNING, backfill__isnull=True)
+                 .values("pk", "stop_requested_at", "stop_kind").first())
+        if ahead is not None and ahead["stop_requested_at"] is not None:
+            return (f"previous run {ahead['pk']} of this schedule is stopping ({ahead['stop_kind']}); "
+                    "this one starts once its work has ended")
+        if ahead is not None:
+            running_watermarked.add(schedule.pk)
     held = _held_back(run, now=now, running_watermarked=running_watermarked)
     if held:
         return held

@@ -234,3 +234,18 @@ def test_an_error_outside_the_pipeline_fails_the_run_at_once_with_the_real_error
     assert run.attempt == 1  # failed on its first attempt: never "worker lost"
     assert run.reason.startswith("OverflowError")
     assert "compute_window" in run.error
+
+
+@pytest.mark.django_db
+def test_a_run_behind_a_stopping_one_says_it_waits_for_the_stop(make_schedule, now):
+    from scheduler.services.dispatch import explain_wait
+
+    schedule = make_schedule("s1", overlap_policy="cancel_other")
+    first = _started(schedule, now)
+    run_cancel(run=first, actor="tests", now=now)
+    second = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    admit_runs(now=now, holder="t")
+    second.refresh_from_db()
+    assert second.status == S.QUEUED
+    assert explain_wait(second, now) == (f"previous run {first.pk} of this schedule is stopping (cancel); "
+                                         "this one starts once its work has ended")
