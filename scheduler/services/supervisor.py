@@ -172,8 +172,12 @@ class Supervisor(threading.Thread):
             note = (f"did not stop within {control.grace_for(request.kind):g} s of the request ({request.kind}); "
                     "the worker process is ended")
             log.error("run %s %s", control.run_id, note)
-            if control.on_force is not None:
-                # in a thread of its own, bounded: a worker cut off from the database must still end on time
+            # Not for a fence: that worker cannot reach the database, so nothing of the last words (a batch's
+            # finished ends, the note) could be stored, and waiting LAST_WORDS_SECONDS for them would spend the
+            # (STUCK - FENCE) / 2 the fence's grace leaves before governance may re-queue the run, and more
+            # (tests/reliability/test_fencing.py, "stubborn")
+            if control.on_force is not None and request.kind != FENCE:
+                # in a thread of its own, bounded: a worker whose database is slow must still end on time
                 last = threading.Thread(target=_quietly, args=(control.on_force, note), daemon=True)
                 last.start()
                 last.join(timeout=LAST_WORDS_SECONDS)

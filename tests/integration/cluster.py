@@ -32,7 +32,8 @@ def child_database_url() -> str:
     raise RuntimeError(f"unsupported vendor {connection.vendor}")
 
 
-def start_cluster(name: str, *, log_path: Path, extra_env: dict | None = None) -> subprocess.Popen:
+def start_cluster(name: str, *, log_path: Path, extra_env: dict | None = None,
+                  args: tuple[str, ...] = ()) -> subprocess.Popen:
     env = {
         **os.environ,
         "DATABASE_URL": child_database_url(),
@@ -47,7 +48,7 @@ def start_cluster(name: str, *, log_path: Path, extra_env: dict | None = None) -
     log = open(log_path, "ab")  # noqa: SIM115  closed with the process
     # its own session, so a test can kill the whole process group (sentinel, workers)
     return subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster", "--name", name], cwd=ROOT, env=env, stdout=log,
+        [sys.executable, "manage.py", "qcluster", "--name", name, *args], cwd=ROOT, env=env, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )
 

@@ -181,3 +181,19 @@ def test_a_stop_asked_while_the_command_starts_reaches_it(kind):
     assert proc.wait(timeout=10) in (-signal.SIGTERM, -signal.SIGKILL)
     assert control.termed and control.killed
     supervisor.reap_group(control)
+
+
+def test_a_fenced_python_run_is_ended_without_waiting_for_its_last_words():
+    """The last note goes to the database, which a fenced worker cannot reach: waiting for it (up to
+    LAST_WORDS_SECONDS) would end the process after governance may have re-queued the run."""
+    ended, notes = [], []
+    sup = Supervisor()
+    sup.end_process = lambda: ended.append(True)
+    control = _watched(sup, RunControl(run_id=1, token="t", stop=StopToken(clock=lambda: 990.0), grace=30.0,
+                                       on_force=lambda note: (notes.append(note), time.sleep(60))))
+    sup.last_beat_ok = 1000.0
+    sup.tick(1000.0 + settings.ETL_FENCE_SECONDS)
+    assert control.requested.kind == FENCE
+    sup.tick(control.requested.at + control.grace_for(FENCE))
+    assert ended == [True]
+    assert notes == []  # never asked for: the process is ended at once
