@@ -25,6 +25,7 @@ from django.utils import timezone
 from scheduler.models import Run, RunLogLine, RunStatus
 
 SCHEDULER = "scheduler"
+ATTEMPT_SEQ_SPAN = 1 << 20  # lines a run's attempt may number (the byte cap keeps far fewer)
 log = logging.getLogger(__name__)
 
 _active: dict[int, "RunLogCapture"] = {}
@@ -35,7 +36,7 @@ class RunLogCapture(logging.Handler):
     """Collects one run's log lines up to a byte cap; `save()` writes what is pending."""
 
     def __init__(self, run_id: int, *, max_bytes: int, max_line: int, level: int,
-                 clock: Callable[[], datetime] = timezone.now) -> None:
+                 clock: Callable[[], datetime] = timezone.now, attempt: int = 1) -> None:
         super().__init__(level)
         self.run_id = run_id
         self.thread = threading.get_ident()
@@ -45,7 +46,9 @@ class RunLogCapture(logging.Handler):
         self.setFormatter(logging.Formatter("%(message)s"))
         self._mutex = threading.Lock()  # not Handler.lock: emit holds that one
         self._pending: list[RunLogLine] = []
-        self._seq = 0
+        # each attempt numbers its lines in a range of its own: a lost or fenced attempt's late lines and the
+        # next attempt's never take each other's (run, seq), and the log reads attempt after attempt
+        self._seq = (max(1, attempt) - 1) * ATTEMPT_SEQ_SPAN
         self._bytes = 0
         self.dropped = 0
 
@@ -98,10 +101,10 @@ class RunLogCapture(logging.Handler):
     def finish(self) -> None:
         """The closing note (outcome, rows, and how much the cap dropped), then the last save."""
         row = Run.objects.filter(pk=self.run_id).values(*OUTCOME_FIELDS).first()
-        self.close(row)
+        self.close_notes(row)
         self.save()
 
-    def close(self, row: dict | None) -> None:
+    def close_notes(self, row: dict | None) -> None:
         """The closing notes, from the run's final `row` (None: the run is gone)."""
         # the closing lines go in whatever the cap says: they are what a reader needs most
         if row is not None:
@@ -126,7 +129,7 @@ def captures_store(captures: list[RunLogCapture]) -> int:
     rows = {r["id"]: r for r in Run.objects.filter(pk__in=[c.run_id for c in captures]).values("id", *OUTCOME_FIELDS)}
     lines: list[RunLogLine] = []
     for capture in captures:
-        capture.close(rows.get(capture.run_id))
+        capture.close_notes(rows.get(capture.run_id))
         lines.extend(capture.take())
     if not lines:
         return 0
@@ -184,7 +187,7 @@ def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now,
     level = logging.getLevelName(settings.ETL_RUN_LOG_LEVEL)
     capture = RunLogCapture(
         run.pk, max_bytes=settings.ETL_RUN_LOG_MAX_BYTES, max_line=settings.ETL_RUN_LOG_MAX_LINE,
-        level=level, clock=clock,
+        level=level, clock=clock, attempt=run.attempt,
     )
     root = logging.getLogger()
     old_level = root.level
