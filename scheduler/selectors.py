@@ -524,8 +524,8 @@ def missed_deadlines(now: datetime, team_ids=None):
         owned_by(Run.objects.filter(deadline_missed_at__gte=now - MISSED_DEADLINE_SHOWN), team_ids)
         .exclude(status__in=[RunStatus.SUCCEEDED, RunStatus.CANCELLED])
         .select_related("schedule")
-        .only("id", "status", "logical_time", "deadline_missed_at", "reason", "schedule__id", "schedule__name",
-              "schedule__deadline_seconds")
+        .only("id", "status", "stop_requested_at", "logical_time", "deadline_missed_at", "reason", "schedule__id",
+              "schedule__name", "schedule__deadline_seconds")
         .order_by("-deadline_missed_at", "-id")
     )
 
@@ -572,7 +572,7 @@ def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict
     for run in missed_deadlines(now, team_ids)[:ATTENTION_LIMIT]:
         items.append({"kind": "deadline", "label": "Missed deadline", "href": run_url(run.pk),
                       "title": f"run #{run.pk} of {run.schedule.name}",
-                      "detail": f"{deadline_text(run, at=True)}; it is {run.status}"
+                      "detail": f"{deadline_text(run, at=True)}; it is {run.shown_status}"
                                 f"{': ' + run.reason if run.reason else ''}"})
     for run, waited in long_waiting_runs(now, team_ids)[:ATTENTION_LIMIT]:
         items.append({"kind": "waiting", "label": "Waiting long", "href": run_url(run.pk),

@@ -84,7 +84,7 @@ def deadline_mark(*, run: Run, now: datetime) -> bool:
         return False
     seconds = run.schedule.deadline_seconds
     late = int((now - deadline).total_seconds())
-    state = run.status + (f" ({run.reason})" if run.reason else "")
+    state = run.shown_status + (f" ({run.reason})" if run.reason else "")  # STOPPING for a run asked to stop
     with transaction.atomic():
         # the run may have succeeded, or been cancelled, since it was read; another loop may have marked it
         if not _watched().filter(pk=run.pk).update(deadline_missed_at=now):

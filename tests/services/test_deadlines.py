@@ -189,3 +189,9 @@ def test_the_check_reads_the_partial_index(nightly, now):
             cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
         plan = " ".join(str(row) for row in cursor.fetchall())
     assert "run_deadline_watch_idx" in plan, plan
+
+
+def test_a_run_asked_to_stop_is_said_to_be_stopping(nightly, now):
+    run_of(nightly, logical_time=now - 2 * HOUR, status=RunStatus.RUNNING, stop_requested_at=now, stop_kind="cancel")
+    deadlines_check(now=now)
+    assert "it is STOPPING" in Alert.objects.get().message
