@@ -179,7 +179,8 @@ class ScheduleAdmin(admin.ModelAdmin):
         """The id it runs, or for a command target its program and arguments (argv[0] alone says little)."""
         if obj.target_kind == TargetKind.COMMAND:
             spec = obj.command or {}
-            text = " ".join(map(str, spec["argv"])) if isinstance(spec.get("argv"), list) else str(spec.get("shell", ""))
+            argv = spec.get("argv")
+            text = " ".join(map(str, argv)) if isinstance(argv, list) else str(spec.get("shell", ""))
             return f"$ {text[:80]}{'…' if len(text) > 80 else ''}"
         return obj.target_id
 

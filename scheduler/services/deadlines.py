@@ -110,4 +110,5 @@ def deadlines_check(*, now: datetime) -> list[int]:
     return [run.pk for run in deadline_misses(now=now) if deadline_mark(run=run, now=now)]
 
 
-__all__ = ["BATCH", "LOOKBACK", "MISSABLE", "OLD_TIMES", "deadline_mark", "deadline_misses", "deadline_of", "deadlines_check"]
+__all__ = ["BATCH", "LOOKBACK", "MISSABLE", "OLD_TIMES", "deadline_mark", "deadline_misses", "deadline_of",
+           "deadlines_check"]

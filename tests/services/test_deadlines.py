@@ -43,7 +43,8 @@ def test_a_run_not_succeeded_past_its_deadline_is_marked_audited_and_alerted_onc
     assert run.deadline_missed_at == now
     [alert] = Alert.objects.all()
     assert (alert.kind, alert.run_id, alert.schedule_id) == (AlertKind.DEADLINE_MISSED, run.pk, nightly.pk)
-    assert f"Run {run.pk} of 'nightly' missed its deadline: not SUCCEEDED 3600 s after its logical time" in alert.message
+    assert (f"Run {run.pk} of 'nightly' missed its deadline: not SUCCEEDED 3600 s after its logical time"
+            in alert.message)
     assert "it is RUNNING" in alert.message
     [entry] = AuditEntry.objects.filter(action="run.deadline_missed")
     assert entry.actor == "governance" and entry.target_id == str(run.pk)
@@ -180,7 +181,8 @@ def test_the_check_reads_the_partial_index(nightly, now):
             logical_time=now - timedelta(days=3, minutes=i), queued_at=now - timedelta(days=3), finished_at=now,
             workload_class_id=nightly.workload_class_id) for i in range(500)])
     run_of(nightly, logical_time=now - 2 * HOUR)
-    sql, params = deadlines._watched().filter(deadlines._overdue(now)).order_by("logical_time", "id").query.sql_with_params()
+    query = deadlines._watched().filter(deadlines._overdue(now)).order_by("logical_time", "id").query
+    sql, params = query.sql_with_params()
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("ANALYZE scheduler_run")
