@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.core.validators import MinValueValidator
 from django.db import transaction
 from django.forms.fields import InvalidJSONInput
 from django.http import HttpResponse
@@ -16,6 +17,7 @@ from scheduler.models import (
     Run,
     RunStatus,
     Schedule,
+    TargetKind,
     Team,
     WatermarkState,
     WebhookRefusal,
@@ -97,13 +99,39 @@ class ScheduleForm(forms.ModelForm):
         model = Schedule
         exclude = ["webhook_secret", *SCHEDULE_STATE_FIELDS]
         field_classes = {"params": BoundedJSONField, "trigger_config": BoundedJSONField,
-                         "watermark_config": BoundedJSONField}
-        help_texts = {"owner": "The owning team; empty means the default team (ETL_DEFAULT_TEAM)."}
+                         "watermark_config": BoundedJSONField, "command": BoundedJSONField}
+        # what an author needs at the form, said here (the model's texts are the short reference)
+        help_texts = {
+            "owner": "The owning team; empty means the default team (ETL_DEFAULT_TEAM).",
+            "target_kind": "pipeline or workflow: a registered id in Target id. command: the Command below "
+                           "(leave Target id empty).",
+            "target_id": "The registered pipeline or workflow id; empty for a command target.",
+            "command": 'Only for a command target, a JSON object: {"argv": ["dbt", "build", "--select", '
+                       '"tag:nightly"], "cwd": "/srv/dbt", "env": {"DBT_TARGET": "prod"}}. argv is a list run '
+                       'without a shell; {"shell": "..."} instead of argv is the explicit opt-in to /bin/sh -c. '
+                       "cwd must be absolute; env adds variables (ETL_* are the scheduler's). Run params reach "
+                       "the command only as JSON in ETL_PARAMS, never in argv. Empty for other targets.",
+            "timeout_seconds": "Stop an attempt that runs longer than this; it ends FAILED \"timed out after N s\" "
+                               "and is retried like any failure. Empty: no limit.",
+            "deadline_seconds": "A live run not SUCCEEDED this many seconds after its logical time raises one "
+                                "alert to the owning team and shows on the overview. Empty: no deadline.",
+            "overlap_policy": "A cron or interval fire while a run is active: skip, buffer_one, buffer_all, "
+                              "cancel_other (ask the active run to stop, start once it has), terminate_other "
+                              "(kill it at once, no grace), allow_all. Empty: skip for watermarked schedules, "
+                              "allow_all otherwise.",
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if "owner" in self.fields:
             self.fields["owner"].required = False
+        for name in ("timeout_seconds", "deadline_seconds"):  # the columns' own minimum is 0; a limit is >= 1 s
+            if name in self.fields:
+                field = self.fields[name]
+                field.min_value = 1
+                field.validators = [v for v in field.validators if not isinstance(v, MinValueValidator)]
+                field.validators.append(MinValueValidator(1))
+                field.widget.attrs["min"] = 1
 
     def clean(self):
         cleaned = super().clean()
@@ -131,7 +159,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     list_display = (
         "name",
         "owner",
-        "target_id",
+        "target",
         "trigger_kind",
         "enabled",
         "priority",
@@ -145,6 +173,16 @@ class ScheduleAdmin(admin.ModelAdmin):
     readonly_fields = SCHEDULE_STATE_FIELDS
     filter_horizontal = ("depends_on",)
     actions = ["enable", "disable", "run_now", "reset_breaker", "export_yaml"]
+
+    @admin.display(description="target", ordering="target_id")
+    def target(self, obj):
+        """The id it runs, or for a command target its program and arguments (argv[0] alone says little)."""
+        if obj.target_kind == TargetKind.COMMAND:
+            spec = obj.command or {}
+            argv = spec.get("argv")
+            text = " ".join(map(str, argv)) if isinstance(argv, list) else str(spec.get("shell", ""))
+            return f"$ {text[:80]}{'…' if len(text) > 80 else ''}"
+        return obj.target_id
 
     def get_queryset(self, request):
         """Other teams' schedules only while ETL_TEAMS_VIEW_ALL is on (then read-only: has_change_permission)."""

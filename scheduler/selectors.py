@@ -516,6 +516,31 @@ def late_schedules(team_ids=None):
                 [:ATTENTION_LIMIT])
 
 
+MISSED_DEADLINE_SHOWN = timedelta(days=1)
+
+
+def missed_deadlines(now: datetime, team_ids=None):
+    """Runs governance found past their deadline in the last day that have not succeeded since (nor were
+    cancelled: a person already decided about those), latest first."""
+
+    return (
+        owned_by(Run.objects.filter(deadline_missed_at__gte=now - MISSED_DEADLINE_SHOWN), team_ids)
+        .exclude(status__in=[RunStatus.SUCCEEDED, RunStatus.CANCELLED])
+        .select_related("schedule")
+        .only("id", "status", "stop_requested_at", "logical_time", "deadline_missed_at", "reason", "schedule__id",
+              "schedule__name", "schedule__deadline_seconds")
+        .order_by("-deadline_missed_at", "-id")
+    )
+
+
+def deadline_text(run: Run, *, at: bool = False) -> str:
+    """'missed its deadline (N s after logical time)', as the run page and the overview say it;
+    `at` adds the logical time itself."""
+    seconds = run.schedule.deadline_seconds
+    when = f" {run.logical_time:%Y-%m-%d %H:%M} UTC" if at and run.logical_time else ""
+    return f"missed its deadline ({seconds} s after logical time{when})" if seconds else "missed its deadline"
+
+
 def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict]:
     """Everything on the overview that needs a person, most urgent kind first; each item links somewhere."""
 
@@ -547,6 +572,11 @@ def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict
                       "detail": f"freshness objective ({s.freshness_max_age_seconds or 0} s, "
                                 f"{s.freshness_measure.replace('_', ' ')}) breached since "
                                 f"{s.freshness_breached_at:%Y-%m-%d %H:%M} UTC"})
+    for run in missed_deadlines(now, team_ids)[:ATTENTION_LIMIT]:
+        items.append({"kind": "deadline", "label": "Missed deadline", "href": run_url(run.pk),
+                      "title": f"run #{run.pk} of {run.schedule.name}",
+                      "detail": f"{deadline_text(run, at=True)}; it is {run.shown_status}"
+                                f"{': ' + run.reason if run.reason else ''}"})
     for run, waited in long_waiting_runs(now, team_ids)[:ATTENTION_LIMIT]:
         items.append({"kind": "waiting", "label": "Waiting long", "href": run_url(run.pk),
                       "title": f"run #{run.pk} of {run.schedule.name}",

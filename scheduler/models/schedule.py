@@ -11,15 +11,17 @@ class Schedule(models.Model):
     name = models.SlugField(max_length=100, unique=True, help_text="Unique id of the schedule (letters, digits, - and _).")
     description = models.CharField(max_length=300, blank=True, help_text="What this schedule is for.")
     target_kind = models.CharField(
-        max_length=16, choices=TargetKind.choices, default=TargetKind.PIPELINE, help_text="Run a pipeline or a workflow."
+        max_length=16, choices=TargetKind.choices, default=TargetKind.PIPELINE,
+        help_text="Run a registered pipeline or workflow (target_id), or a command (command)."
     )
     target_id = models.CharField(
         max_length=200, blank=True, help_text="Registered pipeline or workflow id (empty for a command)."
     )
     command = models.JSONField(
         default=dict, blank=True,
-        help_text='A command target: {"argv": ["dbt", "build"], "cwd": "/srv/dbt", "env": {"K": "v"}, '
-                  '"shell": false}. Run without a shell, in its own process group; empty for other targets.',
+        help_text='A command target: {"argv": ["dbt", "build"], "cwd": "/srv/dbt", "env": {"K": "v"}}, run '
+                  'without a shell in its own process group ({"shell": "..."} instead of argv opts in to /bin/sh -c); '
+                  'empty for other targets.',
     )
     timeout_seconds = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)],
@@ -60,7 +62,7 @@ class Schedule(models.Model):
     overlap_policy = models.CharField(
         max_length=16, choices=OverlapPolicy.choices, blank=True, default="",
         help_text="A cron or interval fire while a run is active: skip, buffer_one, buffer_all, cancel_other, "
-                  "allow_all. Empty: skip for watermarked schedules, allow_all otherwise.",
+                  "terminate_other, allow_all. Empty: skip for watermarked schedules, allow_all otherwise.",
     )
     next_fire_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="Next due time (time triggers).")
     last_fire_at = models.DateTimeField(null=True, blank=True, help_text="Last fire time (time triggers).")

@@ -11,7 +11,9 @@ target by id, and an id that meant two things would run the wrong one.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import math
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -72,6 +74,8 @@ class WorkflowSpec:
     deps: tuple[tuple[str, str], ...] = ()
     description: str = ""
     order: tuple[str, ...] = field(default=(), compare=False)
+    #: node -> its own time limit in seconds, as declared with register_workflow(timeouts=...)
+    timeouts: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def upstreams(self) -> dict[str, list[str]]:
@@ -153,15 +157,55 @@ def pipeline(pipeline_id: str, **options: Any) -> Callable[[Factory], Factory]:
     return register_pipeline(pipeline_id, None, **options)
 
 
+def _check_timeouts(nodes: dict[str, Factory], timeouts: Any) -> dict[str, float]:
+    if timeouts is None:
+        return {}
+    if not isinstance(timeouts, dict):
+        raise ConfigError("timeouts", "must be a dict of node name -> seconds")
+    out: dict[str, float] = {}
+    for name, seconds in timeouts.items():
+        if name not in nodes:
+            raise ConfigError("timeouts", f"unknown node {name!r} (nodes: {', '.join(map(str, nodes))})")
+        if (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds)
+                or seconds <= 0):
+            raise ConfigError("timeouts", f"node {name!r}: must be a number of seconds > 0, got {seconds!r}")
+        out[name] = seconds
+    return out
+
+
+def _with_timeout(factory: Factory, seconds: float) -> Factory:
+    """The node's factory, building its pipeline with the workflow's time limit for it.
+
+    The workflow's limit replaces the pipeline's own `timeout_seconds`: a
+    pipeline registered once may be a quick node in one workflow and a slow
+    one in another, and it is the workflow's author who knows which.
+    """
+    @functools.wraps(factory)
+    def build(ctx: RunContext) -> Pipeline:
+        built = factory(ctx)
+        if callable(getattr(built, "run", None)):  # anything else is refused where it is run
+            built.timeout_seconds = seconds
+        return built
+
+    return build
+
+
 def register_workflow(
     workflow_id: str,
     nodes: dict[str, Factory],
     deps: Iterable[tuple[str, str]] = (),
     description: str = "",
     *,
+    timeouts: dict[str, float] | None = None,
     replace: bool = False,
 ) -> WorkflowSpec:
-    """Register a DAG of pipeline factories; `deps` are (upstream, downstream) pairs."""
+    """Register a DAG of pipeline factories; `deps` are (upstream, downstream) pairs.
+
+    `timeouts` gives nodes their own time limit in seconds ({"build_revenue": 600}),
+    the same as building that node's pipeline with `Pipeline(..., timeout_seconds=600)`;
+    a node past its limit stops the run, which ends FAILED "node 'build_revenue'
+    timed out after 600 s". The schedule's `timeout_seconds` bounds the whole run.
+    """
     with _lock:
         _check_id(WORKFLOW, workflow_id, replace)
         if not isinstance(nodes, dict) or not nodes:
@@ -183,7 +227,9 @@ def register_workflow(
             order = topological_order(nodes, pairs)
         except CycleError as exc:
             raise ConfigError("deps", str(exc)) from exc
-        spec = WorkflowSpec(workflow_id, dict(nodes), tuple(pairs), description, tuple(order))
+        limits = _check_timeouts(nodes, timeouts)
+        built = {name: _with_timeout(f, limits[name]) if name in limits else f for name, f in nodes.items()}
+        spec = WorkflowSpec(workflow_id, built, tuple(pairs), description, tuple(order), limits)
         _workflows[workflow_id] = spec
     return spec
 

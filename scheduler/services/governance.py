@@ -1,4 +1,4 @@
-"""The governance loop's work: timeouts, lost workers, breaker cooldowns, orphans.
+"""The governance loop's work: timeouts, lost workers, breaker cooldowns, missed deadlines, orphans.
 
 One loop across all clusters holds the `governance` lease (scheduler/loops.py)
 and calls `governance_tick` every ETL_GOVERNANCE_INTERVAL. Each job is its own
@@ -19,6 +19,7 @@ from scheduler.models import GovernanceTick, Run, RunStatus, TargetKind
 from scheduler.services import alerts
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_cooldowns
+from scheduler.services.deadlines import deadlines_check
 from scheduler.services.dispatch import run_redispatch
 from scheduler.services.finish import run_finish, run_stop_settled, runs_lost
 from scheduler.services.freshness import freshness_check
@@ -123,6 +124,7 @@ def _jobs() -> list[tuple[str, Callable[..., object]]]:
         ("half_open", breaker_cooldowns),
         ("alerts_resent", alerts.governance_alerts),
         ("freshness", freshness_check),
+        ("deadlines_missed", deadlines_check),
         ("pruned", prune),
     ]
 
