@@ -116,14 +116,26 @@ class HeartbeatPump(threading.Thread):
                                      .values_list("pk", "stop_kind", "stop_reason")):
             watchdog.request(run_id, kind, reason)
         for control in watchdog.active():
-            request = control.requested
-            if request is not None and not control.recorded and request.kind == StopKind.TIMEOUT:
-                control.recorded = True  # shown as STOPPING (timed out) while the code winds down
-                stopping = Run.objects.select_related("schedule").filter(pk=control.run_id).first()
-                if stopping is not None:
-                    run_stop_request(run=stopping, kind=request.kind, reason=request.reason, now=now, actor="worker")
+            _record_local_stop(control, now=now)  # shown as STOPPING (timed out) while the code winds down
         save_pending()  # the run page follows a running run's log at this pace
         return touched
+
+
+def _record_local_stop(control: supervisor.RunControl, *, now: datetime) -> None:
+    """A timeout the supervisor found itself (not read from the database) is written as the run's stop request.
+
+    The heartbeat pump does it each beat, and the last words before the supervisor ends a worker process: with a
+    short grace the process may end before the next beat, and the reaper settles only runs whose stop request is
+    in the database (else governance would call the run lost, ETL_STUCK_SECONDS later, and re-queue it).
+    """
+    request = control.requested
+    if request is None or control.recorded or request.kind != StopKind.TIMEOUT:
+        return
+    stopping = Run.objects.select_related("schedule").filter(pk=control.run_id).first()
+    if stopping is not None:
+        # compare-and-set: a second writer (the pump and the last words at once) changes nothing
+        run_stop_request(run=stopping, kind=request.kind, reason=request.reason, now=now, actor="worker")
+    control.recorded = True  # after the write: a beat whose write failed tries again at the next one
 
 
 def _pairs_q(pairs) -> Q:
@@ -325,7 +337,7 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
     timeout = run.schedule.timeout_seconds
     if timeout:
         logs.note(f"timeout {timeout} s")
-    with supervisor.watch(run.pk, token, timeout=timeout, on_force=_last_words(logs)) as control:
+    with supervisor.watch(run.pk, token, timeout=timeout, on_force=_last_words(logs, clock=clock)) as control:
         try:
             rows, max_value, report, exit_code = _run_target(run, token, ctx, clock, control=control, logs=logs)
             if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
@@ -355,11 +367,15 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
                    max_value=max_value, report=report, exit_code=exit_code, clock=clock, settle=settle)
 
 
-def _last_words(logs) -> Callable[[str], None]:
-    """What the supervisor calls before it ends the process of a run that ignored its stop: the note, stored."""
-    def note(text: str) -> None:
-        logs.note(text, level="ERROR", force=True)
-        logs.save()
+def _last_words(logs, *, clock) -> Callable[[supervisor.RunControl, str], None]:
+    """What the supervisor calls before it ends the process of a run that ignored its stop: a timeout no beat has
+    written yet is written (so the reaper can settle the run at once), and the note is stored."""
+    def note(control: supervisor.RunControl, text: str) -> None:
+        try:
+            _record_local_stop(control, now=clock())
+        finally:
+            logs.note(text, level="ERROR", force=True)
+            logs.save()
     return note
 
 

@@ -57,7 +57,8 @@ class RunControl:
     recorded: bool = False  # the stop request is in the database (the pump writes local ones: a timeout)
     termed: bool = False
     killed: bool = False
-    on_force: Callable[[str], None] | None = None  # a last note before the process is ended
+    # last words before the process is ended: (this control, the note); the worker writes what the database lacks
+    on_force: Callable[["RunControl", str], None] | None = None
     children: list[int] = field(default_factory=list)  # this process's children before the command began
 
     @property
@@ -169,7 +170,7 @@ class Supervisor(threading.Thread):
             log.error("run %s %s", control.run_id, note)
             if control.on_force is not None:
                 # in a thread of its own, bounded: a worker cut off from the database must still end on time
-                last = threading.Thread(target=_quietly, args=(control.on_force, note), daemon=True)
+                last = threading.Thread(target=_quietly, args=(control.on_force, control, note), daemon=True)
                 last.start()
                 last.join(timeout=LAST_WORDS_SECONDS)
             self.end_process()
@@ -179,9 +180,9 @@ _end_lock = threading.Lock()
 LAST_WORDS_SECONDS = 2.0
 
 
-def _quietly(func: Callable[[str], None], note: str) -> None:
+def _quietly(func: Callable[[RunControl, str], None], control: RunControl, note: str) -> None:
     try:
-        func(note)
+        func(control, note)
     except Exception:
         log.warning("could not store the last note before ending the process", exc_info=True)
 
@@ -193,7 +194,7 @@ def _end_this_process() -> None:
 
 @contextmanager
 def watch(run_id: int, token: str, *, timeout: float | None,
-          on_force: Callable[[str], None] | None = None) -> Iterator[RunControl]:
+          on_force: Callable[[RunControl, str], None] | None = None) -> Iterator[RunControl]:
     """Control one run while the block executes it in this thread: its token is the thread's current one."""
     supervisor = Supervisor.get()
     control = RunControl(run_id=run_id, token=token, stop=StopToken(timeout=timeout),
