@@ -308,6 +308,40 @@ def _leftovers(pgid: int, known: set[int]) -> list[tuple[int, str, int]]:
     return found
 
 
+def reap_orphans(*, keep: set[int]) -> list[int]:
+    """In the cluster's main process (`become_subreaper`): kill and reap what is left of a dead worker's commands.
+
+    A worker process ended by force (SIGKILL, the kernel's OOM killer) cannot
+    clean up after its command: the command and its processes are re-parented
+    to the nearest living subreaper, the cluster's main process, and would
+    otherwise run on beside the retry governance starts. They are found as its
+    children outside `keep` (the Sentinel) that run in a session other than its
+    own (every command starts a session; the cluster's own processes share the
+    main one). Returns the pids signalled.
+    """
+    session, ended = os.getsid(0), []
+    for pid, state, _pgrp in _children():
+        if pid in keep:
+            continue
+        try:
+            if os.getsid(pid) == session:
+                continue  # not a command's: the cluster's own
+        except OSError:
+            continue  # gone already
+        if state != "Z":
+            _kill(pid)
+            ended.append(pid)
+        _reap(pid)  # a killed one is reaped on a later call, once it is a zombie
+    if ended:
+        log.error("killed %s: processes of commands whose worker process died", ", ".join(map(str, ended)))
+    return ended
+
+
+def become_subreaper() -> None:
+    """Orphans of this process's descendants are re-parented here (not to init), where `reap_orphans` finds them."""
+    _become_subreaper()
+
+
 def _become_subreaper() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -330,4 +364,7 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:].split()[0] != "Z"
 
 
-__all__ = ["RunControl", "Supervisor", "pid_alive", "reap_group", "signal_group", "spawn", "watch"]
+__all__ = [
+    "RunControl", "Supervisor", "become_subreaper", "pid_alive", "reap_group", "reap_orphans", "signal_group", "spawn",
+    "watch",
+]

@@ -426,7 +426,7 @@ def test_a_python_pipeline_that_ignores_the_stop_loses_its_worker_and_the_reaper
     assert not following.worker_id.endswith(f":{pid}")
 
 
-@pytest.mark.parametrize("grace", [2, 0])
+@pytest.mark.parametrize("grace", [1, 0])
 def test_a_python_pipeline_that_ignores_its_timeout_loses_its_worker_and_fails_timed_out(
         make_schedule, tmp_path, grace):
     """With no grace the worker is ended on the supervisor's next look, maybe before a heartbeat wrote the
@@ -471,8 +471,8 @@ def test_a_class_slot_is_free_only_once_the_stopped_commands_processes_are_dead(
 
 def test_cancel_other_stops_the_running_command_before_the_next_fire_starts(make_schedule, tmp_path):
     shared = tmp_path / "overlap.pids"
-    schedule = _command(make_schedule, "every3", _overlapping(ignore_term=False), env={"SHARED": shared},
-                        trigger_kind="interval", trigger_config={"seconds": 3}, overlap_policy="cancel_other")
+    schedule = _command(make_schedule, "every2", _overlapping(ignore_term=False), env={"SHARED": shared},
+                        trigger_kind="interval", trigger_config={"seconds": 2}, overlap_policy="cancel_other")
     with cluster(tmp_path) as log:
         wait_until(lambda: sum(line.startswith("start") for line in _lines(shared)) >= 2, timeout=WAIT,
                    what="the second fire's command to start", log_path=log)
@@ -485,8 +485,8 @@ def test_cancel_other_stops_the_running_command_before_the_next_fire_starts(make
 
 def test_terminate_other_kills_the_running_command_at_once_and_then_starts_the_next(make_schedule, tmp_path):
     shared = tmp_path / "overlap.pids"
-    schedule = _command(make_schedule, "every3", _overlapping(ignore_term=True), env={"SHARED": shared},
-                        trigger_kind="interval", trigger_config={"seconds": 3}, overlap_policy="terminate_other")
+    schedule = _command(make_schedule, "every2", _overlapping(ignore_term=True), env={"SHARED": shared},
+                        trigger_kind="interval", trigger_config={"seconds": 2}, overlap_policy="terminate_other")
     # a grace longer than the wait's deadline: the next fire starts in time only if the old run was killed at once
     with cluster(tmp_path, ETL_CANCEL_GRACE_SECONDS=120) as log:
         wait_until(lambda: sum(line.startswith("start") for line in _lines(shared)) >= 2, timeout=WAIT,
@@ -512,3 +512,33 @@ def test_a_window_that_cannot_be_computed_fails_the_run_at_once_with_the_real_er
     assert run.reason.startswith("OverflowError"), run.reason
     assert "worker lost" not in run.reason
     assert not AuditEntry.objects.filter(action__startswith="run.worker_lost", target_id=str(run.pk)).exists()
+
+
+# --- 8. a worker killed under a command ----------------------------------------------------
+
+# attempt 1 starts a child and sleeps; attempt 2 records which of attempt 1's processes are still there, and ends
+ATTEMPTS = PRELUDE + '''
+MARKS = os.environ["MARKS"]
+if os.environ["ETL_ATTEMPT"] == "1":
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    note(MARKS, f"main {os.getpid()}")
+    note(MARKS, f"child {child.pid}")
+    time.sleep(300)
+first = [int(line.split()[1]) for line in open(MARKS).read().splitlines()]
+note(os.environ["RECORD"], json.dumps({"alive": [pid for pid in first if os.path.exists(f"/proc/{pid}")]}))
+'''
+
+
+def test_a_command_does_not_outlive_its_killed_worker_and_the_retry_never_runs_beside_it(make_schedule, tmp_path):
+    marks, record = tmp_path / "first.pids", tmp_path / "retry.json"
+    schedule = _command(make_schedule, "orphan", ATTEMPTS, env={"MARKS": marks, "RECORD": record}, retry_max_attempts=2)
+    run = run_trigger_manual(schedule=schedule, actor="tests")
+    with cluster(tmp_path, ETL_STUCK_SECONDS=3) as log:
+        wait_until(lambda: len(_pids(marks)) == 2, timeout=WAIT, what="the command to start", log_path=log)
+        worker = int(Run.objects.get(pk=run.pk).worker_id.rsplit(":", 1)[1])
+        os.kill(worker, signal.SIGKILL)
+        run = _final(run, log)
+        left = _gone(_pids(marks))
+    assert run.status == S.SUCCEEDED and run.attempt == 2, run.reason
+    assert json.loads(record.read_text())["alive"] == [], "the retry ran beside the first attempt's processes"
+    assert left == []
