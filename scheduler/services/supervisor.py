@@ -16,6 +16,9 @@ stop its runs on time.
   SIGKILL, and a Python pipeline that ignored the request has its worker
   process ended (django-q2 starts a new one; the run's end is then written by
   the cluster's reaper, `dead_worker_pids`, or by governance).
+* A worker process ended by force cannot clean up after its command: the
+  cluster's main process is a child subreaper as well, so the orphans come to
+  it, and `reap_orphans` (its main loop) ends them before the run's retry.
 * Fencing: when the pump could not renew the heartbeat for
   ETL_FENCE_SECONDS, every run of the process is stopped (a short grace,
   then by force), so it has stopped before governance may call it lost
