@@ -276,8 +276,14 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
 def _claim(run_id: int, token: str, *, now: datetime, worker: str) -> bool:
     """Take a run for this worker as it begins: only a run still waiting for this very message (a cancelled,
     re-dispatched or already started one is stale)."""
-    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True)
-                .update(started_at=now, heartbeat_at=now, worker_id=worker))
+    began = time.monotonic()
+    claimed = bool(Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True)
+                   .update(started_at=now, heartbeat_at=now, worker_id=worker))
+    if claimed:
+        # the claim wrote the run's heartbeat: the fence counts from it, not from the last beat of an earlier run
+        # (an idle worker beats nothing, and its next run was fenced at once)
+        supervisor.Supervisor.get().beat_ok(began)
+    return claimed
 
 
 def _waiting(tokens: dict[int, str]) -> list[Run]:

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -542,3 +543,19 @@ def test_a_command_does_not_outlive_its_killed_worker_and_the_retry_never_runs_b
     assert run.status == S.SUCCEEDED and run.attempt == 2, run.reason
     assert json.loads(record.read_text())["alive"] == [], "the retry ran beside the first attempt's processes"
     assert left == []
+
+
+# --- 9. fencing counts from what the worker last heard -----------------------------------------
+
+def test_a_run_that_begins_on_a_worker_idle_longer_than_the_fence_time_is_not_fenced(make_schedule, tmp_path):
+    """An idle worker writes no heartbeat; the claim of its next run is a write the database answered, so the fence
+    (no heartbeat written for ETL_FENCE_SECONDS) counts from there, not from the last run's last beat."""
+    quick = _command(make_schedule, "quick", "print('done')")
+    slower = _command(make_schedule, "slower", "import time; time.sleep(1.5); print('done')")
+    with cluster(tmp_path, ETL_FENCE_SECONDS=1, Q_WORKERS=1) as log:
+        first = _final(run_trigger_manual(schedule=quick, actor="tests"), log)
+        time.sleep(1.5)  # the worker idles longer than ETL_FENCE_SECONDS
+        second = _final(run_trigger_manual(schedule=slower, actor="tests"), log)
+    assert first.status == S.SUCCEEDED, first.reason
+    assert second.status == S.SUCCEEDED and second.attempt == 1, second.reason
+    assert not any("fenced" in message for _, message in _log(second))
