@@ -222,6 +222,15 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
         pump.register(run.pk, run.dispatch_token)
     pending: list[tuple[Ending, Any]] = []
     flushed_at = began = time.monotonic()
+
+    def write_finished() -> None:
+        # the supervisor is about to end this process for a run that ignored its stop: the ends of the runs that
+        # finished before it are written first, or governance would re-queue them as lost and run them again
+        written = list(pending)
+        del pending[:]
+        if written:
+            out.update(_flush(written, pump))
+
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
     try:
         for index, run in enumerate(runs):
@@ -241,7 +250,7 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 with run_log_capture(run, clock=clock, store=False) as logs:
                     run_start_notes(logs, run, now=now)
                     ending = _execute_claimed(run, run.dispatch_token, now=now, clock=clock, logs=logs,
-                                              settle=lambda e: e)
+                                              settle=lambda e: e, before_end=write_finished)
             except Exception:
                 # left RUNNING without a heartbeat: governance re-queues it as lost
                 log.exception("run %s of a batch stopped on an unexpected error", run.pk)
@@ -318,17 +327,19 @@ def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int
     return out
 
 
-def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:
+def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle,
+                     before_end: Callable[[], None] | None = None) -> Any:
     """The claimed run to its end; an error anywhere (the window's math, a bad definition, the pipeline) fails it
     at once with the real error, rather than leaving it RUNNING for governance to call lost."""
     try:
-        return _execute_guarded(run, token, now=now, clock=clock, logs=logs, settle=settle)
+        return _execute_guarded(run, token, now=now, clock=clock, logs=logs, settle=settle, before_end=before_end)
     except Exception as exc:
         logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
         return _report_failure(run, token, exc, clock=clock, settle=settle)
 
 
-def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle) -> Any:
+def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle,
+                     before_end: Callable[[], None] | None = None) -> Any:
     try:
         config, window, capped = _window_for(run, now)
     except NothingToRead as exc:
@@ -343,7 +354,8 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
     timeout = run.schedule.timeout_seconds
     if timeout:
         logs.note(f"timeout {timeout} s")
-    with supervisor.watch(run.pk, token, timeout=timeout, on_force=_last_words(logs, clock=clock)) as control:
+    last_words = _last_words(logs, clock=clock, before_end=before_end)
+    with supervisor.watch(run.pk, token, timeout=timeout, on_force=last_words) as control:
         try:
             rows, max_value, report, exit_code = _run_target(run, token, ctx, clock, control=control, logs=logs)
             if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
@@ -373,15 +385,20 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
                    max_value=max_value, report=report, exit_code=exit_code, clock=clock, settle=settle)
 
 
-def _last_words(logs, *, clock) -> Callable[[supervisor.RunControl, str], None]:
+def _last_words(logs, *, clock, before_end: Callable[[], None] | None = None
+                ) -> Callable[[supervisor.RunControl, str], None]:
     """What the supervisor calls before it ends the process of a run that ignored its stop: a timeout no beat has
-    written yet is written (so the reaper can settle the run at once), and the note is stored."""
+    written yet is written (so the reaper can settle the run at once), `before_end` (a batch writes the ends of
+    its finished runs), and the note is stored."""
     def note(control: supervisor.RunControl, text: str) -> None:
-        try:
-            _record_local_stop(control, now=clock())
-        finally:
-            logs.note(text, level="ERROR", force=True)
-            logs.save()
+        steps = [lambda: _record_local_stop(control, now=clock()), *([before_end] if before_end else [])]
+        for step in steps:  # each on its own: one that fails must not cost the others
+            try:
+                step()
+            except Exception:
+                log.warning("run %s: a last write before the process is ended failed", control.run_id, exc_info=True)
+        logs.note(text, level="ERROR", force=True)
+        logs.save()
     return note
 
 

@@ -559,3 +559,25 @@ def test_a_run_that_begins_on_a_worker_idle_longer_than_the_fence_time_is_not_fe
     assert first.status == S.SUCCEEDED, first.reason
     assert second.status == S.SUCCEEDED and second.attempt == 1, second.reason
     assert not any("fenced" in message for _, message in _log(second))
+
+
+def test_a_worker_ended_for_a_stubborn_run_of_a_batch_writes_the_ends_its_finished_runs_first(make_schedule, tmp_path):
+    """Two runs in one broker message (one worker, a tick admitting two): the first finishes at once, its end waits
+    for the batch's flush; the second ignores its cancel and its worker is ended. The first's success is written
+    before that, so it is not re-queued as lost and run again."""
+    record, pidfile = tmp_path / "record.txt", tmp_path / "worker.pid"
+    quick = make_schedule("quick", target_id="itest.record", retry_max_attempts=2)
+    stubborn = make_schedule("stubborn", target_id="itest.stubborn")
+    first = run_trigger_manual(schedule=quick, actor="tests", params={"record": str(record)})
+    second = run_trigger_manual(schedule=stubborn, actor="tests", params={"pidfile": str(pidfile), "sleep": 120})
+    with cluster(tmp_path, ETL_CANCEL_GRACE_SECONDS=1, Q_WORKERS=1, ETL_STUCK_SECONDS=3,
+                 ETL_BATCH_FLUSH_SECONDS=60) as log:
+        wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=WAIT, what="the stubborn run to start",
+                   log_path=log)
+        assert Run.objects.get(pk=first.pk).status == S.RUNNING, "the first's end waits for the batch's flush"
+        assert run_cancel(run=Run.objects.get(pk=second.pk), actor="tests")
+        second = _final(second, log)
+        first = _final(first, log)
+    assert second.status == S.CANCELLED
+    assert (first.status, first.attempt) == (S.SUCCEEDED, 1), first.reason
+    assert [line.split()[0] for line in _lines(record)] == ["start", "end"], "the first run executed once"
