@@ -180,10 +180,11 @@ def _lines(path: Path) -> list[str]:
 
 
 def _pids(path: Path) -> list[int]:
-    return [int(line.split()[1]) for line in _lines(path) if line.split()[0] in ("main", "child", "grandchild", "daemon")]
+    kinds = ("main", "child", "grandchild", "daemon")
+    return [int(line.split()[1]) for line in _lines(path) if line.split()[0] in kinds]
 
 
-def _gone(pids: list[int]) -> list[int]:
+def _still_there(pids: list[int]) -> list[int]:
     """The pids that still have a /proc entry (alive, or a zombie nobody reaped): should be none."""
     return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
 
@@ -199,8 +200,8 @@ def _final(run, log: Path, *, timeout: float = WAIT) -> Run:
 
 @contextmanager
 def cluster(tmp_path: Path, **env):
-    """A qcluster for one test; at the end every schedule is disabled and every active run killed first (a command
-    runs in a session of its own: a cluster stopped under it would leave it behind), then the cluster stops."""
+    """A qcluster for one test; at the end every schedule is disabled and every active run killed first (a stopping
+    cluster waits for its workers, and a command of these tests sleeps for minutes), then the cluster stops."""
     log = tmp_path / "cluster.log"
     proc = start_cluster("control", log_path=log, extra_env={**BASE_ENV, **{k: str(v) for k, v in env.items()}})
     ok = False
@@ -276,7 +277,8 @@ def test_a_non_zero_exit_fails_with_its_code_and_tail_and_a_result_file_reports_
 def test_no_process_of_a_command_outlives_its_run_children_grandchildren_or_a_setsid_daemon(
         make_schedule, tmp_path, ending):
     pids = tmp_path / "tree.pids"
-    schedule = _command(make_schedule, "tree", TREE, env={"PIDS": pids, "MODE": "exit" if ending == "success" else "sleep"},
+    mode = "exit" if ending == "success" else "sleep"  # success: the main process exits, its children sleep on
+    schedule = _command(make_schedule, "tree", TREE, env={"PIDS": pids, "MODE": mode},
                         timeout_seconds=3 if ending == "timeout" else None)
     run = run_trigger_manual(schedule=schedule, actor="tests")
     with cluster(tmp_path) as log:
@@ -284,7 +286,7 @@ def test_no_process_of_a_command_outlives_its_run_children_grandchildren_or_a_se
         if ending == "cancel":
             assert run_cancel(run=Run.objects.get(pk=run.pk), actor="tests")
         run = _final(run, log)
-        left = _gone(_pids(pids))  # read at once: the run's end is written only after its processes are gone
+        left = _still_there(_pids(pids))  # read at once: the run's end is written only after its processes are gone
     assert [line.split()[0] for line in _lines(pids)].count("daemon") == 1
     assert run.status == {"success": S.SUCCEEDED, "cancel": S.CANCELLED, "timeout": S.FAILED}[ending], run.reason
     assert left == [], f"processes of run {run.pk} left alive or unreaped: {left}"
@@ -311,7 +313,7 @@ def test_a_command_that_handles_sigterm_shows_stopping_then_ends_cancelled_with_
     assert run.exit_code == 0, "the command's own exit, not a kill"
     assert ("stdout", "clean exit after SIGTERM") in _log(run)
     assert AuditEntry.objects.filter(action="run.stop.cancel", target_id=str(run.pk)).count() == 1
-    assert _gone(_pids(marks)) == []
+    assert _still_there(_pids(marks)) == []
 
 
 def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_and_ends_cancelled(make_schedule, tmp_path):
@@ -322,7 +324,7 @@ def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_and_ends_cance
         wait_until(lambda: len(_pids(marks)) == 2, timeout=WAIT, what="the command to start", log_path=log)
         assert run_cancel(run=Run.objects.get(pk=run.pk), actor="tests")
         run = _final(run, log)
-        left = _gone(_pids(marks))
+        left = _still_there(_pids(marks))
     assert run.status == S.CANCELLED and run.stop_kind == "cancel"
     assert any(line.startswith("termed") for line in _lines(marks)), "it got SIGTERM first, and ignored it"
     assert run.exit_code == -signal.SIGKILL
@@ -338,7 +340,7 @@ def test_terminate_kills_a_command_that_ignores_sigterm_without_waiting_for_the_
         wait_until(lambda: len(_pids(marks)) == 2, timeout=WAIT, what="the command to start", log_path=log)
         assert run_cancel(run=Run.objects.get(pk=run.pk), actor="tests", force=True)
         run = _final(run, log)
-        left = _gone(_pids(marks))
+        left = _still_there(_pids(marks))
     assert (run.status, run.stop_kind) == (S.CANCELLED, "terminate")
     assert run.exit_code == -signal.SIGKILL
     assert AuditEntry.objects.filter(action="run.stop.terminate", target_id=str(run.pk)).count() == 1
@@ -356,7 +358,7 @@ def test_a_cancel_in_its_grace_escalates_to_terminate_and_the_command_is_killed_
                    what="the command to get (and ignore) SIGTERM", log_path=log)
         assert run_cancel(run=Run.objects.get(pk=run.pk), actor="tests", force=True), "a cancel escalates"
         run = _final(run, log)
-        left = _gone(_pids(marks))
+        left = _still_there(_pids(marks))
     assert (run.status, run.stop_kind, run.exit_code) == (S.CANCELLED, "terminate", -signal.SIGKILL)
     assert left == []
 
@@ -371,7 +373,7 @@ def test_a_command_past_its_timeout_fails_timed_out(make_schedule, tmp_path):
         run = _final(run, log)
     assert run.status == S.FAILED and run.attempt == 1
     assert run.reason.startswith("timed out after 1 s"), run.reason
-    assert len(_lines(marks)) == 1 and _gone([int(_lines(marks)[0].split()[2])]) == []
+    assert len(_lines(marks)) == 1 and _still_there([int(_lines(marks)[0].split()[2])]) == []
 
 
 def test_a_timed_out_command_with_two_attempts_is_queued_again_once_then_fails(make_schedule, tmp_path):
@@ -385,7 +387,7 @@ def test_a_timed_out_command_with_two_attempts_is_queued_again_once_then_fails(m
     assert run.reason.startswith("timed out after 1 s"), run.reason
     assert [line.split()[:2] for line in _lines(marks)] == [["attempt", "1"], ["attempt", "2"]]
     assert AuditEntry.objects.filter(action="run.retry", target_id=str(run.pk)).count() == 1
-    assert _gone([int(line.split()[2]) for line in _lines(marks)]) == []
+    assert _still_there([int(line.split()[2]) for line in _lines(marks)]) == []
 
 
 # --- 4. Python pipelines ------------------------------------------------------------
@@ -539,7 +541,7 @@ def test_a_command_does_not_outlive_its_killed_worker_and_the_retry_never_runs_b
         worker = int(Run.objects.get(pk=run.pk).worker_id.rsplit(":", 1)[1])
         os.kill(worker, signal.SIGKILL)
         run = _final(run, log)
-        left = _gone(_pids(marks))
+        left = _still_there(_pids(marks))
     assert run.status == S.SUCCEEDED and run.attempt == 2, run.reason
     assert json.loads(record.read_text())["alive"] == [], "the retry ran beside the first attempt's processes"
     assert left == []
