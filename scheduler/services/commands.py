@@ -25,7 +25,6 @@ from typing import IO, Any
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler.core.stop import RunStopped
 from scheduler.services import supervisor
 from scheduler.services.errors import ServiceError
 
@@ -134,8 +133,10 @@ def command_execute(*, spec: dict, env: dict[str, str], control: supervisor.RunC
                     result_file: str) -> CommandResult:
     """Run the command to its end under `control`; its output into `logs` as it comes.
 
-    Raises RunStopped when the run was asked to stop (the command was
-    signalled), CommandFailed for a non-zero exit or a bad result file.
+    A run asked to stop (the command was signalled) returns just the exit
+    code, whatever it is: the caller sees the request on `control` and writes
+    the stop's outcome with that code (its own exit after SIGTERM, or -9).
+    Raises CommandFailed for a non-zero exit or a bad result file.
     """
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     argv = command_argv(spec)
@@ -166,9 +167,8 @@ def command_execute(*, spec: dict, env: dict[str, str], control: supervisor.RunC
         logs.note(f"processes {', '.join(map(str, left))} of the command could not be ended", level="ERROR",
                   force=True)
     logs.note(f"command exited with {_exit_text(code)}", level="INFO" if code == 0 else "ERROR")
-    request = control.requested
-    if request is not None:
-        raise RunStopped(request.kind, request.reason)
+    if control.requested is not None:
+        return CommandResult(exit_code=code)  # no result file counts after the request
     text = "\n".join(tail)
     if code != 0:
         raise CommandFailed(f"command exited with {_exit_text(code)}", exit_code=code, tail=text)

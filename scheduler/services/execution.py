@@ -116,14 +116,26 @@ class HeartbeatPump(threading.Thread):
                                      .values_list("pk", "stop_kind", "stop_reason")):
             watchdog.request(run_id, kind, reason)
         for control in watchdog.active():
-            request = control.requested
-            if request is not None and not control.recorded and request.kind == StopKind.TIMEOUT:
-                control.recorded = True  # shown as STOPPING (timed out) while the code winds down
-                stopping = Run.objects.select_related("schedule").filter(pk=control.run_id).first()
-                if stopping is not None:
-                    run_stop_request(run=stopping, kind=request.kind, reason=request.reason, now=now, actor="worker")
+            _record_local_stop(control, now=now)  # shown as STOPPING (timed out) while the code winds down
         save_pending()  # the run page follows a running run's log at this pace
         return touched
+
+
+def _record_local_stop(control: supervisor.RunControl, *, now: datetime) -> None:
+    """A timeout the supervisor found itself (not read from the database) is written as the run's stop request.
+
+    The heartbeat pump does it each beat, and the last words before the supervisor ends a worker process: with a
+    short grace the process may end before the next beat, and the reaper settles only runs whose stop request is
+    in the database (else governance would call the run lost, ETL_STUCK_SECONDS later, and re-queue it).
+    """
+    request = control.requested
+    if request is None or control.recorded or request.kind != StopKind.TIMEOUT:
+        return
+    stopping = Run.objects.select_related("schedule").filter(pk=control.run_id).first()
+    if stopping is not None:
+        # compare-and-set: a second writer (the pump and the last words at once) changes nothing
+        run_stop_request(run=stopping, kind=request.kind, reason=request.reason, now=now, actor="worker")
+    control.recorded = True  # after the write: a beat whose write failed tries again at the next one
 
 
 def _pairs_q(pairs) -> Q:
@@ -210,6 +222,15 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
         pump.register(run.pk, run.dispatch_token)
     pending: list[tuple[Ending, Any]] = []
     flushed_at = began = time.monotonic()
+
+    def write_finished() -> None:
+        # the supervisor is about to end this process for a run that ignored its stop: the ends of the runs that
+        # finished before it are written first, or governance would re-queue them as lost and run them again
+        written = list(pending)
+        del pending[:]
+        if written:
+            out.update(_flush(written, pump))
+
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
     try:
         for index, run in enumerate(runs):
@@ -229,7 +250,7 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 with run_log_capture(run, clock=clock, store=False) as logs:
                     run_start_notes(logs, run, now=now)
                     ending = _execute_claimed(run, run.dispatch_token, now=now, clock=clock, logs=logs,
-                                              settle=lambda e: e, before_force=lambda: _flush_now(pending, pump))
+                                              settle=lambda e: e, before_end=write_finished)
             except Exception:
                 # left RUNNING without a heartbeat: governance re-queues it as lost
                 log.exception("run %s of a batch stopped on an unexpected error", run.pk)
@@ -264,8 +285,14 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
 def _claim(run_id: int, token: str, *, now: datetime, worker: str) -> bool:
     """Take a run for this worker as it begins: only a run still waiting for this very message (a cancelled,
     re-dispatched or already started one is stale)."""
-    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True)
-                .update(started_at=now, heartbeat_at=now, worker_id=worker))
+    began = time.monotonic()
+    claimed = bool(Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True)
+                   .update(started_at=now, heartbeat_at=now, worker_id=worker))
+    if claimed:
+        # the claim wrote the run's heartbeat: the fence counts from it, not from the last beat of an earlier run
+        # (an idle worker beats nothing, and its next run was fenced at once)
+        supervisor.Supervisor.get().beat_ok(began)
+    return claimed
 
 
 def _waiting(tokens: dict[int, str]) -> list[Run]:
@@ -281,16 +308,6 @@ def _give_back(runs: list[Run], *, pump: "HeartbeatPump") -> None:
         pump.unregister(run.pk)
     hand_off([(run.pk, run.dispatch_token) for run in runs])
     log.info("batch past its %s s budget: %d run(s) sent again", settings.ETL_BATCH_BUDGET_SECONDS, len(runs))
-
-
-def _flush_now(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> None:
-    """From the supervisor, just before it ends this process: the batch's finished runs' ends, written now."""
-    taken = pending[:]
-    del pending[:]
-    try:
-        _flush(taken, pump)
-    finally:
-        connection.close()  # this thread's own connection, opened for this alone
 
 
 def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int, str]:
@@ -311,7 +328,7 @@ def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int
 
 
 def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle,
-                     before_force: Callable[[], None] | None = None) -> Any:
+                     before_end: Callable[[], None] | None = None) -> Any:
     """The claimed run to its end; an error anywhere (the window's math, a bad definition, the pipeline) fails it
     at once with the real error, rather than leaving it RUNNING for governance to call lost."""
     def settle_once(ending: Ending | None) -> Any:
@@ -323,7 +340,7 @@ def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle
 
     try:
         return _execute_guarded(run, token, now=now, clock=clock, logs=logs, settle=settle_once,
-                                before_force=before_force)
+                                before_end=before_end)
     except _EndNotWritten as failed:
         raise failed.__cause__ from None
     except Exception as exc:
@@ -336,7 +353,7 @@ class _EndNotWritten(Exception):
 
 
 def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle,
-                     before_force: Callable[[], None] | None = None) -> Any:
+                     before_end: Callable[[], None] | None = None) -> Any:
     try:
         config, window, capped = _window_for(run, now)
     except NothingToRead as exc:
@@ -351,7 +368,8 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
     timeout = run.schedule.timeout_seconds
     if timeout:
         logs.note(f"timeout {timeout} s")
-    with supervisor.watch(run.pk, token, timeout=timeout, on_force=_last_words(logs, before_force)) as control:
+    last_words = _last_words(logs, clock=clock, before_end=before_end)
+    with supervisor.watch(run.pk, token, timeout=timeout, on_force=last_words) as control:
         try:
             rows, max_value, report, exit_code = _run_target(run, token, ctx, clock, control=control, logs=logs)
             if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
@@ -381,12 +399,18 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
                    max_value=max_value, report=report, exit_code=exit_code, clock=clock, settle=settle)
 
 
-def _last_words(logs, before: Callable[[], None] | None = None) -> Callable[[str], None]:
-    """What the supervisor calls before it ends the process of a run that ignored its stop: the ends its batch
-    finished but did not write yet (so they are not run again), then the note, stored."""
-    def note(text: str) -> None:
-        if before is not None:
-            before()
+def _last_words(logs, *, clock, before_end: Callable[[], None] | None = None
+                ) -> Callable[[supervisor.RunControl, str], None]:
+    """What the supervisor calls before it ends the process of a run that ignored its stop: a timeout no beat has
+    written yet is written (so the reaper can settle the run at once), `before_end` (a batch writes the ends of
+    its finished runs), and the note is stored."""
+    def note(control: supervisor.RunControl, text: str) -> None:
+        steps = [lambda: _record_local_stop(control, now=clock()), *([before_end] if before_end else [])]
+        for step in steps:  # each on its own: one that fails must not cost the others
+            try:
+                step()
+            except Exception:
+                log.warning("run %s: a last write before the process is ended failed", control.run_id, exc_info=True)
         logs.note(text, level="ERROR", force=True)
         logs.save()
     return note

@@ -16,6 +16,9 @@ stop its runs on time.
   SIGKILL, and a Python pipeline that ignored the request has its worker
   process ended (django-q2 starts a new one; the run's end is then written by
   the cluster's reaper, `dead_worker_pids`, or by governance).
+* A worker process ended by force cannot clean up after its command: the
+  cluster's main process is a child subreaper as well, so the orphans come to
+  it, and `reap_orphans` (its main loop) ends them before the run's retry.
 * Fencing: when the pump could not renew the heartbeat for
   ETL_FENCE_SECONDS, every run of the process is stopped (a short grace,
   then by force), so it has stopped before governance may call it lost
@@ -62,7 +65,8 @@ class RunControl:
     recorded: bool = False  # the stop request is in the database (the pump writes local ones: a timeout)
     termed: bool = False
     killed: bool = False
-    on_force: Callable[[str], None] | None = None  # a last note before the process is ended
+    # last words before the process is ended: (this control, the note); the worker writes what the database lacks
+    on_force: Callable[["RunControl", str], None] | None = None
     children: list[int] = field(default_factory=list)  # this process's children before the command began
 
     @property
@@ -178,7 +182,7 @@ class Supervisor(threading.Thread):
             # (tests/reliability/test_fencing.py, "stubborn")
             if control.on_force is not None and request.kind != FENCE:
                 # in a thread of its own, bounded: a worker whose database is slow must still end on time
-                last = threading.Thread(target=_quietly, args=(control.on_force, note), daemon=True)
+                last = threading.Thread(target=_quietly, args=(control.on_force, control, note), daemon=True)
                 last.start()
                 last.join(timeout=LAST_WORDS_SECONDS)
             self.end_process()
@@ -188,9 +192,9 @@ _end_lock = threading.Lock()
 LAST_WORDS_SECONDS = 2.0
 
 
-def _quietly(func: Callable[[str], None], note: str) -> None:
+def _quietly(func: Callable[[RunControl, str], None], control: RunControl, note: str) -> None:
     try:
-        func(note)
+        func(control, note)
     except Exception:
         log.warning("could not store the last note before ending the process", exc_info=True)
 
@@ -202,7 +206,7 @@ def _end_this_process() -> None:
 
 @contextmanager
 def watch(run_id: int, token: str, *, timeout: float | None,
-          on_force: Callable[[str], None] | None = None) -> Iterator[RunControl]:
+          on_force: Callable[[RunControl, str], None] | None = None) -> Iterator[RunControl]:
     """Control one run while the block executes it in this thread: its token is the thread's current one."""
     supervisor = Supervisor.get()
     control = RunControl(run_id=run_id, token=token, stop=StopToken(timeout=timeout),
@@ -328,8 +332,9 @@ def _die_with_parent() -> None:
 
 def kill_run_processes(run_id: int) -> list[int]:
     """SIGKILL every process of this machine that runs for run `run_id` (its command and their descendants: they
-    carry ETL_RUN_ID in their environment). For a run whose worker died: nothing of it may go on writing while
-    governance starts another attempt. Returns the pids signalled."""
+    carry ETL_RUN_ID in their environment). For a run whose worker died, found by the reaper loop, including after
+    the whole cluster was killed and started again: nothing of it may go on writing while governance starts another
+    attempt. Returns the pids signalled."""
     marker = f"ETL_RUN_ID={run_id}".encode()
     me, hit = os.getpid(), []
     for entry in Path("/proc").iterdir():
@@ -343,6 +348,40 @@ def kill_run_processes(run_id: int) -> list[int]:
             _kill(int(entry.name))
             hit.append(int(entry.name))
     return hit
+
+
+def reap_orphans(*, keep: set[int]) -> list[int]:
+    """In the cluster's main process (`become_subreaper`): kill and reap what is left of a dead worker's commands.
+
+    A worker process ended by force (SIGKILL, the kernel's OOM killer) cannot
+    clean up after its command: the command and its processes are re-parented
+    to the nearest living subreaper, the cluster's main process, and would
+    otherwise run on beside the retry governance starts. They are found as its
+    children outside `keep` (the Sentinel) that run in a session other than its
+    own (every command starts a session; the cluster's own processes share the
+    main one). Returns the pids signalled.
+    """
+    session, ended = os.getsid(0), []
+    for pid, state, _pgrp in _children():
+        if pid in keep:
+            continue
+        try:
+            if os.getsid(pid) == session:
+                continue  # not a command's: the cluster's own
+        except OSError:
+            continue  # gone already
+        if state != "Z":
+            _kill(pid)
+            ended.append(pid)
+        _reap(pid)  # a killed one is reaped on a later call, once it is a zombie
+    if ended:
+        log.error("killed %s: processes of commands whose worker process died", ", ".join(map(str, ended)))
+    return ended
+
+
+def become_subreaper() -> None:
+    """Orphans of this process's descendants are re-parented here (not to init), where `reap_orphans` finds them."""
+    _subreaper(True)
 
 
 def _subreaper(on: bool) -> None:
@@ -367,4 +406,7 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:].split()[0] != "Z"
 
 
-__all__ = ["RunControl", "Supervisor", "kill_run_processes", "pid_alive", "reap_group", "signal_group", "spawn", "watch"]
+__all__ = [
+    "RunControl", "Supervisor", "become_subreaper", "kill_run_processes", "pid_alive", "reap_group", "reap_orphans",
+    "signal_group", "spawn", "watch",
+]

@@ -3,7 +3,10 @@
 `itest.record` appends "start"/"end" lines (run id, attempt, pid) to the file
 named in params["record"], and sleeps params["sleep"] seconds (or
 params["first_attempt_sleep"] on attempt 1, so a run whose worker is killed
-can finish quickly when it is re-queued).
+can finish quickly when it is re-queued). `itest.cooperative` and
+`itest.stubborn` write their worker's pid to params["pidfile"] and then wait:
+the first checks for a stop request every 50 ms, the second sleeps in one C
+call that no request reaches (tests/integration/test_run_control.py).
 """
 from __future__ import annotations
 
@@ -69,3 +72,48 @@ class GatedSource:
 
 
 register_pipeline("itest.gated", lambda ctx: Pipeline(GatedSource(ctx), IdentityTransform(), NoopSink()), replace=True)
+
+
+def _write_pid(path: str) -> None:
+    # written whole, then renamed: a test polling the file never reads half a pid
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(tmp, path)
+
+
+class CooperativeSource:
+    """Writes the worker's pid to params["pidfile"], then works in small steps and checks for a stop between them
+    (at most a minute): a cancel reaches it at the next step."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def extract(self):
+        _write_pid(self.ctx.params["pidfile"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            self.ctx.check_cancelled()
+            time.sleep(0.05)
+        return []
+
+
+register_pipeline("itest.cooperative",
+                  lambda ctx: Pipeline(CooperativeSource(ctx), IdentityTransform(), NoopSink()), replace=True)
+
+
+class StubbornSource:
+    """Writes the worker's pid to params["pidfile"], then sleeps params["sleep"] seconds in one C call: no stop
+    request reaches it (only ending its worker process stops it)."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def extract(self):
+        _write_pid(self.ctx.params["pidfile"])
+        time.sleep(float(self.ctx.params.get("sleep", 120)))
+        return []
+
+
+register_pipeline("itest.stubborn",
+                  lambda ctx: Pipeline(StubbornSource(ctx), IdentityTransform(), NoopSink()), replace=True)

@@ -73,7 +73,7 @@ def test_a_python_run_that_ignores_the_request_has_its_process_ended_after_the_g
     ended, notes = [], []
     sup = Supervisor()
     sup.end_process = lambda: ended.append(True)
-    control = _watched(sup, _control(grace=2.0, on_force=notes.append))
+    control = _watched(sup, _control(grace=2.0, on_force=lambda _control, note: notes.append(note)))
     sup.request(1, CANCEL, "operator")
     asked = control.requested.at
     sup.tick(asked + 1.0)
@@ -190,7 +190,7 @@ def test_a_fenced_python_run_is_ended_without_waiting_for_its_last_words():
     sup = Supervisor()
     sup.end_process = lambda: ended.append(True)
     control = _watched(sup, RunControl(run_id=1, token="t", stop=StopToken(clock=lambda: 990.0), grace=30.0,
-                                       on_force=lambda note: (notes.append(note), time.sleep(60))))
+                                       on_force=lambda _c, note: (notes.append(note), time.sleep(60))))
     sup.last_beat_ok = 1000.0
     sup.tick(1000.0 + settings.ETL_FENCE_SECONDS)
     assert control.requested.kind == FENCE

@@ -11,9 +11,11 @@ from django_q.cluster import Cluster
 
 from scheduler.loops import start_loops, stop_loops
 from scheduler.services.dependencies import all_cycles
+from scheduler.services.supervisor import become_subreaper, reap_orphans
 from scheduler.services.shutdown import release_unstarted
 
 log = logging.getLogger("scheduler.cluster")
+ORPHAN_CHECK_SECONDS = 0.5  # far below ETL_STUCK_SECONDS: a dead worker's command is gone before its run's retry
 
 
 class Command(BaseCommand):
@@ -37,6 +39,8 @@ class Command(BaseCommand):
         # a connection opened before the fork would be shared with the Sentinel
         # and closed under our feet when a child exits
         connections.close_all()
+        # what a worker killed under a command leaves behind comes here, to be ended (reap_orphans), not to init
+        become_subreaper()
         cluster = Cluster()
         loops: list = []
         stopping = {"flag": False}
@@ -57,8 +61,10 @@ class Command(BaseCommand):
         if options["run_once"]:
             on_signal(signal.SIGTERM, None)
         while cluster.sentinel is not None and cluster.sentinel.is_alive():
-            time.sleep(0.2)
+            reap_orphans(keep={cluster.sentinel.pid})
+            time.sleep(ORPHAN_CHECK_SECONDS)
         stop_loops(loops)
+        reap_orphans(keep=set())
         connections.close_all()
 
         released = release_unstarted(holder_prefix=[loop.holder for loop in loops])
