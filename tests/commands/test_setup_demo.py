@@ -56,3 +56,22 @@ def test_no_admin_login_when_asked_for_none(demo_paths):
     call_command("setup_demo", "--admin-username", "", "--no-kickoff", stdout=out)
     assert "admin login" not in out.getvalue()
     assert list(User.objects.values_list("username", flat=True)) == ["operator"]
+
+
+def test_the_demo_has_a_command_target_that_runs_prints_and_reports_its_rows(demo_paths, now):
+    from scheduler.models import RunLogLine, RunStatus
+    from scheduler.services.dispatch import admit_runs
+    from scheduler.services.execution import execute_run
+    from scheduler.services.runs import run_trigger_manual
+
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    schedule = Schedule.objects.get(name="warehouse_compact")
+    assert schedule.target_kind == "command" and schedule.timeout_seconds == 300
+    run = run_trigger_manual(schedule=schedule, actor="tests", params={"steps": 2, "pause": 0}, now=now)
+    admit_runs(now=now, holder="t")
+    run.refresh_from_db()
+    execute_run(run.pk, run.dispatch_token)
+    run.refresh_from_db()
+    assert (run.status, run.rows_loaded, run.exit_code) == (RunStatus.SUCCEEDED, 2000, 0)
+    lines = set(RunLogLine.objects.filter(run=run).values_list("source", "message"))
+    assert ("stdout", "compacting partition 2/2") in lines and ("stderr", "warehouse compacted") in lines

@@ -1,5 +1,6 @@
 """`setup_demo`: demo source and warehouse databases, demo schedules, an operator login and an admin login."""
 import secrets
+import sys
 from datetime import datetime, timedelta, timezone
 
 from django.conf import settings
@@ -10,6 +11,21 @@ from scheduler.models import Schedule
 from scheduler.pipelines.demo_data import create_warehouse_db, generate_source_db
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_save
+
+
+# A command target's script (any program would do): progress on stdout as it goes, a result file at the end.
+# It checks its steps one by one, so a cancel (SIGTERM) stops it between two; the run log follows it live.
+COMPACT_SCRIPT = """
+import json, os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: (print("asked to stop: stopping between two steps", flush=True), sys.exit(143)))
+params = json.loads(os.environ["ETL_PARAMS"])
+steps = int(params.get("steps", 12))
+for step in range(1, steps + 1):
+    print(f"compacting partition {step}/{steps}", flush=True)
+    time.sleep(float(params.get("pause", 2)))
+print("warehouse compacted", file=sys.stderr, flush=True)
+json.dump({"rows": steps * 1000}, open(os.environ["ETL_RESULT_FILE"], "w"))
+"""
 
 
 def demo_schedules(now: datetime) -> list[dict]:
@@ -41,6 +57,10 @@ def demo_schedules(now: datetime) -> list[dict]:
         {"name": "heartbeat", "description": "A no-op every 20 seconds: the loop is alive",
          "target_id": "demo.noop", "trigger_kind": "interval", "trigger_config": {"seconds": 20},
          "workload_class": "standard", "priority": 2},
+        {"name": "warehouse_compact", "description": "A command target (a script, not a Python pipeline): its output "
+         "is in the run log as it prints; trigger it and try Cancel", "target_kind": "command", "target_id": "",
+         "command": {"argv": [sys.executable, "-c", COMPACT_SCRIPT]}, "trigger_kind": "manual",
+         "timeout_seconds": 300, "workload_class": "standard", "priority": 3},
         {"name": "flaky_feed", "description": "A feed that keeps failing: watch its breaker open",
          "target_id": "demo.flaky", "trigger_kind": "interval", "trigger_config": {"seconds": 30},
          "params": {"fail": True}, "breaker_threshold": 3, "breaker_cooldown_seconds": 120,
