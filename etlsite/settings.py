@@ -245,7 +245,10 @@ ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
 # --- end authoring settings ---
 
 # --- oncall settings ---
-ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", 256 * 1024, minimum=1024)  # per run; later lines are counted, not kept
+# per run (a command's output too); later lines are counted, not kept. ETL_LOG_MAX_BYTES is the same setting under
+# the name issue 20 gave it; ETL_RUN_LOG_MAX_BYTES wins when both are set.
+ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", envint("ETL_LOG_MAX_BYTES", 256 * 1024, minimum=1024),
+                               minimum=1024)
 ETL_RUN_LOG_MAX_LINE = envint("ETL_RUN_LOG_MAX_LINE", 16 * 1024, minimum=200)  # one line (a traceback is one line)
 ETL_RUN_LOG_LEVEL = envstr("ETL_RUN_LOG_LEVEL", "INFO").upper()
 if ETL_RUN_LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR"):

@@ -80,3 +80,22 @@ def test_https_alone_makes_check_deploy_clean():
          "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS)"],
         cwd=ROOT, env=full, capture_output=True, text=True, timeout=60)
     assert shown.stdout.split() == ["True", "True", "True", "31536000"], shown.stderr
+
+
+def _setting(name: str, env: dict) -> str:
+    full = {k: v for k, v in os.environ.items() if k not in DROP | {"ETL_RUN_LOG_MAX_BYTES", "ETL_LOG_MAX_BYTES"}}
+    full.update(env, DJANGO_SETTINGS_MODULE="etlsite.settings")
+    code = f"import django; django.setup(); from django.conf import settings; print(settings.{name})"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()
+
+
+def test_the_run_log_cap_answers_to_its_issue_name_too():
+    assert _setting("ETL_RUN_LOG_MAX_BYTES", {"ETL_LOG_MAX_BYTES": "5000"}) == "5000"
+    assert _setting("ETL_RUN_LOG_MAX_BYTES", {"ETL_LOG_MAX_BYTES": "5000", "ETL_RUN_LOG_MAX_BYTES": "8000"}) == "8000"
+
+
+def test_the_fence_must_come_before_governance_may_call_a_run_lost():
+    result = _check({"ETL_STUCK_SECONDS": "10", "ETL_FENCE_SECONDS": "10"})
+    assert result.returncode != 0 and "ETL_FENCE_SECONDS: must be less than ETL_STUCK_SECONDS (10)" in result.stderr
+    assert _setting("ETL_FENCE_SECONDS", {"ETL_STUCK_SECONDS": "60", "ETL_HEARTBEAT_SECONDS": "5"}) == "45.0"
