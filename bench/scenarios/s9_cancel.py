@@ -134,7 +134,7 @@ def run(url: str, cancels: int = 20, db: str = "-", extra: dict | None = None) -
                    f"grace {GRACE:g} s)", pct(values, 50), "s")
         p95 = pct(values, 95)
         result.add("  p95", p95, "s", f"<= {targets[kind]:g} s", p95 <= targets[kind])
-        result.add("  max", max(values), "s")
+        result.add("  min", min(values), "s")
     return result
 
 
