@@ -13,7 +13,8 @@ through the same path gives the part of the cost that any run pays.
 Then, if asked (`--cluster-runs`, default 20), a real `manage.py qcluster`
 (shipped settings) runs manual triggers one at a time, alternating the
 command schedule and the no-op one: trigger-to-finish, `finished_at -
-queued_at`, for each.
+queued_at`, for each, and the worker's part of it, `finished_at - started_at`
+(from its claim to the end it wrote).
 """
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def on_cluster(url: str, runs: int, extra: dict) -> dict:
     command, noop = _schedules()
     if extra.get("REDIS_URL"):
         flush_redis(extra["REDIS_URL"])
-    out: dict[str, list[float]] = {"command": [], "noop": []}
+    out: dict[str, list[float]] = {"command": [], "noop": [], "command_worker": [], "noop_worker": []}
     with tempfile.TemporaryDirectory(prefix="etl-bench-s10-") as tmp:
         log = Path(tmp) / "cluster.log"
         proc = start_cluster(url, log_path=log, **extra)
@@ -132,6 +133,8 @@ def on_cluster(url: str, runs: int, extra: dict) -> dict:
                 run.refresh_from_db()
                 assert run.status == "SUCCEEDED", f"run {run.pk}: {run.status} {run.reason}"
                 out[kind].append((run.finished_at - run.queued_at).total_seconds() * 1000)
+                # the worker's part: from its claim to the end it wrote (no dispatch latency in it)
+                out[f"{kind}_worker"].append((run.finished_at - run.started_at).total_seconds() * 1000)
                 time.sleep(random.uniform(0.0, 0.2))  # lands anywhere in the dispatch loop's cycle
         finally:
             stop_cluster(proc)
@@ -165,6 +168,9 @@ def run(url: str | None = None, runs: int = 100, cluster_runs: int = 0, db: str 
             result.add(f"real cluster ({broker}), {label}: trigger -> finished, p50 ({len(values)} runs)",
                        pct(values, 50), "ms")
         result.add("  command - no-op, p50", pct(cluster["command"], 50) - pct(cluster["noop"], 50), "ms")
+        for kind, label in (("command", "`true` command run"), ("noop", "no-op run")):
+            result.add(f"real cluster, {label}: claimed -> finished (the worker's part), p50",
+                       pct(cluster[f"{kind}_worker"], 50), "ms")
     return result
 
 
