@@ -94,15 +94,17 @@ class HeartbeatPump(threading.Thread):
         poll = min(self.interval, STOP_POLL_SECONDS)
         next_beat = time.monotonic() + self.interval
         while not self.wake.wait(poll):
-            if not self.active:
-                # idle: hand the connection back rather than hold a session open between runs
-                connection.close()
-                next_beat = time.monotonic() + self.interval
-                continue
             due = time.monotonic() >= next_beat - poll / 2  # half a poll early rather than a whole poll late
+            if due:
+                next_beat = time.monotonic() + self.interval
+            if not self.active:
+                if due:
+                    # idle at a beat: hand the connection back rather than hold a session open between runs (at
+                    # the beat's pace, not the poll's: a worker running short runs would reconnect every poll)
+                    connection.close()
+                continue
             try:
                 if due:
-                    next_beat = time.monotonic() + self.interval
                     close_old_connections()
                     self.beat(timezone.now())
                 else:
