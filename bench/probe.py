@@ -1,4 +1,4 @@
-"""Loaded into the benchmark's qcluster processes through ETL_PIPELINE_MODULES.
+"""Loaded into the benchmark's qcluster processes through ETL_PIPELINE_MODULES: a finish probe and pipelines.
 
 When ETL_BENCH_DONE_FILE is set, every task the cluster finishes appends the
 finish time to that file (django-q2 sends `post_execute` from its monitor
@@ -26,3 +26,28 @@ if _path:
             os.close(fd)
 
     post_execute.connect(_done, dispatch_uid="etl-bench-probe", weak=False)
+
+
+# --- pipelines of the benchmark (scenario 9: cancel to stopped) -----------------------
+
+from scheduler.core import IdentityTransform, Pipeline  # noqa: E402
+from scheduler.pipelines.noop import NoopSink  # noqa: E402
+from scheduler.pipelines.registry import register_pipeline  # noqa: E402
+
+COOPERATIVE_SLEEP = 0.05  # seconds between two checks: what a well-behaved pipeline between batches looks like
+
+
+class _UntilCancelled:
+    """A source that works in short steps and checks for a stop request between them, for ever."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+
+    def extract(self):
+        while True:
+            self.ctx.check_cancelled()
+            time.sleep(COOPERATIVE_SLEEP)
+
+
+register_pipeline("bench.cooperative", lambda ctx: Pipeline(_UntilCancelled(ctx), IdentityTransform(), NoopSink()),
+                  description="loops on ctx.check_cancelled() with a 50 ms sleep until it is stopped", replace=True)

@@ -41,6 +41,9 @@ SCENARIOS = {
     6: ("s6_backfill", ["sqlite", "postgres"]),
     7: ("s7_dashboard", ["postgres", "sqlite"]),
     8: ("s8_governance", ["sqlite", "postgres"]),
+    9: ("s9_cancel", ["sqlite", "postgres"]),
+    10: ("s10_command", ["sqlite", "postgres"]),
+    11: ("s11_runlog", ["sqlite", "postgres"]),
 }
 
 

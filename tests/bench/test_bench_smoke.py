@@ -72,3 +72,33 @@ def test_the_governance_scenario_leaves_fresh_runs_alone_and_requeues_stale_ones
 
     assert result.details["fresh_queries"][0] > 0
     assert result.details["stale_handled"] == [30]
+
+
+@pytest.mark.django_db
+def test_the_command_overhead_scenario_runs_true_and_a_no_op_through_admit_and_execute():
+    from bench.scenarios import s10_command
+    from scheduler.models import Run, RunStatus
+
+    result = s10_command.run(runs=2)
+
+    details = result.details
+    assert len(details["command_ms"]) == len(details["noop_ms"]) == len(details["bare_ms"]) == 2
+    # warm-up and timed runs of both schedules, every one SUCCEEDED, the command's with exit code 0
+    runs = Run.objects.filter(schedule__name__in=["bench-true", "bench-noop"])
+    assert runs.count() == 2 * (s10_command.WARM_UP + 2)
+    assert set(runs.values_list("status", flat=True)) == {RunStatus.SUCCEEDED}
+    assert set(runs.filter(schedule__name="bench-true").values_list("exit_code", flat=True)) == {0}
+    assert "cluster_ms" not in details  # no real cluster in the test suite
+
+
+@pytest.mark.django_db
+def test_the_run_log_scenario_stores_lines_up_to_the_cap_and_counts_the_rest(settings):
+    from bench.scenarios import s11_runlog
+
+    settings.ETL_RUN_LOG_MAX_BYTES = 6_000  # 100 of the writer's 60-byte lines
+    measured = s11_runlog.measure(1_000)
+
+    assert measured["lines"] == 1_000
+    assert 0 < measured["stored"] <= 102  # the cap, whatever the scheduler's own notes took of it
+    assert measured["counted"] >= 1_000  # every line read: stored or counted past the cap
+    assert measured["hwm_mb"] > 0 and measured["lines_per_s"] > 0

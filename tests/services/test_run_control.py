@@ -1,6 +1,7 @@
 """Stopping a running run: the request, the slot it keeps, the end that only the stop may write, timeouts."""
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -9,9 +10,9 @@ from scheduler.core import stop
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, WorkloadClass
 from scheduler.pipelines import registry
 from scheduler.pipelines.registry import PipelineSpec
-from scheduler.services import supervisor
+from scheduler.services import execution, supervisor
 from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import execute_run
+from scheduler.services.execution import HeartbeatPump, execute_run
 from scheduler.services.finish import Ending, run_cancel, run_finish, run_stop_request, run_stop_settled, runs_finish
 from scheduler.services.governance import stopped_runs_of_dead_workers, stuck_runs
 from scheduler.services.runs import run_trigger_manual
@@ -74,6 +75,39 @@ def test_a_begun_run_is_asked_to_stop_and_shows_stopping_until_its_work_ends(mak
     assert run_cancel(run=run, actor="tests", reason="kill it", now=now, force=True)
     run.refresh_from_db()
     assert run.stop_kind == StopKind.TERMINATE
+
+
+@pytest.mark.django_db
+def test_between_beats_the_pump_hands_a_cancel_to_the_runs_code_without_a_heartbeat(make_schedule, now):
+    run = _started(make_schedule("s1"), now)
+    pump = HeartbeatPump(interval=60)
+    pump.register(run.pk, run.dispatch_token)
+    with supervisor.watch(run.pk, run.dispatch_token, timeout=None) as control:
+        pump.stops(now + timedelta(seconds=1))
+        assert control.requested is None  # nothing asked yet
+        assert run_cancel(run=run, actor="tests", reason="wrong params", now=now)
+        pump.stops(now + timedelta(seconds=2))
+        assert control.stop.cancelled() and control.requested.reason == "wrong params"
+    run.refresh_from_db()
+    assert run.heartbeat_at == now  # a read of the stop requests is not a heartbeat
+
+
+def test_the_pump_reads_stop_requests_between_its_beats(monkeypatch):
+    monkeypatch.setattr(execution, "STOP_POLL_SECONDS", 0.01)
+    pump = HeartbeatPump(interval=3600)  # no beat due for an hour
+    calls = []
+    monkeypatch.setattr(pump, "beat", lambda now: calls.append("beat"))
+    monkeypatch.setattr(pump, "stops", lambda now: calls.append("stops"))
+    pump.register(1, "t")
+    pump.start()
+    try:
+        deadline = time.monotonic() + 30  # a guard against a hang, not a timing assertion
+        while calls.count("stops") < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        pump.wake.set()
+        pump.join(timeout=10)
+    assert calls.count("stops") >= 3 and "beat" not in calls
 
 
 @pytest.mark.django_db

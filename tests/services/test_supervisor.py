@@ -156,6 +156,35 @@ time.sleep(300)
     assert [pid for pid in spawned if _alive(pid)] == []
 
 
+def test_a_daemon_left_by_a_command_that_already_exited_is_ended_and_its_parent_reaped(tmp_path: Path):
+    # the command's group is gone when it is reaped: what it left is found among this process's own children
+    pids = tmp_path / "pids"
+    code = f"""
+import os, time
+if os.fork() == 0:          # out of the group at once, then a daemon of its own; the leader exits first
+    os.setsid()
+    if os.fork() == 0:
+        open({str(pids)!r}, "a").write(str(os.getpid()) + "\\n")
+        time.sleep(300)
+    time.sleep(0.2)
+    os._exit(0)
+"""
+    sup = Supervisor()
+    control = _watched(sup, _control(grace=0.5))
+    proc = supervisor.spawn([PY, "-c", code], cwd=None, env=dict(os.environ), control=control)
+    assert proc.wait(timeout=10) == 0
+    deadline = time.monotonic() + 10
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    daemon = int(pids.read_text())
+    time.sleep(0.5)  # its parent has exited too: the daemon is an orphan of this process (the subreaper)
+    assert _alive(daemon)
+    assert supervisor._group_gone(proc.pid)
+    assert supervisor.reap_group(control) == []
+    assert not _alive(daemon)
+    assert [pid for pid, state, _ in supervisor._children() if pid not in control.children] == []  # no zombie
+
+
 def test_the_supervisor_never_touches_children_this_process_had_before_the_command():
     bystander = subprocess.Popen([PY, "-c", "import time; time.sleep(30)"])
     try:
