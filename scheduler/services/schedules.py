@@ -63,8 +63,8 @@ JSON_FIELDS = ["params", "trigger_config", "watermark_config", "command"]
 
 def _int(value: Any, field: str, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
+        if isinstance(value, str) and value.strip().lstrip("-").isascii() and value.strip().lstrip("-").isdigit():
+            value = int(value)  # isdigit alone admits "¹", which int() refuses
         else:
             raise ServiceError(f"must be a whole number, got {value!r}", field=field)
     if value < minimum:

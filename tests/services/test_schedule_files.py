@@ -292,3 +292,14 @@ def test_generated_text_is_parsed_or_refused_never_crashes(text):
         parse_schedules_file(text)
     except ScheduleFileError as exc:
         assert exc.problems[0].entry == "file"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["¹", "٣", "1.5", "ten"])
+def test_a_whole_number_field_refuses_digits_int_cannot_read(make_schedule, value):
+    from scheduler.services.errors import ServiceError
+    from scheduler.services.schedules import schedule_save
+
+    with pytest.raises(ServiceError) as caught:
+        schedule_save(data={"name": "s1", "target_id": "demo.noop", "timeout_seconds": value}, actor="tests")
+    assert "timeout_seconds" in str(caught.value) and "whole number" in str(caught.value)
