@@ -149,7 +149,7 @@ def run(url: str, lines: int = 100_000, big_lines: int = 1_000_000, db: str = "-
         n = f"{m['lines']:,}"
         result.add(f"{n} lines, cap {cap_kib} KiB: read into the run log (stored up to the cap, the rest counted)",
                    m["lines_per_s"], "lines/s")
-        result.add(f"  lines stored (the rest counted, {m['dropped']:,})", m["stored"], "count")
+        result.add(f"  lines stored (the rest counted, {m['dropped']:,})", m["stored"], "lines")
         result.add("  worker peak RSS (VmHWM)", m["hwm_mb"], "MB")
     result.add(f"peak RSS growth, {lines:,} -> {big_lines:,} lines", growth, "MB",
                f"<= {GROWTH_TARGET_MB:g} MB", growth <= GROWTH_TARGET_MB)
