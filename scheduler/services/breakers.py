@@ -96,18 +96,32 @@ def breaker_admit(*, schedule_id: int, run: Run, now: datetime) -> tuple[bool, s
 
 
 def breaker_on_result(*, schedule_id: int, run: Run, succeeded: bool, now: datetime) -> None:
-    """Count a final success or failure. Call inside the run's final transaction."""
+    """Count a final success or failure against the schedule row as it is now. Call inside the run's final
+    transaction.
+
+    Only the test run's own result decides a half-open breaker; any other run's end is recorded (a failure
+    is counted) and leaves the state alone. A success zeroes the count of a breaker that is closed.
+    """
     loaded = run.schedule if run.schedule_id == schedule_id else None
-    if succeeded and loaded is not None and loaded.breaker_status == BreakerStatus.CLOSED and not loaded.breaker_failures:
-        return  # nothing to count: skip the row lock on the hot path
+    if succeeded and loaded is not None and loaded.breaker_status == BreakerStatus.CLOSED:
+        # Admitted while the breaker was closed, so not its test run: whatever the row says now, the success
+        # only zeroes the count of a breaker that is still closed (one statement, no lock: the hot path).
+        breaker_successes(schedule_ids=[schedule_id])
+        return
     schedule = _locked(schedule_id)
     state = breaker_state(schedule)
     if succeeded:
-        if state.status == BreakerStatus.CLOSED and state.failures == 0:
+        if state.status == BreakerStatus.CLOSED:
+            if state.failures:
+                _save(schedule, BreakerState(), trial_run_id=None, actor="breaker", reason=f"run {run.pk} succeeded",
+                      now=now)
             return
-        new = record_success(state, breaker_settings(schedule))
-        _save(schedule, new, trial_run_id=None, actor="breaker", reason=f"run {run.pk} succeeded", now=now)
-    elif state.status == BreakerStatus.HALF_OPEN and schedule.breaker_trial_run_id != run.pk:
+        if state.status == BreakerStatus.HALF_OPEN and schedule.breaker_trial_run_id == run.pk:
+            new = record_success(state, breaker_settings(schedule))
+            _save(schedule, new, trial_run_id=None, actor="breaker", reason=f"test run {run.pk} succeeded", now=now)
+        # a run admitted before the breaker opened that succeeds late decides nothing: the state stays
+        return
+    if state.status == BreakerStatus.HALF_OPEN and schedule.breaker_trial_run_id != run.pk:
         # A run admitted before the breaker opened failed late (with or without
         # a test run in flight): count it, but only the test run's own result
         # re-opens the breaker and doubles the cooldown.
@@ -123,6 +137,13 @@ def breaker_on_result(*, schedule_id: int, run: Run, succeeded: bool, now: datet
         if state.status == BreakerStatus.HALF_OPEN:
             why = f"test run {run.pk} failed; cooldown now {int(new.cooldown.total_seconds())} s"
         _save(schedule, new, trial_run_id=trial, actor="breaker", reason=why, now=now)
+
+
+def breaker_successes(*, schedule_ids: list[int]) -> None:
+    """Successes of runs admitted while their breaker was closed: zero the count of each breaker that is
+    still closed, in one statement; an open or half-open breaker is left alone (not their test run)."""
+    Schedule.objects.filter(pk__in=schedule_ids, breaker_status=BreakerStatus.CLOSED, breaker_failures__gt=0).update(
+        breaker_failures=0)
 
 
 def breaker_trial_released(*, schedule_id: int, run_id: int, now: datetime) -> None:

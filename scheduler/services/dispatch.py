@@ -24,6 +24,7 @@ from scheduler.services.breakers import breaker_admit, breaker_trial_released
 from scheduler.services.finish import run_finish
 from scheduler.services.firing import fire_due_schedules
 from scheduler.services.runs import run_transition, with_schedules
+from scheduler.services.waiting import waiting_in_turns
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -92,7 +93,7 @@ def _gate_dependencies(run: Run, verdict: dependencies.Verdict | None, *, now: d
 def release_waiting(*, now: datetime) -> int:
     """WAITING runs whose condition now holds go back to the queue (or are blocked)."""
     moved = 0
-    waiting = list(Run.objects.filter(status=S.WAITING).select_related("schedule").order_by("id")[:1000])
+    waiting = waiting_in_turns()
     verdicts = _dependency_verdicts(waiting)
     for run in waiting:
         verdict = verdicts.get(run.pk)

@@ -42,7 +42,7 @@ from scheduler.models import (
 )
 from scheduler.services import bulk, dependencies
 from scheduler.services.audit import audit_build, audit_record, audit_record_many
-from scheduler.services.breakers import breaker_on_result, breaker_trial_released
+from scheduler.services.breakers import breaker_on_result, breaker_successes, breaker_trial_released
 from scheduler.services.errors import ServiceError
 from scheduler.services.runs import run_build, run_enqueue
 from scheduler.services.watermarks import encode_value, watermark_advance, watermark_state
@@ -133,6 +133,10 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
     children = _children_of({e.run.schedule_id for e in endings})
     with transaction.atomic():
         bare = [e for e in endings if _only_the_cas(e, children)]
+        # a schedule with another kind of end in the batch keeps its runs' order (a failure, then a success)
+        bare_ids = {e.run.pk for e in bare}
+        ordered = {e.run.schedule_id for e in endings if e.run.pk not in bare_ids}
+        bare = [e for e in bare if e.run.schedule_id not in ordered]
         if len(bare) > 1 and bulk.supported():
             try:
                 with transaction.atomic():
@@ -384,14 +388,15 @@ BARE_FIELDS = frozenset({"heartbeat_at", "rows_loaded"})
 def _only_the_cas(e: Ending, children: dict[int, list[int]]) -> bool:
     """A success whose end is the compare-and-set alone: nothing follows it (see `_after_final`).
 
-    A live run, no watermark, a closed breaker with no failure to reset, no
-    downstream schedule: the breaker, watermark, backfill and propagation
-    steps would each do nothing.
+    A live run, no watermark, admitted while its breaker was closed (so not a
+    test run: the one breaker statement of `_succeed_together` zeroes the count
+    of each breaker still closed), no downstream schedule: the watermark,
+    backfill and propagation steps would each do nothing.
     """
     run, schedule = e.run, e.run.schedule
     return (e.status == S.SUCCEEDED and not e.stopped and e.loaded is None and run.backfill_id is None and e.token is not None
             and set(e.fields or ()) <= BARE_FIELDS and not children.get(run.schedule_id)
-            and schedule.breaker_status == BreakerStatus.CLOSED and not schedule.breaker_failures)
+            and schedule.breaker_status == BreakerStatus.CLOSED)
 
 
 def _succeed_together(endings: list[Ending]) -> dict[int, str]:
@@ -415,6 +420,8 @@ def _succeed_together(endings: list[Ending]) -> dict[int, str]:
         _set(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **(e.fields or {}))
         _send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
         out[e.run.pk] = S.SUCCEEDED
+    if out:
+        breaker_successes(schedule_ids=sorted({e.run.schedule_id for e in endings if e.run.pk in out}))
     return out
 
 

@@ -23,6 +23,7 @@ from scheduler.services.deadlines import deadlines_check
 from scheduler.services.dispatch import run_redispatch
 from scheduler.services.finish import run_finish, run_stop_settled, runs_lost
 from scheduler.services.freshness import freshness_check
+from scheduler.services.waiting import waiting_in_turns
 from scheduler.services.webhooks import webhook_prune
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,7 @@ TICKS_KEPT = timedelta(days=7)
 def dependency_timeouts(*, now: datetime) -> list[int]:
     """WAITING runs that waited longer than their schedule's max_wait_seconds fail."""
     failed = []
-    for run in Run.objects.filter(status=S.WAITING).select_related("schedule").order_by("id")[:1000]:
-        waited = now - run.queued_at
-        if waited <= timedelta(seconds=run.schedule.max_wait_seconds):
-            continue
+    for run in waiting_in_turns(waited_past_max_at=now):
         reason = f"dependency timeout: waited more than {run.schedule.max_wait_seconds} s ({run.reason})"[:500]
         if run_finish(run=run, status=S.FAILED, now=now, reason=reason, actor="governance",
                       audit_action="run.dependency_timeout"):

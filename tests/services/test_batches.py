@@ -143,6 +143,7 @@ def test_one_runs_failing_completion_does_not_roll_back_another(make_schedule, n
     pairs = _admitted(schedule, 3, now)
     Schedule.objects.filter(pk=schedule.pk).update(breaker_failures=1)  # each success has a count to reset
     bad = pairs[1][0]
+    always_per_run = mock.patch.object(finish, "_only_the_cas", return_value=False)  # each end on its own path
     real = finish.breaker_on_result
 
     def breaker(*, run, **kwargs):
@@ -150,7 +151,7 @@ def test_one_runs_failing_completion_does_not_roll_back_another(make_schedule, n
             raise RuntimeError("the breaker row is unreadable")
         return real(run=run, **kwargs)
 
-    with mock.patch.object(finish, "breaker_on_result", side_effect=breaker):
+    with mock.patch.object(finish, "breaker_on_result", side_effect=breaker), always_per_run:
         out = execute_runs(pairs, clock=lambda: now)
     assert out == {pairs[0][0]: S.SUCCEEDED, bad: "error", pairs[2][0]: S.SUCCEEDED}
     statuses = dict(Run.objects.filter(schedule=schedule).values_list("id", "status"))

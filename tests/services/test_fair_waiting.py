@@ -1,0 +1,105 @@
+"""Fair release of waiting runs (issue 21, point 5): a schedule with many WAITING runs does not keep other
+schedules' waiting runs from being released or timed out; each tick looks at a bounded number, in turns."""
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+
+from scheduler.models import Run, RunStatus
+from scheduler.services import waiting
+from scheduler.services.dispatch import release_waiting
+from scheduler.services.governance import dependency_timeouts
+from scheduler.services.runs import run_build, run_trigger_manual
+from tests.services.semantics_helpers import tick_and_execute
+
+pytestmark = pytest.mark.django_db(transaction=True)
+S = RunStatus
+BOUND = 10
+
+
+@pytest.fixture
+def small_bound():
+    with mock.patch.object(waiting, "WAITING_PER_TICK", BOUND):
+        yield
+
+
+def _waiting(schedule, count, at):
+    runs = [run_build(schedule=schedule, trigger_kind="manual", trigger_key=f"w{i}", now=at + timedelta(microseconds=i))
+            for i in range(count)]
+    for run in runs:
+        run.status = S.WAITING
+        run.reason = "waiting for upstream"
+    Run.objects.bulk_create(runs)
+    return list(Run.objects.filter(schedule=schedule, status=S.WAITING).order_by("id"))
+
+
+def test_a_flood_of_waiting_runs_does_not_hold_back_another_schedules_release(make_schedule, now):
+    make_schedule("never")  # an upstream that never succeeds
+    ready = make_schedule("ready")
+    flood = make_schedule("flooded", depends_on=["never"])
+    lucky = make_schedule("lucky", depends_on=["ready"])
+    flood_size = waiting.WAITING_PER_TICK + 1  # more than a tick looks at
+    _waiting(flood, flood_size, now)  # older, lower ids: first in id order
+    (late,) = _waiting(lucky, 1, now + timedelta(seconds=1))
+    run_trigger_manual(schedule=ready, actor="tests", now=now)
+    tick_and_execute(now + timedelta(seconds=2))  # 'ready' succeeds
+    assert release_waiting(now=now + timedelta(seconds=3)) == 1
+    late.refresh_from_db()
+    assert late.status == S.QUEUED
+    assert Run.objects.filter(schedule=flood, status=S.WAITING).count() == flood_size
+
+
+def test_release_looks_at_a_bounded_number_of_runs_per_tick(make_schedule, now, small_bound):
+    make_schedule("never")
+    flood = make_schedule("flooded", depends_on=["never"])
+    _waiting(flood, 3 * BOUND, now)
+    seen = []
+    real = waiting.waiting_in_turns
+
+    def spy(**kwargs):
+        out = real(**kwargs)
+        seen.append(len(out))
+        return out
+
+    with mock.patch("scheduler.services.dispatch.waiting_in_turns", side_effect=spy):
+        release_waiting(now=now)
+    assert seen == [BOUND]
+
+
+def test_turns_take_each_schedules_oldest_first(make_schedule, now, small_bound):
+    make_schedule("never")
+    a = make_schedule("a", depends_on=["never"])
+    b = make_schedule("b", depends_on=["never"])
+    runs_a = _waiting(a, 3 * BOUND, now)
+    runs_b = _waiting(b, 2, now + timedelta(seconds=1))
+    picked = waiting.waiting_in_turns()
+    assert len(picked) == BOUND
+    assert [r.pk for r in picked[:4]] == [runs_a[0].pk, runs_b[0].pk, runs_a[1].pk, runs_b[1].pk]
+    assert [r.pk for r in picked[4:]] == [r.pk for r in runs_a[2:BOUND - 2]]
+
+
+def test_a_flood_of_waiting_runs_does_not_hold_back_another_schedules_timeout(make_schedule, now):
+    make_schedule("never")
+    flood = make_schedule("flooded", depends_on=["never"], max_wait_seconds=86400)
+    strict = make_schedule("strict", depends_on=["never"], max_wait_seconds=60)
+    flood_size = waiting.WAITING_PER_TICK + 1
+    _waiting(flood, flood_size, now)
+    (late,) = _waiting(strict, 1, now + timedelta(seconds=1))
+    failed = dependency_timeouts(now=now + timedelta(seconds=62))
+    assert failed == [late.pk]
+    late.refresh_from_db()
+    assert late.status == S.FAILED and late.reason.startswith("dependency timeout: waited more than 60 s")
+    assert Run.objects.filter(schedule=flood, status=S.WAITING).count() == flood_size
+
+
+def test_the_timeout_sweep_is_bounded_and_fair(make_schedule, now, small_bound):
+    make_schedule("never")
+    a = make_schedule("a", depends_on=["never"], max_wait_seconds=60)
+    b = make_schedule("b", depends_on=["never"], max_wait_seconds=30)
+    _waiting(a, 2 * BOUND, now)
+    (rb,) = _waiting(b, 1, now + timedelta(seconds=1))
+    failed = dependency_timeouts(now=now + timedelta(seconds=120))
+    assert len(failed) == BOUND and rb.pk in failed
+    assert dependency_timeouts(now=now + timedelta(seconds=120)), "the rest go in later ticks"
