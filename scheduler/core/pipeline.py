@@ -86,7 +86,11 @@ class Pipeline:
         stop.check()
         count = self.sink.load(rows)
         log.info("loaded %d row(s) into %r", count, self.sink)
-        return PipelineResult(rows=count, max_value=self._max_value(rows))
+        max_value = self._max_value(rows)
+        if not raw and max_value is None and hasattr(self.source, "empty_window_mark"):
+            # an empty integer window: the source may say how far the mark can move without skipping a row
+            max_value = self.source.empty_window_mark()
+        return PipelineResult(rows=count, max_value=max_value)
 
     def _before_retry(self, attempt: int, exc: BaseException, wait: float) -> None:
         if self.on_retry is not None:

@@ -275,6 +275,38 @@ class SqlSource:
         finally:
             db.close()
 
+    def empty_window_mark(self) -> Any | None:
+        """Where an integer mark may move when this source's window (low, high] came back empty.
+
+        One below the smallest key above `high`, when the source has one: no row lies between, so the mark
+        crosses a gap in the keys wider than `max_window` without skipping a row. None when nothing lies above
+        (the keys may still come) or for a datetime window.
+        """
+        if self.window is None or self.high is None or Window(self.low, self.high).on_calendar:
+            return None
+        db = connect(self.db)
+        try:
+            named = isinstance(self.params, Mapping)
+            binds: Any = dict(self.params) if named else list(self.params or ())
+            col = quote(self.watermark_column)
+            if named:
+                binds["etl_high"] = db.bound(self.high)
+            else:
+                binds.append(db.bound(self.high))
+            relation = quote(self.table) if self.table is not None else f"({self.query.rstrip().rstrip(';')}) AS etl_q"
+            sql = f"SELECT MIN({col}) FROM {relation} WHERE {col} > {db.param('etl_high' if named else None)}"
+            cur = db.cursor()
+            try:
+                cur.execute(sql, binds)
+                (above,) = cur.fetchone()
+            except _db_errors() as exc:
+                raise EtlError(f"{self!r} failed: {exc}") from exc
+            finally:
+                cur.close()
+        finally:
+            db.close()
+        return None if above is None else int(above) - 1
+
     @contextlib.contextmanager
     def _cursor(self, db: _Db) -> Iterator[Any]:
         if db.owned and db.dialect == POSTGRESQL:

@@ -549,13 +549,30 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
         for upstream, downstream in workflow.deps:
             executor.add_dep(downstream, upstream)
         report = executor.run()
-        return report.rows, None, report, None
+        return report.rows, _largest_integer_mark(report), report, None
     spec = get_pipeline(schedule.target_id)
     pipeline = _prepare(spec.factory(ctx), run, token)
     if ctx.watermark_column and not pipeline.watermark_column:
         pipeline.watermark_column = ctx.watermark_column
     result = pipeline.run()
     return result.rows, result.max_value, None, None
+
+
+def _largest_integer_mark(report: RunReport) -> int | None:
+    """A workflow's integer mark: the largest value any of its nodes loaded (a resumed node's, as stored).
+
+    Datetime marks move to the window's high end, so only integer values count here."""
+    values = []
+    for record in report.records:
+        value = record.watermark
+        if isinstance(value, str):
+            try:
+                value = int(value)
+            except ValueError:
+                continue  # a datetime mark's text
+        if isinstance(value, int) and not isinstance(value, bool):
+            values.append(value)
+    return max(values) if values else None
 
 
 def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) -> Any:

@@ -45,7 +45,7 @@ from scheduler.services.audit import audit_build, audit_record, audit_record_man
 from scheduler.services.breakers import breaker_on_result, breaker_successes, breaker_trial_released
 from scheduler.services.errors import ServiceError
 from scheduler.services.runs import run_build, run_enqueue
-from scheduler.services.watermarks import encode_value, watermark_advance, watermark_state
+from scheduler.services.watermarks import encode_value, watermark_advance, watermark_state, window_start_mark
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -522,10 +522,16 @@ def _finalize(run: Run, *, new: str, now: datetime, extra_filter: dict | None = 
 def _advance_watermark(run: Run, loaded: Loaded, *, now: datetime) -> None:
     state = watermark_state(run.schedule, loaded.config)
     moved = advance(loaded.config, state, loaded.window, loaded.max_value)
-    # the mark moves in the same transaction as the run's success
-    if moved.value is not None and moved != state:
-        watermark_advance(schedule=run.schedule, run=run, new_value=moved.value, now=now)
-        run.watermark_after = encode_value(moved.value)
+    new_value = moved.value if moved.value is not None and moved != state else None
+    # the mark moves in the same transaction as the run's success, and only from where the run's window began
+    refused = watermark_advance(schedule=run.schedule, run=run, new_value=new_value, now=now,
+                                started_from=window_start_mark(loaded.config, loaded.window))
+    if refused:
+        run.reason = refused
+        Run.objects.filter(pk=run.pk).update(reason=refused)
+        return  # no catch-up slice either: the next run reads from where the mark now is
+    if new_value is not None:
+        run.watermark_after = encode_value(new_value)
         Run.objects.filter(pk=run.pk).update(watermark_after=run.watermark_after)
     if loaded.capped and loaded.window is not None:
         run_enqueue(schedule=run.schedule, trigger_kind=run.trigger_kind,

@@ -76,15 +76,50 @@ def window_encode(window: Window | None) -> tuple[str, str]:
     return encode_value(window.low), encode_value(window.high)
 
 
-def watermark_advance(*, schedule: Schedule, run: Run, new_value: Any, now: datetime) -> bool:
-    """Move the mark forward; call inside the run's success transaction. Never moves back."""
+def effective_mark(config: WatermarkConfig, text: str) -> Any:
+    """The mark a run's window starts from: the stored value, else the configured initial (0 for integers)."""
+    value = decode_value(config, text)
+    if value is None:
+        value = config.initial if config.initial is not None else (None if config.is_datetime else 0)
+    return value
+
+
+def window_start_mark(config: WatermarkConfig, window: Window | None) -> Any:
+    """The mark a live window was computed from (its low end plus the overlap), None when unknown."""
+    if window is None or window.low is None:
+        return None
+    return window.low + config.overlap
+
+
+def watermark_advance(*, schedule: Schedule, run: Run, new_value: Any, now: datetime,
+                      started_from: Any = None) -> str:
+    """Move the mark forward; call inside the run's success transaction. Never moves back.
+
+    With `started_from` (the mark the run's window was computed from) it is a compare-and-set: when the mark
+    is no longer there (a person set or reset it, or another run moved it, while this run read its window),
+    the mark stays where it is and the one line why is returned. '' when it moved or had nothing to do.
+    """
     config = watermark_config(schedule)
-    if config is None or new_value is None:
-        return False
+    if config is None or (new_value is None and started_from is None):
+        return ""
     row, _ = WatermarkRow.objects.select_for_update().get_or_create(schedule=schedule)
     current = decode_value(config, row.value)
-    if current is not None and new_value <= current:
-        return False
+    if started_from is not None and effective_mark(config, row.value) != started_from:
+        last = (WatermarkHistory.objects.filter(schedule=schedule).exclude(new_value=encode_value(started_from))
+                .order_by("-at", "-id").first())
+        who = (f"{last.actor or 'a person'} ({last.kind}{': ' + last.reason if last.reason else ''})"
+               if last is not None and last.kind != WatermarkChange.ADVANCE
+               else f"run {last.run_id}" if last is not None and last.run_id else "someone else")
+        target = f"advanced to {encode_value(new_value)}" if new_value is not None else "moved by this run"
+        note = (f"watermark not {target}: it was moved from "
+                f"{encode_value(started_from) or 'its initial value'} to {row.value or 'its initial value'} by {who} "
+                "while this run read its window; the rows it loaded are kept")[:500]
+        audit_record(actor="watermark", action="watermark.advance_refused", target=schedule,
+                     before={"value": row.value or None}, after={"run": run.pk, "would_be": encode_value(new_value) or None},
+                     reason=note, at=now)
+        return note
+    if new_value is None or (current is not None and new_value <= current):
+        return ""
     encoded = encode_value(new_value)
     # compare-and-set on the old value: a concurrent writer makes this a no-op
     changed = WatermarkRow.objects.filter(schedule=schedule, value=row.value).update(
@@ -94,7 +129,7 @@ def watermark_advance(*, schedule: Schedule, run: Run, new_value: Any, now: date
         WatermarkHistory.objects.create(
             schedule=schedule, kind=WatermarkChange.ADVANCE, old_value=row.value, new_value=encoded, run=run, at=now
         )
-    return bool(changed)
+    return ""
 
 
 def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, now: datetime | None = None,
@@ -139,6 +174,6 @@ def watermark_reset(*, schedule: Schedule, actor: Any, reason: str, now: datetim
 
 
 __all__ = [
-    "ConfigError", "decode_value", "encode_value", "watermark_advance", "watermark_config", "watermark_reset",
+    "ConfigError", "decode_value", "effective_mark", "encode_value", "watermark_advance", "window_start_mark", "watermark_config", "watermark_reset",
     "watermark_set", "watermark_state", "window_encode",
 ]
