@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any, Mapping, TypeVar, Union
 
 from .errors import ConfigError
+from .limits import LATEST, MAX_SECONDS
 
 Mark = Union[datetime, int]
 T = TypeVar("T", datetime, int)
@@ -77,7 +78,7 @@ class WatermarkConfig:
                 raise _bad("initial", "must be a date and time")
             if self.initial.tzinfo is None or self.initial.utcoffset() is None:
                 raise _bad("initial", "must include a time zone")
-            object.__setattr__(self, "initial", self.initial.astimezone(timezone.utc))
+            object.__setattr__(self, "initial", _before_latest(self.initial, "initial"))
         if not isinstance(self.lag, timedelta) or self.lag < timedelta(0):
             raise _bad("lag", "must be zero or a positive number of seconds")
         overlap = timedelta(0) if self.overlap is None else self.overlap
@@ -88,12 +89,17 @@ class WatermarkConfig:
             not isinstance(self.max_window, timedelta) or self.max_window <= timedelta(0)
         ):
             raise _bad("max_window", "must be a positive number of seconds")
+        for name in ("lag", "overlap", "max_window"):
+            value = getattr(self, name)
+            if value is not None and value > timedelta(seconds=MAX_SECONDS):
+                raise _bad(name, f"must be at most {MAX_SECONDS} seconds (the largest allowed), "
+                                 f"got {value.total_seconds():.0f}")
         if self.until is not None:
             if not isinstance(self.until, datetime):
                 raise _bad("until", "must be a date and time")
             if self.until.tzinfo is None or self.until.utcoffset() is None:
                 raise _bad("until", "must include a time zone")
-            object.__setattr__(self, "until", self.until.astimezone(timezone.utc))
+            object.__setattr__(self, "until", _before_latest(self.until, "until"))
             if isinstance(self.initial, datetime) and self.until <= self.initial:
                 raise _bad("until", "must be after initial")
 
@@ -197,9 +203,22 @@ def _parse_datetime(value: Any, name: str = "initial") -> datetime | None:
     return parsed
 
 
+def _before_latest(value: datetime, name: str) -> datetime:
+    """`value` in UTC, refused unless it is before LATEST (so adding a duration to it cannot overflow)."""
+    try:
+        utc = value.astimezone(timezone.utc)
+    except OverflowError:
+        utc = None
+    if utc is None or utc >= LATEST:
+        raise _bad(name, f"must be before {LATEST.isoformat()} (the latest allowed), got {value.isoformat()}")
+    return utc
+
+
 def _seconds(name: str, value: Any, what: str) -> timedelta:
     if not _is_number(value) or value != value:  # value != value: NaN
         raise _bad(name, f"must be {what}")
+    if value > MAX_SECONDS:
+        raise _bad(name, f"must be at most {MAX_SECONDS} seconds (the largest allowed), got {value:g}")
     try:
         return timedelta(seconds=value)
     except OverflowError:

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler.core import INT64_MAX, ConfigError, split_windows
+from scheduler.core.limits import MAX_SECONDS
 from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
@@ -38,6 +39,9 @@ def _window_size(config, window: Any) -> timedelta | int:
                 raise ServiceError(f"must be a number of seconds, got {window!r}", field="window") from None
         if math.isnan(seconds) or seconds <= 0 or math.isinf(seconds):
             raise ServiceError(f"must be a positive number of seconds, got {window!r}", field="window")
+        if seconds > MAX_SECONDS:
+            raise ServiceError(f"must be at most {MAX_SECONDS} seconds (the largest allowed), got {window!r}",
+                               field="window")
         try:
             return timedelta(seconds=seconds)
         except OverflowError:

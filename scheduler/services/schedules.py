@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
+from scheduler.core.limits import MAX_SECONDS
 from scheduler.models import (
     CatchupPolicy,
     Condition,
@@ -80,7 +81,9 @@ def _float(value: Any, field: str, *, minimum: float, maximum: float | None = No
     except (TypeError, ValueError):
         raise ServiceError(f"must be a number, got {value!r}", field=field) from None
     if not math.isfinite(number) or number < minimum or (maximum is not None and number > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        bound = f"between {minimum} and {maximum:g}" if maximum is not None else f">= {minimum}"
+        if maximum is not None and math.isfinite(number) and number > maximum:
+            bound = f"at most {maximum:.15g} (the largest allowed)"
         raise ServiceError(f"must be {bound}, got {value!r}", field=field)
     return number
 
@@ -196,11 +199,11 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         found.errors.append(ServiceError("'watermark' measures a datetime watermark's lag: this schedule has none "
                                          "(use last_success)", field="freshness_measure"))
     with found.check():
-        schedule.retry_initial_delay = _float(schedule.retry_initial_delay, "retry_initial_delay", minimum=0)
+        schedule.retry_initial_delay = _float(schedule.retry_initial_delay, "retry_initial_delay", minimum=0, maximum=MAX_SECONDS)
     with found.check():
         schedule.retry_backoff = _float(schedule.retry_backoff, "retry_backoff", minimum=1)
     with found.check():
-        schedule.retry_max_delay = _float(schedule.retry_max_delay, "retry_max_delay", minimum=0)
+        schedule.retry_max_delay = _float(schedule.retry_max_delay, "retry_max_delay", minimum=0, maximum=MAX_SECONDS)
     with found.check():
         schedule.retry_jitter = _float(schedule.retry_jitter, "retry_jitter", minimum=0, maximum=1)
     if not isinstance(schedule.params, dict):

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.core import INT64_MAX, INT64_MIN, ConfigError, WatermarkConfig, WatermarkState, Window
+from scheduler.core.limits import LATEST
 from scheduler.models import Run, Schedule, WatermarkChange, WatermarkHistory
 from scheduler.models import WatermarkState as WatermarkRow
 from scheduler.services.audit import actor_name, audit_record
@@ -52,6 +53,8 @@ def parse_user_value(config: WatermarkConfig, text: Any, *, field: str = "value"
             value.astimezone(UTC)  # stored in UTC: 0001-01-01T00:00+05:00 has no UTC equivalent
         except OverflowError:
             raise ServiceError(f"{text!r} is out of range in UTC", field=field) from None
+        if value >= LATEST:  # a window or a backfill step added to it must still be a date
+            raise ServiceError(f"must be before {LATEST.isoformat()} (the latest allowed), got {text!s}", field=field)
         return value
     try:
         number = int(str(text).strip())

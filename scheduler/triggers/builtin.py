@@ -5,6 +5,7 @@ import re
 from datetime import UTC, datetime
 
 from scheduler.core import ConfigError, describe_cron, next_fires, next_interval_fires, validate_cron, validate_timezone
+from scheduler.core.limits import LATEST
 from scheduler.triggers.base import TriggerPlugin, require_keys
 from scheduler.triggers.filters import compile_filter
 
@@ -65,7 +66,14 @@ class IntervalTrigger(TriggerPlugin):
             if parsed.tzinfo is None:
                 # a wall-clock anchor is read in the schedule's own zone, like cron
                 parsed = parsed.replace(tzinfo=validate_timezone(timezone))
-            config["anchor"] = parsed.astimezone(UTC).isoformat()
+            try:
+                utc = parsed.astimezone(UTC)
+            except OverflowError:
+                utc = None
+            if utc is None or utc >= LATEST:  # the fires after it, an interval apart, must still be dates
+                raise ConfigError("trigger_config.anchor",
+                                  f"must be before {LATEST.isoformat()} (the latest allowed), got {anchor}")
+            config["anchor"] = utc.isoformat()
         return config
 
     def _anchor(self, config) -> datetime:

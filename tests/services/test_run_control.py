@@ -16,7 +16,8 @@ from scheduler.services.execution import HeartbeatPump, execute_run
 from scheduler.services.finish import Ending, run_cancel, run_finish, run_stop_request, run_stop_settled, runs_finish
 from scheduler.services.governance import stopped_runs_of_dead_workers, stuck_runs
 from scheduler.services.runs import run_trigger_manual
-from scheduler.services.watermarks import watermark_config, watermark_set, watermark_state
+from scheduler.models import WatermarkState as WatermarkRow
+from scheduler.services.watermarks import watermark_config, watermark_state
 
 S = RunStatus
 
@@ -260,8 +261,9 @@ def test_a_pipeline_past_its_timeout_fails_timed_out(make_schedule, now, pipelin
 def test_an_error_outside_the_pipeline_fails_the_run_at_once_with_the_real_error(make_schedule, now):
     schedule = make_schedule("s1", watermark_config={
         "type": "datetime", "column": "updated_at", "initial": "2026-01-01T00:00:00+00:00", "max_window": 86400})
-    # a mark of 9999-12-31 23:00: its window's high end (mark + max_window) is past the last datetime
-    watermark_set(schedule=schedule, value="9999-12-31T23:00:00+00:00", actor="tests", reason="typo", now=now, force=True)
+    # a mark of 9999-12-31 23:00 (every door refuses it now; a row written before that rule): its window's high
+    # end (mark + max_window) is past the last datetime
+    WatermarkRow.objects.update_or_create(schedule=schedule, defaults={"value": "9999-12-31T23:00:00+00:00"})
     run = _admitted(schedule, now)
     assert execute_run(run.pk, run.dispatch_token, clock=lambda: now) == S.FAILED
     run.refresh_from_db()
