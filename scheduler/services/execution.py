@@ -3,8 +3,8 @@
 `execute_run` takes one run; `execute_runs` a batch the dispatcher packed into
 one broker message when the queue was deep (docs/semantics.md, "Batches"): one
 load and one heartbeat for the batch, each run claimed as it begins, and the ends written together by
-`finish.runs_finish` (each in its own savepoint), at the latest every
-ETL_BATCH_FLUSH_SECONDS so a long batch does not sit on finished results."""
+`finish.runs_finish` (each in its own savepoint), each within
+ETL_BATCH_FLUSH_SECONDS of its end, even while a long neighbour runs (`BatchEnds`)."""
 
 from __future__ import annotations
 
@@ -248,21 +248,12 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
     pump, me = HeartbeatPump.get(), worker_name()
     for run in runs:
         pump.register(run.pk, run.dispatch_token)
-    pending: list[tuple[Ending, Any]] = []
-    flushed_at = began = time.monotonic()
-
-    def write_finished() -> None:
-        # the supervisor is about to end this process for a run that ignored its stop: the ends of the runs that
-        # finished before it are written first, or governance would re-queue them as lost and run them again
-        written = list(pending)
-        del pending[:]
-        if written:
-            out.update(_flush(written, pump))
-
+    # inside a caller's transaction (tests, the benchmark) another thread could not see the batch's rows
+    ends = BatchEnds(pump, out, timer=not connection.in_atomic_block)
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
     try:
         for index, run in enumerate(runs):
-            if index and time.monotonic() - began > budget:
+            if index and time.monotonic() - ends.began > budget:
                 # past the budget: the runs not begun go back to the broker (their tokens still hold), so the
                 # batch stays far inside django-q2's timeout and a long run does not hold the rest behind it
                 _give_back(runs[index:], pump=pump)
@@ -277,8 +268,11 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
             try:
                 with run_log_capture(run, clock=clock, store=False) as logs:
                     run_start_notes(logs, run, now=now)
+                    # before_end: the supervisor is about to end this process for a run that ignored its stop;
+                    # the ends of the runs that finished before it are written first, or governance would
+                    # re-queue them as lost and run them again
                     ending = _execute_claimed(run, run.dispatch_token, now=now, clock=clock, logs=logs,
-                                              settle=lambda e: e, before_end=write_finished)
+                                              settle=lambda e: e, before_end=ends.write_quietly)
             except Exception:
                 # left RUNNING without a heartbeat: governance re-queues it as lost
                 log.exception("run %s of a batch stopped on an unexpected error", run.pk)
@@ -288,26 +282,80 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 pump.unregister(run.pk)
                 out[run.pk] = "fenced"
                 continue
-            pending.append((ending, logs))
-            if time.monotonic() - flushed_at >= settings.ETL_BATCH_FLUSH_SECONDS:
-                # a write that fails (the database is gone) stops the batch: what was not written is
-                # governance's to re-queue, rather than more results that could not be written either
-                written, pending = pending, []
-                out.update(_flush(written, pump))
-                flushed_at = time.monotonic()
-        written, pending = pending, []
-        out.update(_flush(written, pump))
+            # a write that fails (the database is gone) stops the batch: what was not written is
+            # governance's to re-queue, rather than more results that could not be written either
+            ends.add(ending, logs)
+        ends.write()
     except BaseException:
-        if pending:  # stopped by something else than a failed write: keep what finished
-            try:
-                out.update(_flush(pending, pump))
-            except Exception:
-                log.exception("could not write the ends of a stopped batch")
+        ends.write_quietly()  # stopped by something else than a failed write: keep what finished
         raise
     finally:
+        ends.close()
         for run in runs:  # no heartbeat for a run whose end was not written: governance takes it
             pump.unregister(run.pk)
     return out
+
+
+class BatchEnds:
+    """The finished runs of a batch, written together, and each within ETL_BATCH_FLUSH_SECONDS of its end.
+
+    The batch's own thread writes them as the next run ends, once the interval has passed; while a long run
+    goes on, a timer thread (its own database connection) writes them when the interval is up, so a finished
+    run never waits for its neighbour: its downstreams start, and a worker lost meanwhile does not cost it a
+    second execution. One lock keeps the two from writing at once.
+    """
+
+    def __init__(self, pump: "HeartbeatPump", out: dict[int, str], *, timer: bool) -> None:
+        self.pump, self.out, self.use_timer = pump, out, timer
+        self.lock = threading.RLock()
+        self.pending: list[tuple[Ending, Any]] = []
+        self.began = self.flushed_at = time.monotonic()
+        self.timer: threading.Timer | None = None
+        self.closed = False
+
+    def add(self, ending: Ending, logs: Any) -> None:
+        with self.lock:
+            self.pending.append((ending, logs))
+            if time.monotonic() - self.flushed_at >= settings.ETL_BATCH_FLUSH_SECONDS:
+                self.write()
+            elif self.use_timer and self.timer is None:
+                wait = max(0.0, settings.ETL_BATCH_FLUSH_SECONDS - (time.monotonic() - self.flushed_at))
+                self.timer = threading.Timer(wait, self._on_timer)
+                self.timer.daemon = True
+                self.timer.start()
+
+    def write(self) -> None:
+        """Write what finished (raises when the write fails)."""
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            written, self.pending = self.pending, []
+            self.flushed_at = time.monotonic()
+            if written:
+                self.out.update(_flush(written, self.pump))
+
+    def write_quietly(self) -> None:
+        try:
+            self.write()
+        except Exception:
+            log.exception("could not write the ends of a batch's finished runs")
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+
+    def _on_timer(self) -> None:
+        try:
+            with self.lock:
+                self.timer = None
+                if not self.closed:
+                    self.write_quietly()
+        finally:
+            connection.close()  # this thread's own connection
 
 
 def _claim(run_id: int, token: str, *, now: datetime, worker: str) -> bool:

@@ -3,6 +3,7 @@ finishes a batch's runs together, each in its own savepoint, with one downstream
 from __future__ import annotations
 
 import re
+import time
 from datetime import timedelta
 from unittest import mock
 
@@ -10,7 +11,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from scheduler.core import Pipeline
 from scheduler.models import Run, RunLogLine, RunStatus, Schedule, WorkloadClass
+from scheduler.pipelines import registry
+from scheduler.pipelines.noop import NoopSink
 from scheduler.services import dispatch, finish
 from scheduler.services.dispatch import admit_runs, hand_off, message_sizes
 from scheduler.services.execution import HeartbeatPump, execute_runs
@@ -269,3 +273,41 @@ def test_a_batch_past_its_budget_sends_the_runs_it_did_not_begin_again(make_sche
     assert not set(HeartbeatPump.get().active) & {rid for rid, _ in pairs}
     settings.ETL_BATCH_BUDGET_SECONDS = 60
     assert execute_runs(pairs[1:], clock=lambda: now) == {rid: S.SUCCEEDED for rid, _ in pairs[1:]}
+
+
+def test_a_finished_runs_end_is_written_within_the_flush_interval_while_its_neighbour_runs(make_schedule, now,
+                                                                                          settings):
+    """ETL_BATCH_FLUSH_SECONDS is a promise: run 1 of a batch is SUCCEEDED in the database while run 2 still runs."""
+    settings.ETL_BATCH_FLUSH_SECONDS = 0.05
+    seen: dict = {}
+
+    class WatchFirst:
+        def extract(self):
+            # run 2 looks at run 1 from its own connection (what a page, a downstream or governance sees);
+            # the wait ends as soon as it is written, and fails the test if it never is
+            first = seen["first"]
+            deadline = time.monotonic() + 10
+            status = None
+            while time.monotonic() < deadline:
+                status = Run.objects.filter(pk=first).values_list("status", flat=True).first()
+                if status != S.RUNNING:
+                    break
+                time.sleep(0.01)
+            seen["first_status_while_second_ran"] = status
+            return []
+
+    registry.register_pipeline("test.watch_first", lambda ctx: Pipeline(WatchFirst(), None, NoopSink()), replace=True)
+    try:
+        quick = make_schedule("quick")
+        slow = make_schedule("slow", target_id="test.watch_first")
+        WorkloadClass.objects.filter(name="standard").update(concurrency_limit=4)
+        first = run_build(schedule=quick, trigger_kind="manual", trigger_key="a", now=now)
+        second = run_build(schedule=slow, trigger_kind="manual", trigger_key="b", now=now + timedelta(microseconds=1))
+        Run.objects.bulk_create([first, second])
+        pairs = tick(now)
+        seen["first"] = pairs[0][0]
+        out = execute_runs(pairs, clock=lambda: now)
+    finally:
+        registry._pipelines.pop("test.watch_first", None)
+    assert seen["first_status_while_second_ran"] == S.SUCCEEDED
+    assert set(out.values()) == {S.SUCCEEDED}
