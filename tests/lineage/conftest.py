@@ -76,8 +76,9 @@ class Receiver:
         return OpenLineageClient(transport=HttpTransport(config))
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        if self.thread.is_alive():
+            self.server.shutdown()
+            self.server.server_close()
 
 
 @pytest.fixture
