@@ -336,7 +336,7 @@ CONTENT_SECURITY_POLICY = {
 # unconfigured client prints to the console); off: never, whatever is configured.
 ETL_LINEAGE = envstr("ETL_LINEAGE", "auto").strip().lower()
 if ETL_LINEAGE not in ("auto", "on", "off"):
-    raise ImproperlyConfigured(f"ETL_LINEAGE must be auto, on or off, got {ETL_LINEAGE!r}")
+    raise ImproperlyConfigured(f"ETL_LINEAGE: expected one of auto, on, off, got {ETL_LINEAGE!r}")
 ETL_LINEAGE_NAMESPACE = envstr("ETL_LINEAGE_NAMESPACE", "etl-scheduler")  # the jobs' OpenLineage namespace
 ETL_LINEAGE_PRODUCER = envstr("ETL_LINEAGE_PRODUCER", "urn:etl-scheduler")  # the events' producer URI
 # where this product's custom facets' JSON schema is served (a copy is docs/lineage-facets.json)
