@@ -215,6 +215,15 @@ class _Batch:
 _local = threading.local()
 
 
+def _built(what: str, run: Run, build) -> list[LineageEvent]:
+    """The rows `build()` makes; an event that cannot be built is logged and left out (never fails the run)."""
+    try:
+        return build()
+    except Exception:
+        log.exception("could not build the lineage %s event of run %s; not sent", what, run.pk)
+        return []
+
+
 def _record(rows: list[LineageEvent]) -> None:
     batch: _Batch | None = getattr(_local, "batch", None)
     if batch is not None:
@@ -261,7 +270,7 @@ def lineage_run_began(*, run: Run, now: datetime) -> None:
     if not lineage_enabled():
         return
     event_type = RUNNING if run.attempt > 1 and _started_before(run) else START
-    _record([_row(run, build_event(run=run, event_type=event_type, at=now), now)])
+    _record(_built(event_type, run, lambda: [_row(run, build_event(run=run, event_type=event_type, at=now), now)]))
 
 
 def lineage_run_ended(*, run: Run, old: str, now: datetime) -> None:
@@ -279,7 +288,8 @@ def lineage_run_ended(*, run: Run, old: str, now: datetime) -> None:
     if not began:
         return
     inputs, outputs = getattr(run, _IO_ATTR, ((), ()))
-    _record([_row(run, build_event(run=run, event_type=event_type, at=now, inputs=inputs, outputs=outputs), now)])
+    _record(_built(event_type, run, lambda: [
+        _row(run, build_event(run=run, event_type=event_type, at=now, inputs=inputs, outputs=outputs), now)]))
 
 
 def lineage_node_finished(*, run: Run, task_id: str, outcome: str, started_at: datetime, finished_at: datetime,
@@ -289,6 +299,14 @@ def lineage_node_finished(*, run: Run, task_id: str, outcome: str, started_at: d
     with a `parent` facet naming the workflow run."""
     if not lineage_enabled():
         return
+    _record(_built("node", run, lambda: _node_rows(run=run, task_id=task_id, outcome=outcome, started_at=started_at,
+                                                    finished_at=finished_at, reason=reason, rows=rows,
+                                                    datasets=datasets)))
+
+
+def _node_rows(*, run: Run, task_id: str, outcome: str, started_at: datetime, finished_at: datetime, reason: str,
+               rows: int | None, datasets: tuple[list[LineageDataset], list[LineageDataset]] | None,
+               ) -> list[LineageEvent]:
     parent = run_uuid(run)
     node_id = node_uuid(parent, task_id, run.attempt)
     name = f"{run.schedule.name}.{task_id}"
@@ -304,7 +322,7 @@ def lineage_node_finished(*, run: Run, task_id: str, outcome: str, started_at: d
         events.append(_row(run, build_event(run=run, event_type=event_type, at=at, job_name=name, job_type="TASK",
                                             run_id=node_id, parent=(run.schedule.name, parent), inputs=inputs,
                                             outputs=outputs, facets=facets), finished_at))
-    _record(events)
+    return events
 
 
 __all__ = [

@@ -128,3 +128,16 @@ def test_lineage_off_writes_no_row_and_no_statement_touches_the_outbox(settings,
     assert Run.objects.get().status == S.SUCCEEDED
     assert not LineageEvent.objects.exists()
     assert not [q["sql"] for q in queries if "lineage" in q["sql"].lower()]
+
+
+def test_an_event_that_cannot_be_built_never_fails_the_run(lineage_on, make_schedule, now, monkeypatch):
+    def broken(**kwargs):
+        raise ValueError("no such facet")
+
+    monkeypatch.setattr("scheduler.services.lineage.build_event", broken)
+    schedule = make_schedule("noop")
+    run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    tick_and_execute(now)
+    run.refresh_from_db()
+    assert run.status == S.SUCCEEDED
+    assert outbox() == []
