@@ -120,7 +120,8 @@ class SchedulerCollector(Collector):
         yield GaugeMetricFamily("etl_lineage_outbox_pending", "OpenLineage events in the outbox not sent yet.",
                                 value=backlog["pending"])
         yield GaugeMetricFamily("etl_lineage_outbox_dead",
-                                "OpenLineage events given up after ETL_LINEAGE_MAX_ATTEMPTS tries.", value=backlog["dead"])
+                                "OpenLineage events given up after ETL_LINEAGE_MAX_ATTEMPTS tries.",
+                                value=backlog["dead"])
         yield GaugeMetricFamily("etl_lineage_outbox_oldest_pending_seconds",
                                 "Age of the oldest OpenLineage event not sent yet (0: none).",
                                 value=backlog["oldest_pending_seconds"])
