@@ -1,6 +1,8 @@
 """Datasets of the built-in pipelines, workflow nodes as jobs with a parent facet, the backfill window facet."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from scheduler.core import ConfigError, IdentityTransform, LineageDataset, Pipeline, sql_url_dataset
@@ -129,3 +131,14 @@ def test_dataset_names_follow_the_naming_spec_and_never_carry_a_password():
         SqlSource("default", table="t", reads=["u"])
     with pytest.raises(ConfigError, match="outputs"):
         Pipeline(NoopSource(), None, NoopSink(), outputs=["not a dataset"])
+
+
+def test_a_live_windowed_run_carries_its_window_on_its_end_event(lineage_on, make_schedule, now):
+    schedule = make_schedule("live", target_id="demo.noop", watermark_config={
+        "type": "datetime", "column": "ts", "initial": (now - timedelta(hours=2)).isoformat()})
+    run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    tick_and_execute(now)
+    complete = LineageEvent.objects.get(event_type="COMPLETE").payload["run"]["facets"]
+    assert "backfillId" not in complete["etlScheduler_window"], "a live run belongs to no backfill"
+    assert complete["etlScheduler_window"]["low"][:19] == (now - timedelta(hours=2)).isoformat()[:19]
+    assert complete["nominalTime"]["nominalStartTime"].startswith("2026-03-02T12:00")

@@ -1,6 +1,7 @@
 """A run's OpenLineage events: START when it begins, then exactly one of COMPLETE, FAIL or ABORT, one runId."""
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
 
 import pytest
@@ -141,3 +142,19 @@ def test_an_event_that_cannot_be_built_never_fails_the_run(lineage_on, make_sche
     run.refresh_from_db()
     assert run.status == S.SUCCEEDED
     assert outbox() == []
+
+
+def test_a_failed_command_attempt_that_is_retried_sends_no_fail_only_its_last_does(lineage_on, make_schedule, now):
+    schedule = make_schedule("cmd", target_kind="command", target_id="", retry_max_attempts=2,
+                             retry_initial_delay=0, command={"argv": [sys.executable, "-c", "raise SystemExit(3)"]})
+    run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    tick_and_execute(now)
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == (S.QUEUED, 2)
+    assert [e for e, _ in outbox()] == ["START"]
+    tick_and_execute(now + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.status == S.FAILED
+    assert [e for e, _ in outbox()] == ["START", "RUNNING", "FAIL"]
+    assert LineageEvent.objects.filter(event_type="FAIL").get().payload["run"]["facets"]["etlScheduler_run"][
+        "attempt"] == 2
