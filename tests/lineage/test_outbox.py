@@ -15,11 +15,12 @@ from django.test.utils import CaptureQueriesContext
 from scheduler.metrics import render_metrics
 from scheduler.models import LineageEvent, LineageStatus, Run, RunStatus, WorkloadClass
 from scheduler.services.execution import execute_runs
+from scheduler.services.finish import runs_lost
 from scheduler.services.lineage import lineage_enabled, lineage_reset
 from scheduler.services.lineage_send import lineage_backoff, lineage_client_reset, lineage_drain, lineage_tick
 from scheduler.services.runs import run_trigger_manual
 from tests.lineage.conftest import outbox
-from tests.services.semantics_helpers import tick, tick_and_execute
+from tests.services.semantics_helpers import claim_then_go_silent, tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 P = LineageStatus
@@ -169,3 +170,17 @@ def test_lineage_flush_prints_counts_as_json(lineage_on, make_schedule, now, rec
     monkeypatch.setattr("scheduler.services.lineage_send._client", receiver.client())
     call_command("lineage_flush", "--json")
     assert json.loads(capsys.readouterr().out) == {"sent": 2, "failed": 0, "dead": 0, "pending": 0}
+
+
+def test_lost_runs_settled_in_bulk_write_their_fail_events_with_one_insert(lineage_on, make_schedule, now):
+    schedule = make_schedule("lost", retry_max_attempts=1)
+    WorkloadClass.objects.filter(name="standard").update(concurrency_limit=5)
+    for i in range(2):
+        run_trigger_manual(schedule=schedule, actor="tests", now=now + timedelta(microseconds=i))
+    lost = [claim_then_go_silent(run_id, token, now) for run_id, token in tick(now)]
+    with CaptureQueriesContext(connection) as queries:
+        out = runs_lost(runs=lost, now=now + timedelta(minutes=5))
+    assert sorted(out["failed"]) == sorted(r.pk for r in lost)
+    inserts = [q["sql"] for q in queries if re.match(r'INSERT INTO "?scheduler_lineageevent"?', q["sql"])]
+    assert len(inserts) == 1
+    assert [e for e, _ in outbox()] == ["FAIL", "FAIL"]
