@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from scheduler.services.alerts import alerts_shutdown, alerts_tick
 from scheduler.services.dispatch import dispatch_tick
+from scheduler.services.lineage_send import lineage_tick
 from scheduler.services.governance import governance_tick, stopped_runs_of_dead_workers
 from scheduler.services.supervisor import kill_run_processes, pid_alive
 from scheduler.services.leases import lease_acquire, lease_release
@@ -109,6 +110,8 @@ def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
         LeasedLoop("governance", settings.ETL_GOVERNANCE_INTERVAL, governance_tick, holder),
         # alerts wait in their table, not behind pipelines in the worker queue: a small pool of their own sends them
         LeasedLoop("alerts", settings.ETL_ALERT_INTERVAL, alerts_tick, holder),
+        # the OpenLineage outbox: one sender across the clusters keeps each run's events in order
+        LeasedLoop("lineage", settings.ETL_LINEAGE_INTERVAL, lineage_tick, holder),
         # one per machine (worker pids mean something only here): the clusters of a machine share its lease
         LeasedLoop(f"reaper@{socket.gethostname()}"[:64], REAPER_INTERVAL, reaper_tick, holder),
     ]

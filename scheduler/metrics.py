@@ -19,6 +19,7 @@ from prometheus_client.utils import floatToGoString
 
 from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, Team, WorkloadClass
 from scheduler.services.freshness import freshness_status
+from scheduler.services.lineage_send import lineage_backlog
 
 DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, float("inf"))
 LATENCY_BUCKETS = (0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, float("inf"))
@@ -110,7 +111,20 @@ class SchedulerCollector(Collector):
         interval.add_metric([], settings.ETL_GOVERNANCE_INTERVAL)
         yield interval
 
+        yield from self._lineage(now)
         yield from self._freshness(now)
+
+    def _lineage(self, now: datetime):
+        """The OpenLineage outbox's backlog (docs/lineage.md): what waits to be sent, and what was given up."""
+        backlog = lineage_backlog(now=now)
+        yield GaugeMetricFamily("etl_lineage_outbox_pending", "OpenLineage events in the outbox not sent yet.",
+                                value=backlog["pending"])
+        yield GaugeMetricFamily("etl_lineage_outbox_dead",
+                                "OpenLineage events given up after ETL_LINEAGE_MAX_ATTEMPTS tries.",
+                                value=backlog["dead"])
+        yield GaugeMetricFamily("etl_lineage_outbox_oldest_pending_seconds",
+                                "Age of the oldest OpenLineage event not sent yet (0: none).",
+                                value=backlog["oldest_pending_seconds"])
 
     def _freshness(self, now: datetime):
         """Per schedule with a freshness objective: the data's age, the objective, and whether it is breached."""

@@ -8,6 +8,8 @@ from datetime import timedelta
 from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 from . import stop
+from .lineage import LineageDataset, ReportsInputs, ReportsOutputs, unique
+from .errors import ConfigError
 from .retry import RetryPolicy, with_retry
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ class Pipeline:
         *,
         sleep: Callable[[float], None] | None = None,
         timeout_seconds: float | None = None,
+        inputs: Iterable[LineageDataset] = (),
+        outputs: Iterable[LineageDataset] = (),
     ) -> None:
         self.source = source
         self.transform: Transform = transform if transform is not None else IdentityTransform()
@@ -68,6 +72,16 @@ class Pipeline:
         self.sleep = sleep or _stoppable_sleep
         # a workflow node's own time limit (the executor applies it; a schedule has timeout_seconds)
         self.timeout_seconds = timeout_seconds
+        # datasets the author declares for OpenLineage, beside what the source and sink report themselves
+        self.inputs: list[LineageDataset] = _datasets(inputs, "inputs")
+        self.outputs: list[LineageDataset] = _datasets(outputs, "outputs")
+
+    def lineage(self) -> tuple[list[LineageDataset], list[LineageDataset]]:
+        """(inputs, outputs) for OpenLineage: the source's and sink's own (`lineage_inputs` / `lineage_outputs`,
+        as the built-in SQL and file ones have) and the declared `inputs` / `outputs`, each once."""
+        found_in = self.source.lineage_inputs() if isinstance(self.source, ReportsInputs) else []
+        found_out = self.sink.lineage_outputs() if isinstance(self.sink, ReportsOutputs) else []
+        return unique([*found_in, *self.inputs]), unique([*found_out, *self.outputs])
 
     def run(self, *, sleep: Callable[[float], None] | None = None) -> PipelineResult:
         """Extract (with retries), transform, load once; `sleep` overrides the pipeline's."""
@@ -112,6 +126,14 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"Pipeline({self.source!r} -> {self.transform!r} -> {self.sink!r})"
+
+
+def _datasets(values: Iterable[LineageDataset], field: str) -> list[LineageDataset]:
+    values = list(values or ())
+    for value in values:
+        if not isinstance(value, LineageDataset):
+            raise ConfigError(field, f"must be LineageDataset objects, got {value!r}")
+    return values
 
 
 def _stoppable_sleep(seconds: float) -> None:

@@ -23,6 +23,7 @@ from scheduler.models.choices import (
     WindowStatus,
 )
 from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
+from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
 from scheduler.models.run import Run, RunUpstream
@@ -35,7 +36,7 @@ from scheduler.models.workload import WorkloadClass
 __all__ = [
     "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
-    "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
+    "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
     "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
     "WatermarkHistory",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",

@@ -102,7 +102,7 @@ def revenue_transform(ctx: RunContext) -> Pipeline:
     # and the upsert makes a rerun harmless.
     warehouse = warehouse_url(ctx)
     return Pipeline(
-        SqlSource(warehouse, query=REVENUE_QUERY),
+        SqlSource(warehouse, query=REVENUE_QUERY, reads=["fact_orders", "dim_customers"]),
         IdentityTransform(),
         SqlSink(warehouse, table="revenue_by_country", key=["country", "currency", "day"], create=True),
     )
@@ -123,7 +123,7 @@ def daily_report(ctx: RunContext) -> Pipeline:
     day = _report_day(ctx)
     report_dir = _location(ctx, "report_dir", "ETL_DEMO_REPORT_DIR")
     return Pipeline(
-        SqlSource(warehouse_url(ctx), query=REPORT_QUERY, params=[day.isoformat()]),
+        SqlSource(warehouse_url(ctx), query=REPORT_QUERY, params=[day.isoformat()], reads=["revenue_by_country"]),
         IdentityTransform(),
         CsvSink(report_dir / f"revenue_{day.isoformat()}.csv", columns=REPORT_COLUMNS, append=False),
     )

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from scheduler.core import ConfigError, EtlError, Window, stop
+from scheduler.core import ConfigError, EtlError, LineageDataset, Window, file_dataset, stop
 
 from .values import coerce_like, sql_text_value, window_bounds
 
@@ -58,6 +58,9 @@ class FileSource:
 
     def __repr__(self) -> str:
         return f"FileSource({str(self.path)!r}, format={self.format!r})"
+
+    def lineage_inputs(self) -> list[LineageDataset]:
+        return [file_dataset(self.path)]
 
     def _open(self) -> Any:
         try:
@@ -128,6 +131,9 @@ class CsvSink:
 
     def __repr__(self) -> str:
         return f"CsvSink({str(self.path)!r})"
+
+    def lineage_outputs(self) -> list[LineageDataset]:
+        return [file_dataset(self.path)]
 
     def _existing_header(self) -> list[str] | None:
         try:

@@ -25,7 +25,8 @@ from typing import Any
 from urllib.parse import quote as url_quote
 from urllib.parse import urlsplit, urlunsplit
 
-from scheduler.core import ConfigError, EtlError, Window, stop
+from scheduler.core import ConfigError, EtlError, LineageDataset, Window, stop
+from scheduler.core.lineage import postgres_dataset, sql_url_dataset, sqlite_dataset
 
 from .values import (
     check_identifier,
@@ -70,6 +71,24 @@ def check_db(db: Any) -> str:
     elif not db.replace("_", "").replace("-", "").isalnum():
         raise ConfigError("db", f"{db!r} is neither a URL nor a database alias")
     return db
+
+
+def lineage_dataset(db: str, table: str) -> LineageDataset:
+    """The OpenLineage dataset of `table` in `db` (a URL or a Django alias), named without credentials."""
+    if "://" in db:
+        return sql_url_dataset(db, table)
+    from django.conf import settings
+
+    conf = settings.DATABASES.get(db)
+    if conf is None:
+        raise ConfigError("db", f"no Django database alias {db!r}")
+    engine = str(conf.get("ENGINE", ""))
+    if "sqlite" in engine:
+        return sqlite_dataset(path=str(conf.get("NAME") or ":memory:"), table=table)
+    if "postgresql" in engine:
+        return postgres_dataset(host=str(conf.get("HOST") or "localhost"), port=conf.get("PORT") or None,
+                                database=str(conf.get("NAME") or "postgres"), table=table)
+    raise ConfigError("db", f"no lineage naming for database {db!r} ({engine})")
 
 
 class _Db:
@@ -190,8 +209,13 @@ class SqlSource:
         columns: str | Sequence[str] = "*",
         params: Sequence[Any] | Mapping[str, Any] | None = None,
         batch_size: int = 5000,
+        reads: Sequence[str] | None = None,
     ) -> None:
         self.db = check_db(db)
+        # the tables a query reads, for lineage (a query's own text is not parsed)
+        if reads is not None and table is not None:
+            raise ConfigError("reads", "a table source reads its table; reads names the tables of a query")
+        self.reads = check_identifiers(reads, "reads") if reads is not None else []
         if (table is None) == (query is None):
             raise ConfigError("table", "give exactly one of table or query")
         if table is not None:
@@ -227,6 +251,9 @@ class SqlSource:
     def __repr__(self) -> str:
         what = f"table={self.table!r}" if self.table else "query=..."
         return f"SqlSource({redact(self.db)!r}, {what}, window={Window(self.low, self.high)})"
+
+    def lineage_inputs(self) -> list[LineageDataset]:
+        return [lineage_dataset(self.db, name) for name in ([self.table] if self.table else self.reads)]
 
     def statement(self, db: _Db) -> tuple[str, Any]:
         """The SQL and bind parameters for this source on `db`."""
@@ -373,6 +400,9 @@ class SqlSink:
 
     def __repr__(self) -> str:
         return f"SqlSink({redact(self.db)!r}, table={self.table!r}, key={self.key!r})"
+
+    def lineage_outputs(self) -> list[LineageDataset]:
+        return [lineage_dataset(self.db, self.table)]
 
     def _columns_of(self, rows: list[dict]) -> list[str]:
         if self.columns is not None:

@@ -37,6 +37,7 @@ from scheduler.services.commands import (
     CommandFailed, command_execute, command_spec_check, command_tempdir, run_env,
 )
 from scheduler.services.dispatch import hand_off
+from scheduler.services.lineage import datasets_of, lineage_atomic, lineage_attach, lineage_enabled, lineage_run_began
 from scheduler.services.nodes import NodeLedger, nodes_done
 from scheduler.services.finish import Ending, Loaded, run_finish, run_stop_request, runs_finish, stop_outcome
 from scheduler.services.runlogs import (
@@ -213,9 +214,11 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
         # transaction (tests, the benchmark) the connection is not ours to close
         close_old_connections()
     now = clock()
-    if not _claim(run_id, token, now=now, worker=worker_name()):
-        return "stale"  # cancelled, re-dispatched or already taken by another delivery
-    run = Run.objects.select_related("schedule").get(pk=run_id)
+    with lineage_atomic():  # the claim and its START in one transaction (no transaction at all with lineage off)
+        if not _claim(run_id, token, now=now, worker=worker_name()):
+            return "stale"  # cancelled, re-dispatched or already taken by another delivery
+        run = Run.objects.select_related("schedule").get(pk=run_id)
+        lineage_run_began(run=run, now=now)
     backfill_on_run_started(run)
     transaction.on_commit(lambda: signals.run_started.send(sender=Run, run=run))
     pump = HeartbeatPump.get()
@@ -259,10 +262,12 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 _give_back(runs[index:], pump=pump)
                 break
             now = clock()
-            if not _claim(run.pk, run.dispatch_token, now=now, worker=me):
-                pump.unregister(run.pk)  # cancelled or re-dispatched while it waited: stale
-                continue
-            run.started_at, run.heartbeat_at, run.worker_id = now, now, me
+            with lineage_atomic():
+                if not _claim(run.pk, run.dispatch_token, now=now, worker=me):
+                    pump.unregister(run.pk)  # cancelled or re-dispatched while it waited: stale
+                    continue
+                run.started_at, run.heartbeat_at, run.worker_id = now, now, me
+                lineage_run_began(run=run, now=now)
             backfill_on_run_started(run)
             transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
             try:
@@ -591,9 +596,17 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
                 window_low=encode_value(ctx.window.low), window_high=encode_value(ctx.window.high))
         # each node's record is written by NodeLedger as the node finishes; nodes that
         # already succeeded for this run (an earlier attempt, or the run it re-runs) are skipped
-        executor = Executor(NodeLedger(run), clock=clock, done=nodes_done(run))
+        ledger = NodeLedger(run)
+        executor = Executor(ledger, clock=clock, done=nodes_done(run))
+        lineage = lineage_enabled()
         for node_id, factory in workflow.nodes.items():
-            executor.add_pipeline(node_id, _prepare_node(factory(ctx), schedule))
+            node = _prepare_node(factory(ctx), schedule)
+            if lineage:
+                ledger.datasets[node_id] = datasets_of(node)
+            executor.add_pipeline(node_id, node)
+        if lineage:
+            inputs, outputs = datasets_of(None, ctx)
+            lineage_attach(run, inputs=inputs, outputs=outputs)
         for upstream, downstream in workflow.deps:
             executor.add_dep(downstream, upstream)
         report = executor.run()
@@ -602,7 +615,13 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
     pipeline = _prepare(spec.factory(ctx), run, token)
     if ctx.watermark_column and not pipeline.watermark_column:
         pipeline.watermark_column = ctx.watermark_column
+    if lineage_enabled():  # named before it runs, so a failed run's FAIL names them too
+        inputs, outputs = datasets_of(pipeline, ctx)
+        lineage_attach(run, inputs=inputs, outputs=outputs)
     result = pipeline.run()
+    if lineage_enabled() and (ctx.lineage_inputs or ctx.lineage_outputs):  # declared while it ran
+        inputs, outputs = datasets_of(pipeline, ctx)
+        lineage_attach(run, inputs=inputs, outputs=outputs)
     return result.rows, result.max_value, None, None
 
 

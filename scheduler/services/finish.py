@@ -44,6 +44,7 @@ from scheduler.services import bulk, dependencies
 from scheduler.services.audit import audit_build, audit_record, audit_record_many
 from scheduler.services.breakers import breaker_on_result, breaker_successes, breaker_trial_released
 from scheduler.services.errors import ServiceError
+from scheduler.services.lineage import lineage_batch, lineage_discard, lineage_mark, lineage_run_ended
 from scheduler.services.runs import run_build, run_enqueue
 from scheduler.services.watermarks import encode_value, watermark_advance, watermark_state, window_start_mark
 
@@ -131,27 +132,32 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
     if not endings:
         return out
     children = _children_of({e.run.schedule_id for e in endings})
-    with transaction.atomic():
+    # the batch's lineage events go in one INSERT at the end of its transaction (none at all with lineage off)
+    with transaction.atomic(), lineage_batch():
         bare = [e for e in endings if _only_the_cas(e, children)]
         # a schedule with another kind of end in the batch keeps its runs' order (a failure, then a success)
         bare_ids = {e.run.pk for e in bare}
         ordered = {e.run.schedule_id for e in endings if e.run.pk not in bare_ids}
         bare = [e for e in bare if e.run.schedule_id not in ordered]
         if len(bare) > 1 and bulk.supported():
+            mark = lineage_mark()
             try:
                 with transaction.atomic():
                     out.update(_succeed_together(bare))
             except Exception:  # the one statement failed: each run goes its own way below
+                lineage_discard(mark)
                 log.exception("could not finish %d runs together; finishing them one by one", len(bare))
         for e in endings:
             if e.run.pk in out:
                 continue
+            mark = lineage_mark()
             try:
                 with transaction.atomic():
                     done = _finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token,
                                    fields=e.fields, loaded=e.loaded, children=children, stopped=e.stopped,
                                    retryable=e.retryable)
             except Exception:  # one run's failing end must not roll back the others'
+                lineage_discard(mark)  # what its rolled-back savepoint reported is not sent either
                 log.exception("could not finish run %s; left to governance", e.run.pk)
                 out[e.run.pk] = "error"
                 continue
@@ -307,7 +313,7 @@ def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
     if bulk.supported():
         read = {run.pk: {name: getattr(run, name) for name in _LOST_FIELDS} for run in runs}
         try:
-            with transaction.atomic():
+            with transaction.atomic(), lineage_batch():
                 return _runs_lost_bulk(runs, now=now)
         except Exception:
             log.exception("settling %d lost runs in bulk failed; settling them one at a time", len(runs))
@@ -370,6 +376,7 @@ def _runs_lost_bulk(runs: list[Run], *, now: datetime) -> dict[str, list[int]]:
             outcome = "requeued"
         else:
             _set(run, status=S.FAILED, finished_at=now, reason=reasons[run.pk])
+            lineage_run_ended(run=run, old=S.RUNNING, now=now)
             _send_after_commit(run, S.FAILED, S.RUNNING)
             _after_final(run, now=now)
             outcome = "failed"
@@ -418,6 +425,7 @@ def _succeed_together(endings: list[Ending]) -> dict[int, str]:
         if e.run.pk not in done:
             continue  # cancelled, lost or asked to stop meanwhile: runs_finish takes it on its own
         _set(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **(e.fields or {}))
+        lineage_run_ended(run=e.run, old=S.RUNNING, now=e.now)
         _send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
         out[e.run.pk] = S.SUCCEEDED
     if out:
@@ -515,6 +523,7 @@ def _finalize(run: Run, *, new: str, now: datetime, extra_filter: dict | None = 
     if not Run.objects.filter(pk=run.pk, status=old, **(extra_filter or {})).update(status=new, **fields):
         return False
     _set(run, status=new, **fields)
+    lineage_run_ended(run=run, old=old, now=now)  # its end event (if it began), in this transaction
     _send_after_commit(run, new, old)
     return True
 

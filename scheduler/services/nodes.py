@@ -25,6 +25,7 @@ from scheduler.core import Outcome, RunRecord
 from scheduler.models import NodeOutcome, NodeRecord, Run, RunStatus, TargetKind, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.lineage import lineage_enabled, lineage_node_finished
 from scheduler.services.runs import run_build
 
 # a workflow run that ended in one of these may be re-run from its failure
@@ -54,6 +55,8 @@ class NodeLedger:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        # node id -> (inputs, outputs) for its lineage events (filled by the worker when lineage is on)
+        self.datasets: dict[str, tuple[list, list]] = {}
         # PostgreSQL with client-side binding (Django's default) can send two statements in one string
         self.async_commit = (connection.vendor == "postgresql"
                              and not connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"))
@@ -65,7 +68,19 @@ class NodeLedger:
         # (docs/benchmarks.md, scenario 4). On PostgreSQL the commit does not wait for
         # the WAL flush (the flush was most of the cost); inside a caller's transaction
         # the caller's commit decides, so its setting is left alone there.
-        sql = _INSERT_ASYNC_COMMIT if self.async_commit and connection.get_autocommit() else _INSERT
+        if lineage_enabled() and not record.resumed:
+            # with lineage on, the record and the node's events commit together (a resumed node's were sent
+            # by the attempt that ran it)
+            with transaction.atomic():
+                self._insert(record, _INSERT)
+                lineage_node_finished(run=self.run, task_id=record.task_id, outcome=Outcome(record.outcome).value,
+                                      started_at=record.started_at, finished_at=record.finished_at,
+                                      reason=record.reason or "", rows=record.rows,
+                                      datasets=self.datasets.get(record.task_id))
+            return
+        self._insert(record, _INSERT_ASYNC_COMMIT if self.async_commit and connection.get_autocommit() else _INSERT)
+
+    def _insert(self, record: RunRecord, sql: str) -> None:
         adapt = connection.ops.adapt_datetimefield_value
         with connection.cursor() as cursor:
             cursor.execute(sql, [
