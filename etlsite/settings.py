@@ -329,3 +329,11 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     },
 }
+
+# --- api settings ---
+# The REST API (/api/v1/, django-ninja): "ninja" serves Swagger UI's files from our static files (no CDN, fits the
+# CSP above); the middleware answers every error under /api/v1/ as application/problem+json.
+INSTALLED_APPS.append("ninja")
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1,
+                  "scheduler.api.errors.ApiProblemMiddleware")
+# --- end api settings ---
