@@ -84,6 +84,9 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if exc.status_code == 403 and "CSRF" in str(exc):
         return problem(403, "CSRF check failed: a signed-in session must send the X-CSRFToken header for "
                             "unsafe methods (a bearer token needs none)", kind="forbidden")
+    if exc.status_code == 400:  # ninja's "Cannot parse request body"
+        return problem(400, f"the request body cannot be read: {exc}", kind="malformed-body",
+                       errors=[{"field": "body", "message": str(exc)}])
     return problem(exc.status_code, str(exc))
 
 

@@ -82,3 +82,13 @@ def problem_of(response, status: int) -> dict:
     body = response.json()
     assert body["status"] == status and body["title"] and body["type"] and "detail" in body
     return body
+
+
+@pytest.fixture
+def admin_user(make_user):
+    return make_user("ada", "admin")
+
+
+@pytest.fixture
+def admin_token(admin_user, make_token):
+    return make_token(admin_user)

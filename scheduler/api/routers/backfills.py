@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from django.db import transaction
-from ninja import Router
+from ninja import Router, Status
 
 from scheduler.api.common import backfill_by_id, caller, errors, require, schedule_by_name
 from scheduler.api.schemas import BackfillIn, BackfillOut, BackfillPreview, ReasonIn
@@ -39,7 +39,7 @@ def create_backfill(request, payload: BackfillIn):
               "reason": payload.reason, "requested_by": caller(request), "max_parallel": payload.max_parallel,
               "params": payload.params}
     if not payload.preview:
-        return 201, backfill_out(backfill_by_id(backfill_submit(**submit).pk))
+        return Status(201, backfill_out(backfill_by_id(backfill_submit(**submit).pk)))
     # the preview is the real submit rolled back: the same checks and the same windows, and nothing kept
     try:
         with transaction.atomic():
@@ -50,7 +50,7 @@ def create_backfill(request, payload: BackfillIn):
                             "first": [first.low, first.high] if first else [],
                             "last": [last.low, last.high] if last else []})
     except _Preview as done:
-        return 200, done.result
+        return Status(200, done.result)
 
 
 @router.get("/backfills/{backfill_id}", response={200: BackfillOut, **errors()}, summary="A backfill and its progress")

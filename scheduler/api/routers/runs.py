@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from scheduler import selectors
 from scheduler.api.common import (
@@ -74,7 +74,7 @@ def trigger_run(request, name: str, payload: TriggerIn):
     schedule = schedule_by_name(name)
     require(request, "scheduler.trigger_schedule", schedule)
     run = run_trigger_manual(schedule=schedule, actor=caller(request), params=payload.params, reason=payload.reason)
-    return 201, run_out(run_by_id(run.pk))
+    return Status(201, run_out(run_by_id(run.pk)))
 
 
 @router.post("/runs/{run_id}/cancel", response={200: CancelOut, **errors()}, summary="Cancel a run")
@@ -98,7 +98,7 @@ def rerun(request, run_id: int, payload: RerunIn):
         new = run_rerun_from_failure(run=run, actor=caller(request), reason=payload.reason)
     else:
         new = run_rerun(run=run, actor=caller(request), downstream=payload.downstream, reason=payload.reason)
-    return 201, run_out(run_by_id(new.pk))
+    return Status(201, run_out(run_by_id(new.pk)))
 
 
 class LogQuery(Schema):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
 
 from scheduler import selectors
 from scheduler.api.common import caller, errors, require, schedule_by_name, team_ids_for
@@ -64,7 +64,7 @@ def create_schedule(request, payload: ScheduleCreate):
     if data.get("owner") is not None:
         authorize_owner_change(actor=user, schedule=Schedule(name=data["name"]), team=team_get(data["owner"]))
     schedule = schedule_save(data=data, actor=user, reason=reason)
-    return 201, schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=schedule.pk))
+    return Status(201, schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=schedule.pk)))
 
 
 @router.patch("/schedules/{name}", response={200: ScheduleOut, **errors()}, summary="Change a schedule")
@@ -85,4 +85,4 @@ def delete_schedule(request, name: str, reason: str = ""):
     schedule = schedule_by_name(name)
     require(request, "scheduler.delete_schedule", schedule)
     schedule_delete(schedule=schedule, actor=caller(request), reason=reason)
-    return 204, None
+    return Status(204, None)
