@@ -167,3 +167,16 @@ def test_the_audit_page_shows_via(client, op_token, api, make_schedule, operator
     api.post("/schedules/orders/runs", {}, token=op_token)
     client.force_login(operator)
     assert "via API token" in client.get("/audit/").content.decode()
+
+
+def test_the_audit_csv_page_has_via_and_a_session_call_has_none(client, op_token, api, make_schedule, operator):
+    import csv
+    import io
+
+    make_schedule("orders")
+    api.post("/schedules/orders/runs", {}, token=op_token)
+    client.force_login(operator)
+    assert client.post("/api/v1/schedules/orders/runs", {}, content_type="application/json").status_code == 201
+    text = b"".join(client.get("/audit/export.csv?action=run.trigger").streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert sorted(r["via"] for r in rows) == ["", f"API token {op_token.split('_')[1]}"]
