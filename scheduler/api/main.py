@@ -13,6 +13,29 @@ from scheduler.api.auth import AUTH
 from scheduler.api.routers import audit, backfills, marks, runs, schedules
 
 PROBLEM_CODES = {"400", "401", "403", "404", "405", "422", "500"}
+# OpenAPI links: what a created object leads to (clients and schemathesis' stateful tests follow them)
+LINKS = {
+    ("/api/v1/schedules/{name}/runs", "post", "201"): {
+        "GetRun": ("get_run", {"run_id": "$response.body#/id"}),
+        "CancelRun": ("cancel_run", {"run_id": "$response.body#/id"}),
+        "RunLog": ("run_log", {"run_id": "$response.body#/id"}),
+    },
+    ("/api/v1/runs/{run_id}/rerun", "post", "201"): {
+        "GetRun": ("get_run", {"run_id": "$response.body#/id"}),
+        "CancelRun": ("cancel_run", {"run_id": "$response.body#/id"}),
+    },
+    ("/api/v1/backfills", "post", "201"): {
+        "GetBackfill": ("get_backfill", {"backfill_id": "$response.body#/id"}),
+        "PauseBackfill": ("pause_backfill", {"backfill_id": "$response.body#/id"}),
+        "ResumeBackfill": ("resume_backfill", {"backfill_id": "$response.body#/id"}),
+        "CancelBackfill": ("cancel_backfill", {"backfill_id": "$response.body#/id"}),
+    },
+    ("/api/v1/schedules", "post", "201"): {
+        "GetSchedule": ("get_schedule", {"name": "$response.body#/name"}),
+        "TriggerRun": ("trigger_run", {"name": "$response.body#/name"}),
+        "DeleteSchedule": ("delete_schedule", {"name": "$response.body#/name"}),
+    },
+}
 
 
 class Api(NinjaAPI):
@@ -25,6 +48,13 @@ class Api(NinjaAPI):
                     content = response.get("content") or {}
                     if str(code) in PROBLEM_CODES and "application/json" in content:
                         response["content"] = {errors.CONTENT_TYPE: content["application/json"]}
+        ids = [op["operationId"] for operations in schema.get("paths", {}).values() for op in operations.values()]
+        for (path, method, code), links in LINKS.items():
+            responses = schema["paths"][path][method]["responses"]
+            response = responses.get(code) or responses[int(code)]
+            # ninja names an operation <module path>_<function name>
+            response["links"] = {name: {"operationId": next(i for i in ids if i.endswith("_" + target)),
+                                        "parameters": params} for name, (target, params) in links.items()}
         return schema
 
 
