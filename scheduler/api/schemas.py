@@ -140,7 +140,8 @@ class RunPage(Schema):
 
 
 class TriggerIn(Strict):
-    params: dict[str, Any] | None = Field(default=None, description="Override params, checked against the pipeline's schema.")
+    params: dict[str, Any] | None = Field(
+        default=None, description="Override params, checked against the pipeline's schema.")
     reason: str = ""
 
 

@@ -12,7 +12,9 @@ class ApiToken(models.Model):
                              help_text="Whose permissions and teams the token acts with.")
     name = models.CharField(max_length=100, help_text="What the token is for (a CI job, a script).")
     key_id = models.CharField(max_length=16, unique=True, help_text="Public id of the token; audit entries name it.")
-    secret_hash = models.CharField(max_length=64, help_text="SHA-256 (hex) of the secret part; the secret is not kept.")
+    secret_hash = models.CharField(
+        max_length=64, help_text="SHA-256 (hex) of the secret part; the secret is not kept."
+    )
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True, help_text="After this the token is refused; empty: never.")
     revoked_at = models.DateTimeField(null=True, blank=True, help_text="When it was revoked; a revoked token is refused.")

@@ -70,8 +70,8 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write(f"{user.get_username()} has no API tokens")
         for row in rows:
-            self.stdout.write(f"{row['key_id']}  {row['state']:<8} {row['name']}  expires {row['expires_at'] or 'never'}"
-                              f"  last used {row['last_used_at'] or 'never'}")
+            self.stdout.write(f"{row['key_id']}  {row['state']:<8} {row['name']}"
+                              f"  expires {row['expires_at'] or 'never'}  last used {row['last_used_at'] or 'never'}")
 
     def _revoke(self, user, opts, now):
         token = token_get(key_id=opts["key_id"], user=user)
@@ -79,4 +79,4 @@ class Command(BaseCommand):
         if opts["json"]:
             dump_json(self.stdout, {**_describe(token, now), "changed": changed})
         else:
-            self.stdout.write(f"token {token.key_id} revoked" if changed else f"token {token.key_id} was already revoked")
+            self.stdout.write(f"token {token.key_id} " + ("revoked" if changed else "was already revoked"))
