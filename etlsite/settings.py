@@ -348,3 +348,10 @@ ETL_LINEAGE_RETRY_MAX_SECONDS = envfloat("ETL_LINEAGE_RETRY_MAX_SECONDS", 900.0,
 ETL_LINEAGE_MAX_ATTEMPTS = envint("ETL_LINEAGE_MAX_ATTEMPTS", 0, minimum=0)  # 0: retry forever; else give up (DEAD)
 ETL_LINEAGE_RETENTION_HOURS = envfloat("ETL_LINEAGE_RETENTION_HOURS", 24.0, minimum=0.0)  # sent rows kept this long
 # --- end lineage settings ---
+# --- api settings ---
+# The REST API (/api/v1/, django-ninja): "ninja" serves Swagger UI's files from our static files (no CDN, fits the
+# CSP above); the middleware answers every error under /api/v1/ as application/problem+json.
+INSTALLED_APPS.append("ninja")
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1,
+                  "scheduler.api.errors.ApiProblemMiddleware")
+# --- end api settings ---

@@ -25,6 +25,7 @@ from scheduler.models import (
 )
 from scheduler.services import schedules as schedule_services
 from scheduler.services import teams as team_services
+from scheduler import admin_tokens  # noqa: F401  (registers ApiToken)
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_reset
 from scheduler.services.errors import ServiceError
@@ -416,7 +417,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
-    list_display = ("at", "actor", "action", "target_type", "target_id", "reason")
+    list_display = ("at", "actor", "via", "action", "target_type", "target_id", "reason")
     list_filter = ("action", "actor_kind")
     search_fields = ("actor", "action", "target_id", "target_repr", "reason")
     show_full_result_count = False

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from scheduler.views import api, audit, backfills, hooks, metrics, pages, prefs, schedules
+from scheduler.views import api, audit, backfills, hooks, metrics, pages, prefs, schedules, tokens
 
 app_name = "scheduler"
 
@@ -30,6 +30,8 @@ urlpatterns = [
     path("backfills/<int:backfill_id>/cancel", backfills.backfill_cancel, name="backfill_cancel"),
     path("backfills/<int:backfill_id>/retry", backfills.backfill_retry, name="backfill_retry"),
     path("preferences/", prefs.preferences, name="preferences"),
+    path("preferences/tokens/", tokens.api_tokens, name="api_tokens"),
+    path("preferences/tokens/<str:key_id>/revoke", tokens.api_token_revoke, name="api_token_revoke"),
     path("audit/", audit.audit_report, name="audit"),
     path("audit/export.csv", audit.audit_csv, name="audit_csv"),
     path("metrics", metrics.metrics, name="metrics"),

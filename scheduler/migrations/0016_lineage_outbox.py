@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0014_deadline_indexes_and_help_texts'),
+        ('scheduler', '0015_api_tokens'),
     ]
 
     operations = [

@@ -30,11 +30,12 @@ from scheduler.models.run import Run, RunUpstream
 from scheduler.models.runlog import RunLogLine
 from scheduler.models.schedule import Schedule
 from scheduler.models.team import Team
+from scheduler.models.token import ApiToken
 from scheduler.models.watermark import WatermarkHistory, WatermarkState
 from scheduler.models.workload import WorkloadClass
 
 __all__ = [
-    "ActorKind", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
+    "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
     "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",

@@ -24,6 +24,10 @@ class AuditEntry(models.Model):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     reason = models.CharField(max_length=500, blank=True)
+    via = models.CharField(
+        max_length=100, blank=True,
+        help_text="The door it came through when not the user's own session, e.g. 'API token k3x9'.",
+    )
     # a plain id, not a foreign key: deleting a team must never touch the append-only log
     team_id = models.BigIntegerField(
         null=True, blank=True, db_index=True, help_text="The team that owned the target when this happened."

@@ -24,6 +24,7 @@ CSV_COLUMNS = [
     "reason",
     "before",
     "after",
+    "via",  # last, so the columns scripts read by position stay where they were
 ]
 
 
@@ -59,7 +60,7 @@ class _Echo:
         return value
 
 
-def _csv_safe(value) -> str:
+def csv_safe(value) -> str:
     # a cell starting with = + - @ is a formula to spreadsheet programs
     text = "" if value is None else str(value)
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
@@ -76,9 +77,7 @@ def audit_csv(request):
             yield writer.writerow(
                 [
                     entry.at.isoformat(),
-                    *(_csv_safe(getattr(entry, c)) for c in CSV_COLUMNS[1:8]),
-                    _csv_safe(entry.before),
-                    _csv_safe(entry.after),
+                    *(csv_safe(getattr(entry, c)) for c in CSV_COLUMNS[1:]),
                 ]
             )
 

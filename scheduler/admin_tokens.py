@@ -1,0 +1,33 @@
+"""API tokens in the admin: staff list and revoke anyone's; the hash is read-only, the secret never shown."""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from scheduler.models import ApiToken
+from scheduler.services.tokens import token_revoke
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("key_id", "name", "user", "created_at", "expires_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("key_id", "name", "user__username")
+    readonly_fields = ("user", "name", "key_id", "secret_hash", "created_at", "expires_at", "revoked_at",
+                       "last_used_at")
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        """Tokens are made where they can be shown once: Preferences > API tokens, or manage.py api_token."""
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        """Revoke instead: the row stays, so the audit log's key id keeps meaning something."""
+        return False
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke(self, request, queryset):
+        now = timezone.now()
+        done = sum(token_revoke(token=t, actor=request.user, reason="revoked in the admin", now=now)
+                   for t in queryset.select_related("user"))
+        messages.success(request, f"{done} token(s) revoked.")

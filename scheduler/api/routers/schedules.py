@@ -1,0 +1,88 @@
+"""/api/v1/schedules: list, get, create, update, delete, through the schedule service like the admin."""
+from __future__ import annotations
+
+from typing import Literal
+
+from ninja import Query, Router, Schema, Status
+
+from scheduler import selectors
+from scheduler.api.common import caller, errors, require, schedule_by_name, team_ids_for
+from scheduler.api.schemas import ScheduleCreate, ScheduleOut, ScheduleUpdate
+from scheduler.models import BreakerStatus, Schedule
+from scheduler.services.schedules import schedule_delete, schedule_save, schedule_spec
+from scheduler.services.teams import authorize_owner_change, team_get
+
+router = Router(tags=["schedules"])
+
+
+def schedule_out(schedule: Schedule) -> dict:
+    return {
+        "id": schedule.pk, "name": schedule.name, "owner": schedule.owner.name if schedule.owner_id else None,
+        "enabled": schedule.enabled, "target_kind": schedule.target_kind, "target_id": schedule.target_id,
+        "trigger_kind": schedule.trigger_kind, "breaker_status": schedule.breaker_status,
+        "breaker_failures": schedule.breaker_failures, "next_fire_at": schedule.next_fire_at,
+        "last_fire_at": schedule.last_fire_at, "created_at": schedule.created_at, "updated_at": schedule.updated_at,
+        "spec": schedule_spec(schedule),
+    }
+
+
+class ScheduleFilters(Schema):
+    team: str | None = None
+    enabled: bool | None = None
+    status: Literal["enabled", "disabled"] | None = None
+    breaker: BreakerStatus | None = None
+
+
+@router.get("/schedules", response={200: list[ScheduleOut], **errors()}, summary="List schedules")
+def list_schedules(request, filters: Query[ScheduleFilters]):
+    """The schedules the caller may see, by name; filter by team, enabled (or status), breaker."""
+    require(request, "scheduler.view_schedule")
+    qs = selectors.schedules_with_last_run(team_ids_for(request, filters.team)).select_related("owner")
+    enabled = filters.enabled if filters.enabled is not None else (
+        None if filters.status is None else filters.status == "enabled")
+    if enabled is not None:
+        qs = qs.filter(enabled=enabled)
+    if filters.breaker is not None:
+        qs = qs.filter(breaker_status=filters.breaker)
+    return [schedule_out(s) for s in qs.prefetch_related("depends_on")]
+
+
+@router.get("/schedules/{name}", response={200: ScheduleOut, **errors()}, summary="Get a schedule")
+def get_schedule(request, name: str):
+    schedule = schedule_by_name(name)
+    require(request, "scheduler.view_schedule", schedule)
+    return schedule_out(schedule)
+
+
+@router.post("/schedules", response={201: ScheduleOut, **errors()}, summary="Create a schedule")
+def create_schedule(request, payload: ScheduleCreate):
+    """Saved through the schedule service: the admin's checks, each refusal naming its field."""
+    user = caller(request)
+    data = payload.model_dump(exclude_unset=True)
+    reason = data.pop("reason", "")
+    require(request, "scheduler.add_schedule")
+    if data.get("owner") is not None:
+        authorize_owner_change(actor=user, schedule=Schedule(name=data["name"]), team=team_get(data["owner"]))
+    schedule = schedule_save(data=data, actor=user, reason=reason)
+    return Status(201, schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=schedule.pk)))
+
+
+@router.patch("/schedules/{name}", response={200: ScheduleOut, **errors()}, summary="Change a schedule")
+def update_schedule(request, name: str, payload: ScheduleUpdate):
+    user = caller(request)
+    schedule = schedule_by_name(name)
+    require(request, "scheduler.change_schedule", schedule)
+    data = payload.model_dump(exclude_unset=True)
+    reason = data.pop("reason", "")
+    if data.get("owner") is not None:
+        authorize_owner_change(actor=user, schedule=schedule, team=team_get(data["owner"]))
+    saved = schedule_save(data=data, schedule=schedule, actor=user, reason=reason)
+    return schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=saved.pk))
+
+
+@router.delete("/schedules/{name}", response={204: None, **errors()}, summary="Delete a schedule")
+def delete_schedule(request, name: str, reason: str = ""):
+    schedule = schedule_by_name(name)
+    require(request, "scheduler.delete_schedule", schedule)
+    schedule_delete(schedule=schedule, actor=caller(request), reason=reason)
+    return Status(204, None)

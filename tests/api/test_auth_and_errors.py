@@ -1,0 +1,114 @@
+"""Tokens at the door, and every error as problem+json."""
+from datetime import timedelta
+
+from django.utils import timezone
+
+from scheduler.models import ApiToken, AuditEntry
+from scheduler.services.tokens import token_create, token_revoke
+from tests.api.conftest import problem_of
+
+
+def test_no_token_is_401_with_www_authenticate(api, db):
+    response = api.get("/schedules")
+    body = problem_of(response, 401)
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert "Bearer" in body["detail"]
+
+
+def test_an_unknown_token_is_401(api, operator, op_token):
+    key_id = op_token.split("_")[1]
+    problem_of(api.get("/schedules", token=f"etl_{key_id}_{'x' * 43}"), 401)
+    problem_of(api.get("/schedules", token="etl_nothere1_" + "y" * 43), 401)
+    problem_of(api.get("/schedules", token="garbage"), 401)
+
+
+def test_a_revoked_token_is_401(api, operator):
+    created = token_create(user=operator, name="ci", actor="tests")
+    token_revoke(token=created.token, actor="tests")
+    body = problem_of(api.get("/schedules", token=created.plaintext), 401)
+    assert "revoked" in body["detail"]
+
+
+def test_an_expired_token_is_401(api, operator):
+    created = token_create(user=operator, name="ci", actor="tests", expires_at=timezone.now() + timedelta(hours=1))
+    ApiToken.objects.filter(pk=created.token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    body = problem_of(api.get("/schedules", token=created.plaintext), 401)
+    assert "expired" in body["detail"]
+
+
+def test_only_the_hash_is_stored_and_last_use_is_recorded(api, operator):
+    created = token_create(user=operator, name="ci", actor="tests")
+    secret = created.plaintext.split("_", 2)[2]
+    row = ApiToken.objects.get(pk=created.token.pk)
+    assert secret not in row.secret_hash and len(row.secret_hash) == 64
+    assert row.last_used_at is None
+    assert api.get("/schedules", token=created.plaintext).status_code == 200
+    row.refresh_from_db()
+    assert row.last_used_at is not None
+
+
+def test_the_session_works_and_needs_csrf_for_unsafe_methods(client, operator, make_schedule):
+    from django.test import Client
+
+    make_schedule("orders")
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(operator)
+    assert csrf_client.get("/api/v1/schedules").status_code == 200
+    response = csrf_client.post("/api/v1/schedules/orders/runs", {}, content_type="application/json")
+    body = problem_of(response, 403)
+    assert "CSRF" in body["detail"]
+
+
+def test_an_unknown_route_is_a_problem_not_html(api, db):
+    body = problem_of(api.get("/nothing/here"), 404)
+    assert "/api/v1/nothing/here" in body["detail"]
+    problem_of(api.post("/nothing"), 404)
+
+
+def test_a_wrong_method_is_405_problem(api, op_token):
+    response = api.delete("/runs", token=op_token)
+    problem_of(response, 405)
+
+
+def test_malformed_json_is_400(client, op_token, make_schedule):
+    make_schedule("orders")
+    response = client.post("/api/v1/schedules/orders/runs", "{not json", content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {op_token}")
+    body = problem_of(response, 400)
+    assert body["errors"][0]["field"] == "body"
+
+
+def test_a_validation_error_is_422_with_fields(api, op_token, make_schedule):
+    make_schedule("orders")
+    body = problem_of(api.post("/schedules/orders/runs", {"params": "nope", "extra": 1}, token=op_token), 422)
+    fields = {e["field"] for e in body["errors"]}
+    assert {"params", "extra"} <= fields
+
+
+def test_a_service_error_names_its_field(api, admin_token):
+    body = problem_of(api.post("/schedules", {"name": "bad", "target_id": "demo.noop", "trigger_kind": "cron",
+                                              "trigger_config": {"cron": "not a cron"}}, token=admin_token), 422)
+    assert any(e["field"].startswith("trigger_config") for e in body["errors"])
+
+
+def test_an_unexpected_error_is_a_500_problem_without_traceback(api, op_token, monkeypatch, caplog):
+    from scheduler.api.routers import schedules
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(schedules.selectors, "schedules_with_last_run", boom)
+    body = problem_of(api.get("/schedules", token=op_token), 500)
+    assert "secret internals" not in body["detail"] and "Traceback" not in body["detail"]
+    assert any("failed" in r.getMessage() for r in caplog.records)
+
+
+def test_the_via_context_never_outlives_its_request(api, op_token, operator, make_schedule):
+    from scheduler.services.audit import audit_record, audit_via
+
+    make_schedule("orders")
+    assert api.post("/schedules/orders/runs", {}, token=op_token).status_code == 201
+    assert audit_via() == ""
+    entry = audit_record(actor=operator, action="test.after", target=None)
+    assert entry.via == ""
+    assert AuditEntry.objects.filter(action="run.trigger").get().via.startswith("API token ")

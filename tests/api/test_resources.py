@@ -1,0 +1,182 @@
+"""Each resource through the API: the services' own checks, visibility, and team scoping."""
+from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule
+from tests.api.conftest import problem_of
+
+WM = {"type": "datetime", "column": "updated_at", "initial": "2026-01-01T00:00:00+00:00"}
+
+
+def test_schedules_list_filters_and_get(api, op_token, make_schedule):
+    make_schedule("a")
+    make_schedule("b", enabled=False)
+    assert [s["name"] for s in api.get("/schedules", token=op_token).json()] == ["a", "b"]
+    assert [s["name"] for s in api.get("/schedules", token=op_token, enabled="false").json()] == ["b"]
+    assert [s["name"] for s in api.get("/schedules", token=op_token, status="enabled").json()] == ["a"]
+    assert api.get("/schedules", token=op_token, breaker="open").json() == []
+    got = api.get("/schedules/a", token=op_token).json()
+    assert got["spec"]["target_id"] == "demo.noop" and got["owner"] == "default"
+    problem_of(api.get("/schedules/nope", token=op_token), 404)
+
+
+def test_create_update_delete_as_admin(api, admin_token):
+    r = api.post("/schedules", {"name": "made", "target_id": "demo.noop", "trigger_kind": "manual",
+                                "reason": "new"}, token=admin_token)
+    assert r.status_code == 201, r.content
+    r = api.patch("/schedules/made", {"priority": 8}, token=admin_token)
+    assert r.status_code == 200 and r.json()["spec"]["priority"] == 8
+    body = problem_of(api.patch("/schedules/made", {"priority": 99}, token=admin_token), 422)
+    assert body["errors"][0]["field"] == "priority"
+    assert Schedule.objects.get(name="made").priority == 8
+    assert api.delete("/schedules/made?reason=gone", token=admin_token).status_code == 204
+    assert not Schedule.objects.filter(name="made").exists()
+    entry = AuditEntry.objects.filter(action="schedule.delete").get()
+    assert entry.actor == "ada" and entry.via.startswith("API token ")
+
+
+def test_an_operator_may_not_create_schedules(api, op_token):
+    problem_of(api.post("/schedules", {"name": "x", "target_id": "demo.noop", "trigger_kind": "manual"},
+                        token=op_token), 403)
+    assert AuditEntry.objects.filter(action="permission.denied").exists()
+
+
+def test_trigger_answers_201_with_the_run_and_it_can_be_followed_and_cancelled(api, op_token, make_schedule):
+    make_schedule("orders")
+    r = api.post("/schedules/orders/runs", {"params": {}, "reason": "ci"}, token=op_token)
+    assert r.status_code == 201, r.content
+    run = r.json()
+    assert run["status"] == RunStatus.QUEUED and run["schedule"] == "orders" and run["triggered_by"] == "olivia"
+    assert api.get(f"/runs/{run['id']}", token=op_token).json()["id"] == run["id"]
+    r = api.post(f"/runs/{run['id']}/cancel", {"reason": "no"}, token=op_token)
+    assert r.status_code == 200 and r.json()["outcome"] == "cancelled"
+    assert r.json()["run"]["status"] == RunStatus.CANCELLED
+    body = problem_of(api.post(f"/runs/{run['id']}/cancel", {}, token=op_token), 422)
+    assert body["errors"][0]["field"] == "run"
+    trig = AuditEntry.objects.get(action="run.trigger")
+    key_id = op_token.split("_")[1]
+    assert trig.actor == "olivia" and trig.via == f"API token {key_id}"
+
+
+def test_team_a_token_cannot_act_on_team_b(api, op_token, make_schedule, team_b):
+    theirs = make_schedule("theirs", owner=team_b.name)
+    body = problem_of(api.post("/schedules/theirs/runs", {}, token=op_token), 403)
+    assert "team-b" in body["detail"]
+    refusal = AuditEntry.objects.get(action="permission.denied")
+    assert refusal.actor == "olivia" and refusal.via.startswith("API token ")
+    assert not Run.objects.filter(schedule=theirs).exists()
+    problem_of(api.put("/schedules/theirs/watermark", {"value": "1", "reason": "x"}, token=op_token), 403)
+    problem_of(api.post("/schedules/theirs/breaker/reset", {}, token=op_token), 403)
+
+
+def test_lists_show_only_visible_teams(api, op_token, make_schedule, make_run, team_b, settings):
+    settings.ETL_TEAMS_VIEW_ALL = False
+    mine = make_schedule("mine")
+    theirs = make_schedule("theirs", owner=team_b.name)
+    make_run(mine)
+    hidden = make_run(theirs)
+    assert [s["name"] for s in api.get("/schedules", token=op_token).json()] == ["mine"]
+    assert [r["schedule"] for r in api.get("/runs", token=op_token).json()["items"]] == ["mine"]
+    problem_of(api.get(f"/runs/{hidden.pk}", token=op_token), 403)
+    problem_of(api.get("/schedules", token=op_token, team="team-b"), 404)
+
+
+def test_runs_keyset_pages_and_filters(api, op_token, make_schedule, make_run):
+    s = make_schedule("orders")
+    other = make_schedule("other")
+    ids = [make_run(s).pk for _ in range(5)]
+    make_run(other, status=RunStatus.FAILED)
+    page = api.get("/runs", token=op_token, schedule="orders", limit=2).json()
+    assert [r["id"] for r in page["items"]] == ids[::-1][:2]
+    page2 = api.get("/runs", token=op_token, schedule="orders", limit=2, cursor=page["next"]).json()
+    assert [r["id"] for r in page2["items"]] == ids[::-1][2:4]
+    last = api.get("/runs", token=op_token, schedule="orders", limit=2, cursor=page2["next"]).json()
+    assert [r["id"] for r in last["items"]] == ids[:1] and last["next"] is None
+    assert [r["schedule"] for r in api.get("/runs", token=op_token, status="FAILED").json()["items"]] == ["other"]
+    problem_of(api.get("/runs", token=op_token, limit=500), 422)
+
+
+def test_rerun_and_log(api, op_token, make_schedule, make_run):
+    from django.utils import timezone
+
+    from scheduler.models import RunLogLine
+
+    s = make_schedule("orders")
+    run = make_run(s)
+    for seq in (1, 2, 3):
+        RunLogLine.objects.create(run=run, seq=seq, at=timezone.now(), level="INFO", source="x", message=f"l{seq}")
+    r = api.post(f"/runs/{run.pk}/rerun", {"reason": "again"}, token=op_token)
+    assert r.status_code == 201 and r.json()["trigger_kind"] == "rerun"
+    log = api.get(f"/runs/{run.pk}/log", token=op_token, limit=2).json()
+    assert [ln["message"] for ln in log["lines"]] == ["l1", "l2"] and log["next"] == 2 and not log["done"]
+    rest = api.get(f"/runs/{run.pk}/log", token=op_token, after=2).json()
+    assert [ln["message"] for ln in rest["lines"]] == ["l3"] and rest["done"] and rest["next"] is None
+
+
+def test_backfill_preview_changes_nothing_then_create_pause_resume_cancel(api, op_token, make_schedule):
+    make_schedule("orders", watermark_config=WM)
+    body = {"schedule": "orders", "from": "2026-01-01T00:00:00+00:00", "to": "2026-01-04T00:00:00+00:00",
+            "window": 86400, "reason": "replay", "preview": True}
+    r = api.post("/backfills", body, token=op_token)
+    assert r.status_code == 200, r.content
+    assert r.json()["windows"] == 3 and r.json()["first"][0].startswith("2026-01-01")
+    assert not Backfill.objects.exists() and not AuditEntry.objects.filter(action="backfill.submit").exists()
+    r = api.post("/backfills", {**body, "preview": False}, token=op_token)
+    assert r.status_code == 201, r.content
+    bf = r.json()
+    assert bf["total_windows"] == 3 and bf["progress"]["total"] == 3
+    assert api.post(f"/backfills/{bf['id']}/pause", {}, token=op_token).json()["status"] == "PAUSED"
+    assert api.post(f"/backfills/{bf['id']}/resume", {}, token=op_token).json()["status"] == "ACTIVE"
+    assert api.post(f"/backfills/{bf['id']}/cancel", {"reason": "x"}, token=op_token).json()["status"] == "CANCELLED"
+    assert api.get(f"/backfills/{bf['id']}", token=op_token).json()["status"] == "CANCELLED"
+    bad = problem_of(api.post("/backfills", {**body, "to": "2025-01-01T00:00:00+00:00"}, token=op_token), 422)
+    assert bad["errors"][0]["field"] == "to"
+
+
+def test_watermark_get_and_set_needs_a_reason(api, op_token, make_schedule):
+    make_schedule("orders", watermark_config=WM)
+    assert api.get("/schedules/orders/watermark", token=op_token).json()["value"] is None
+    problem_of(api.put("/schedules/orders/watermark", {"value": "2026-01-02T00:00:00+00:00"}, token=op_token), 422)
+    problem_of(api.put("/schedules/orders/watermark", {"value": "2026-01-02T00:00:00+00:00", "reason": ""},
+                       token=op_token), 422)
+    r = api.put("/schedules/orders/watermark", {"value": "2026-01-02T00:00:00+00:00", "reason": "fix"}, token=op_token)
+    assert r.status_code == 200 and r.json()["value"].startswith("2026-01-02")
+
+
+def test_breaker_reset(api, op_token, make_schedule):
+    s = make_schedule("orders")
+    Schedule.objects.filter(pk=s.pk).update(breaker_status="open", breaker_failures=3)
+    r = api.post("/schedules/orders/breaker/reset", {"reason": "fixed"}, token=op_token)
+    assert r.status_code == 200 and r.json()["status"] == "closed"
+
+
+def test_audit_filter_and_exports(api, op_token, make_schedule):
+    make_schedule("orders")
+    api.post("/schedules/orders/runs", {}, token=op_token)
+    page = api.get("/audit", token=op_token, action="run.").json()
+    assert [e["action"] for e in page["items"]] == ["run.trigger"]
+    assert page["items"][0]["via"].startswith("API token ")
+    csv_response = api.get("/audit/export", token=op_token, action="run.", format="csv")
+    assert csv_response["Content-Type"].startswith("text/csv")
+    text = b"".join(csv_response.streaming_content).decode()
+    assert text.splitlines()[0].endswith(",via") and "API token" in text
+    jsonl = api.get("/audit/export", token=op_token, format="jsonl", limit=1)
+    lines = b"".join(jsonl.streaming_content).decode().splitlines()
+    assert len(lines) == 1 and '"action"' in lines[0]
+
+
+def test_the_audit_page_shows_via(client, op_token, api, make_schedule, operator):
+    make_schedule("orders")
+    api.post("/schedules/orders/runs", {}, token=op_token)
+    client.force_login(operator)
+    assert "via API token" in client.get("/audit/").content.decode()
+
+
+def test_the_audit_csv_page_has_via_and_a_session_call_has_none(client, op_token, api, make_schedule, operator):
+    import csv
+    import io
+
+    make_schedule("orders")
+    api.post("/schedules/orders/runs", {}, token=op_token)
+    client.force_login(operator)
+    assert client.post("/api/v1/schedules/orders/runs", {}, content_type="application/json").status_code == 201
+    text = b"".join(client.get("/audit/export.csv?action=run.trigger").streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert sorted(r["via"] for r in rows) == ["", f"API token {op_token.split('_')[1]}"]
