@@ -96,9 +96,12 @@ def run_detail(request, run_id: int):
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
     if run.started_at:
         context["latency"] = (run.started_at - run.queued_at).total_seconds()
+    dbt = run.schedule.target_kind == TargetKind.DBT
     if run.report:
-        context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, _workflow_deps(run))
-    if run.schedule.target_kind == "workflow":
+        # a dbt run's graph is dbt's (its manifest, kept in the report), a workflow's the registered one
+        deps = [tuple(e) for e in run.report.get("deps", [])] if dbt else _workflow_deps(run)
+        context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, deps)
+    if run.schedule.target_kind in (TargetKind.WORKFLOW, TargetKind.DBT):
         context["nodes"] = node_records(run)
         context["can_resume"] = run.status in RERUNNABLE and run.backfill_id is None
     if run.stopping:
