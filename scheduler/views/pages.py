@@ -23,7 +23,9 @@ from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_fa
 from scheduler.services.reruns import rerun_offers
 from scheduler.services.reruns import run_rerun as run_rerun_service
 from scheduler.views import charts
-from scheduler.views.common import action, command_context, int_or_none, page, partial, team_scope
+from scheduler.views.common import (
+    action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
+)
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
 
 PAGE_SIZE = 50
@@ -109,6 +111,8 @@ def run_detail(request, run_id: int):
     context["timed_out"] = timed_out(run)
     if run.schedule.target_kind == TargetKind.COMMAND:
         context["command"] = command_context(run.schedule.command)
+    elif run.schedule.target_kind == TargetKind.DBT:
+        context["command"] = dbt_command_context(run.schedule.dbt)
     context["offers"] = rerun_offers(run)
     context["rerun_form"] = RerunForm()
     if not request.htmx:

@@ -120,6 +120,9 @@ def test_an_admin_creates_a_dbt_target_and_the_change_list_says_what_it_runs(adm
     assert Schedule.objects.get(name="marts").dbt == SPEC
     body = admin_client.get(reverse("admin:scheduler_schedule_changelist")).content.decode()
     assert "dbt build /srv/analytics --select tag:daily" in body
+    page = admin_client.get(reverse("scheduler:schedule_detail", args=[Schedule.objects.get().pk])).content.decode()
+    assert "build --no-use-colors --no-send-anonymous-usage-stats --no-version-check --project-dir" in page
+    assert "--select tag:daily" in page and "--target prod" in page
 
 
 @pytest.mark.parametrize("spec, field, words", BAD[:6])

@@ -64,6 +64,7 @@ def test_a_build_writes_a_node_record_per_node_and_the_window_and_params_reach_d
     body = client.get(reverse("scheduler:run_detail", args=[run.pk])).content.decode()
     assert 'id="nodes"' in body and 'data-node="model.etl_test.fragile_child"' in body
     assert "dbt build: models, seeds, snapshots and tests" in body
+    assert 'id="command"' in body and "build --no-use-colors" in body and "params as JSON" in body
     assert ["model.etl_test.stg_customers", "model.etl_test.fragile"] in run.report["deps"]
 
 
