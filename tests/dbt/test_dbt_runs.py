@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from io import StringIO
 
 import duckdb
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from scheduler.models import AuditEntry, NodeRecord, Run, RunStatus, TriggerKind
@@ -69,7 +71,7 @@ def test_a_build_writes_a_node_record_per_node_and_the_window_and_params_reach_d
 
 
 def test_a_failing_model_fails_the_run_with_a_summary_and_the_nodes_message(
-        make_schedule, dbt_project, warehouse, now, monkeypatch):
+        make_schedule, dbt_project, warehouse, now, monkeypatch, client, make_user):
     monkeypatch.setenv("ETL_TEST_DBT_FAIL", "1")
     schedule = dbt_schedule(make_schedule, dbt_project, exclude="slow window_probe")
     run = execute(run_trigger_manual(schedule=schedule, actor="tests", now=now), now)
@@ -83,6 +85,10 @@ def test_a_failing_model_fails_the_run_with_a_summary_and_the_nodes_message(
     assert records["model.etl_test.stg_customers"].outcome == "SUCCESS"
     assert "model.etl_test.fragile: Runtime Error in model fragile" in run.error
     assert run.report["blocked"] == ["model.etl_test.fragile_child"]
+    client.force_login(make_user("ada", "admin", is_staff=True))
+    body = client.get(reverse("scheduler:run_detail", args=[run.pk])).content.decode()
+    assert 'id="rerun-from-failure"' in body and "what failed or was skipped" in body
+    assert "n-blocked" in body and "n-failed" in body  # the graph colours the failed node and the skipped child
 
 
 def test_rerun_from_failure_builds_only_what_failed_and_its_children(
@@ -117,7 +123,10 @@ def test_a_project_that_does_not_parse_fails_with_dbts_own_message(make_schedule
     assert "depends on a node named 'no_such_model' which was not found" in run.reason
     assert not NodeRecord.objects.filter(run=run).exists()
     # and a re-run from such a failure builds all of it (nothing recorded to narrow it to)
-    again = run_rerun_from_failure(run=run, actor="tests", now=now)
+    out = StringIO()
+    call_command("rerun_from_failure", str(run.pk), "--json", stdout=out)
+    again = Run.objects.get(retry_of=run)
+    assert json.loads(out.getvalue()) == {"run": again.pk, "rerun_of": run.pk, "schedule": "marts", "selects": []}
     assert AuditEntry.objects.get(action="run.rerun_from_failure").after == {"run": again.pk, "selects": []}
 
 
