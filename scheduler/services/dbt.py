@@ -116,7 +116,8 @@ def dbt_spec_check(value: Any, *, field: str = "dbt") -> dict:
     target = value.get("target")
     if target not in (None, ""):
         if not isinstance(target, str) or not TARGET_RE.match(target):
-            raise ServiceError("must be a profile target name (letters, digits, '_', '.', '-')", field=f"{field}.target")
+            raise ServiceError("must be a profile target name (letters, digits, '_', '.', '-')",
+                               field=f"{field}.target")
         out["target"] = target
     for key in ("select", "exclude"):
         if (selection := _selector(value.get(key), f"{field}.{key}")) is not None:
