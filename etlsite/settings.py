@@ -210,6 +210,10 @@ ETL_PIPELINE_MODULES = envlist("ETL_PIPELINE_MODULES", ["scheduler.pipelines.dem
 ETL_DEMO_SOURCE_DB = envstr("ETL_DEMO_SOURCE_DB", str(VAR_DIR / "demo_source.sqlite3"))
 ETL_DEMO_WAREHOUSE_DB = envstr("ETL_DEMO_WAREHOUSE_DB", str(VAR_DIR / "demo_warehouse.sqlite3"))
 ETL_DEMO_REPORT_DIR = envstr("ETL_DEMO_REPORT_DIR", str(VAR_DIR / "reports"))
+# dbt targets (docs/dbt.md): the program (empty: the `dbt` beside this Python, else the one on PATH), and where each
+# run's --target-path and --log-path go (one directory per run and attempt, so concurrent runs never share one)
+ETL_DBT_EXECUTABLE = envstr("ETL_DBT_EXECUTABLE", "")
+ETL_DBT_RUNS_DIR = envstr("ETL_DBT_RUNS_DIR", str(VAR_DIR / "dbt-runs"))
 
 LOGGING = {
     "version": 1,

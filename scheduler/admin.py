@@ -100,18 +100,23 @@ class ScheduleForm(forms.ModelForm):
         model = Schedule
         exclude = ["webhook_secret", *SCHEDULE_STATE_FIELDS]
         field_classes = {"params": BoundedJSONField, "trigger_config": BoundedJSONField,
-                         "watermark_config": BoundedJSONField, "command": BoundedJSONField}
+                         "watermark_config": BoundedJSONField, "command": BoundedJSONField,
+                         "dbt": BoundedJSONField}
         # what an author needs at the form, said here (the model's texts are the short reference)
         help_texts = {
             "owner": "The owning team; empty means the default team (ETL_DEFAULT_TEAM).",
             "target_kind": "pipeline or workflow: a registered id in Target id. command: the Command below "
-                           "(leave Target id empty).",
+                           "(leave Target id empty). dbt: the Dbt definition below (leave Target id empty).",
             "target_id": "The registered pipeline or workflow id; empty for a command target.",
             "command": 'Only for a command target, a JSON object: {"argv": ["dbt", "build", "--select", '
                        '"tag:nightly"], "cwd": "/srv/dbt", "env": {"DBT_TARGET": "prod"}}. argv is a list run '
                        'without a shell; {"shell": "..."} instead of argv is the explicit opt-in to /bin/sh -c. '
                        "cwd must be absolute; env adds variables (ETL_* are the scheduler's). Run params reach "
                        "the command only as JSON in ETL_PARAMS, never in argv. Empty for other targets.",
+            "dbt": 'Only for a dbt target, a JSON object: {"project_dir": "/srv/analytics", "profiles_dir": '
+                   '"/srv/analytics", "target": "prod", "select": "tag:daily"}; also exclude, full_refresh (true), '
+                   'threads and vars. Directories must be absolute. The run calls `dbt build`; the window and the '
+                   "run's params reach dbt as --vars (docs/dbt.md). Empty for other targets.",
             "timeout_seconds": "Stop an attempt that runs longer than this; it ends FAILED \"timed out after N s\" "
                                "and is retried like any failure. Empty: no limit.",
             "deadline_seconds": "A live run not SUCCEEDED this many seconds after its logical time raises one "
@@ -183,6 +188,11 @@ class ScheduleAdmin(admin.ModelAdmin):
             argv = spec.get("argv")
             text = " ".join(map(str, argv)) if isinstance(argv, list) else str(spec.get("shell", ""))
             return f"$ {text[:80]}{'…' if len(text) > 80 else ''}"
+        if obj.target_kind == TargetKind.DBT:
+            spec = obj.dbt or {}
+            select = spec.get("select")
+            select = " ".join(select) if isinstance(select, list) else select
+            return f"dbt build {spec.get('project_dir', '')}" + (f" --select {select}" if select else "")
         return obj.target_id
 
     def get_queryset(self, request):

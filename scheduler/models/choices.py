@@ -37,6 +37,7 @@ class TargetKind(models.TextChoices):
     PIPELINE = "pipeline", "Pipeline"
     WORKFLOW = "workflow", "Workflow"
     COMMAND = "command", "Command"
+    DBT = "dbt", "dbt build"
 
 
 class Condition(models.TextChoices):
@@ -146,3 +147,4 @@ class NodeOutcome(models.TextChoices):
 
     SUCCESS = "SUCCESS", "Succeeded"
     FAILED = "FAILED", "Failed"
+    SKIPPED = "SKIPPED", "Skipped"  # a dbt node dbt skipped because something upstream of it failed

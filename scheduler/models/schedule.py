@@ -12,7 +12,7 @@ class Schedule(models.Model):
     description = models.CharField(max_length=300, blank=True, help_text="What this schedule is for.")
     target_kind = models.CharField(
         max_length=16, choices=TargetKind.choices, default=TargetKind.PIPELINE,
-        help_text="Run a registered pipeline or workflow (target_id), or a command (command)."
+        help_text="Run a registered pipeline or workflow (target_id), a command (command) or dbt build (dbt)."
     )
     target_id = models.CharField(
         max_length=200, blank=True, help_text="Registered pipeline or workflow id (empty for a command)."
@@ -22,6 +22,11 @@ class Schedule(models.Model):
         help_text='A command target: {"argv": ["dbt", "build"], "cwd": "/srv/dbt", "env": {"K": "v"}}, run '
                   'without a shell in its own process group ({"shell": "..."} instead of argv opts in to /bin/sh -c); '
                   'empty for other targets.',
+    )
+    dbt = models.JSONField(
+        default=dict, blank=True,
+        help_text='A dbt target: {"project_dir": "/srv/analytics", "profiles_dir": "/srv/analytics", "target": '
+                  '"prod", "select": "tag:daily"}; the run calls `dbt build` (docs/dbt.md). Empty for other targets.',
     )
     timeout_seconds = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)],

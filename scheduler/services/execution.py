@@ -36,6 +36,7 @@ from scheduler.services.backfills import backfill_on_run_started
 from scheduler.services.commands import (
     CommandFailed, command_execute, command_spec_check, command_tempdir, run_env,
 )
+from scheduler.services.dbt import dbt_execute
 from scheduler.services.dispatch import hand_off
 from scheduler.services.lineage import datasets_of, lineage_atomic, lineage_attach, lineage_enabled, lineage_run_began
 from scheduler.services.nodes import NodeLedger, nodes_done
@@ -459,9 +460,12 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
             return _report_stopped(run, token, stopped.kind, stopped.reason, control=control, logs=logs,
                                    clock=clock, settle=settle)
         except CommandFailed as exc:
+            # a dbt run's failure carries what dbt ran (its nodes) and dbt's own words (services/dbt.py)
             reason = str(exc)[:500]
-            error = f"{exc}\n--- last lines ---\n{exc.tail}" if exc.tail else str(exc)
+            text = getattr(exc, "error", "") or str(exc)
+            error = f"{text}\n--- last lines ---\n{exc.tail}" if exc.tail else text
             return _report(run, token, new=S.FAILED, reason=reason, error=error[-8000:], exit_code=exc.exit_code,
+                           rows=getattr(exc, "rows", None), report=getattr(exc, "report", None),
                            retryable=True, clock=clock, settle=settle)
         except Exception as exc:
             logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
@@ -588,6 +592,10 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
             )
             result = command_execute(spec=spec, env=env, control=control, logs=logs, result_file=result_file)
         return result.rows, result.watermark, None, result.exit_code
+    if schedule.target_kind == TargetKind.DBT:
+        outcome = dbt_execute(run=run, spec=schedule.dbt, window=ctx.window, params=ctx.params, control=control,
+                              logs=logs)
+        return outcome.rows, None, outcome.report, outcome.exit_code
     if schedule.target_kind == TargetKind.WORKFLOW:
         workflow = get_workflow(schedule.target_id)
         if ctx.window is not None and not (run.window_low or run.window_high):

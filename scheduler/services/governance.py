@@ -97,7 +97,7 @@ def stopped_runs_of_dead_workers(*, now: datetime, host: str, alive: Callable[[i
         pid = run.worker_id.rsplit(":", 1)[-1]
         if not pid.isdigit() or alive(int(pid)):
             continue
-        if kill is not None and run.schedule.target_kind == TargetKind.COMMAND:
+        if kill is not None and run.schedule.target_kind in (TargetKind.COMMAND, TargetKind.DBT):
             left = kill(run.pk)
             if left:
                 log.warning("killed %d process(es) of run %s, whose worker %s has died", len(left), run.pk, pid)

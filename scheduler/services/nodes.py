@@ -24,6 +24,7 @@ from django.utils import timezone
 from scheduler.core import Outcome, RunRecord
 from scheduler.models import NodeOutcome, NodeRecord, Run, RunStatus, TargetKind, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
+from scheduler.services.dbt import dbt_rerun_select
 from scheduler.services.errors import ServiceError, check_text
 from scheduler.services.lineage import lineage_enabled, lineage_node_finished
 from scheduler.services.runs import run_build
@@ -127,19 +128,20 @@ def node_records(run: Run) -> list[NodeRecord]:
 
 
 def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None) -> Run:
-    """Queue a new run of a failed workflow run that skips the nodes which already succeeded.
+    """Queue a new run of a failed workflow (or dbt) run that skips the nodes which already succeeded.
 
     The new run has the same params, window and logical time, is a RETRY run
     whose `retry_of` is the failed one, and runs only the failed and blocked
-    nodes (and those never reached). Audited.
+    nodes (and those never reached); for dbt, `--select` the failed and
+    skipped nodes with their children (services/dbt.py). Audited.
     """
     reason = check_text(reason, field="reason", max_length=500).strip()
-    if run.schedule.target_kind != TargetKind.WORKFLOW:
-        raise ServiceError(f"run {run.pk} is a pipeline run; only a workflow run can resume from its failure "
-                           "(trigger the schedule again instead)", field="run")
+    if run.schedule.target_kind not in (TargetKind.WORKFLOW, TargetKind.DBT):
+        raise ServiceError(f"run {run.pk} is a {run.schedule.target_kind} run; only a workflow or dbt run can resume "
+                           "from its failure (trigger the schedule again instead)", field="run")
     if run.status not in RERUNNABLE:
-        raise ServiceError(f"run {run.pk} is {run.status}; only a FAILED or CANCELLED workflow run can be re-run "
-                           "from its failure", field="run")
+        raise ServiceError(f"run {run.pk} is {run.status}; only a FAILED or CANCELLED workflow or dbt run can be "
+                           "re-run from its failure", field="run")
     if run.backfill_id is not None:
         raise ServiceError(f"run {run.pk} is a window of backfill {run.backfill_id}; retry it from the backfill",
                            field="run")
@@ -148,7 +150,9 @@ def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datet
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None
-    done = sorted(nodes_done(run))
+    dbt = run.schedule.target_kind == TargetKind.DBT
+    # a workflow skips the nodes that succeeded; dbt re-runs what failed or was skipped, and its children
+    chosen = {"selects": dbt_rerun_select(run)} if dbt else {"skips": sorted(nodes_done(run))}
     with transaction.atomic():
         new = run_build(
             schedule=run.schedule, trigger_kind=TriggerKind.RETRY, trigger_key=f"resume:{run.pk}:{uuid.uuid4().hex}",
@@ -157,7 +161,7 @@ def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datet
         new.retry_of = run
         new.save(force_insert=True)  # a fresh uuid in the key: nothing to collide with
         audit_record(actor=actor, action="run.rerun_from_failure", target=run,
-                     after={"run": new.pk, "skips": done}, reason=reason, at=now)
+                     after={"run": new.pk, **chosen}, reason=reason, at=now)
     return new
 
 

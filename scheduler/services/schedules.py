@@ -31,6 +31,7 @@ from scheduler.models import (
 from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
 from scheduler.services.commands import command_spec_check
+from scheduler.services.dbt import dbt_spec_check
 from scheduler.services.dependencies import cycle_for
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.firing import compute_next_fire
@@ -44,7 +45,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: `export_schedules` write them. The one list: the service's accepted keys
 #: (EDITABLE), the schedules file, its export and `SchedulerHost.schedules` read it.
 SCHEDULE_FIELDS: tuple[str, ...] = (
-    "name", "description", "owner", "target_kind", "target_id", "command", "enabled", "priority", "workload_class",
+    "name", "description", "owner", "target_kind", "target_id", "command", "dbt", "enabled", "priority", "workload_class",
     "params", "timeout_seconds", "deadline_seconds", "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
     "watermark_config", "depends_on", "condition", "max_wait_seconds", "max_upstream_age_seconds",
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
@@ -59,7 +60,7 @@ POSITIVE_INT = ["max_upstream_age_seconds", "breaker_threshold", "breaker_cooldo
 
 INT_MAX = 2**31 - 1  # the columns are 32-bit integers: a bigger value would be a database error, not a message
 TEXT_FIELDS = ["name", "description", "target_id", "timezone", "alert_emails", "alert_webhook_url"]
-JSON_FIELDS = ["params", "trigger_config", "watermark_config", "command"]
+JSON_FIELDS = ["params", "trigger_config", "watermark_config", "command", "dbt"]
 
 
 def _int(value: Any, field: str, *, minimum: int) -> int:
@@ -116,6 +117,11 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
             "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", field="name"))
     if schedule.command is None:
         schedule.command = {}
+    if schedule.dbt is None:
+        schedule.dbt = {}
+    if schedule.target_kind != TargetKind.DBT and schedule.dbt:
+        found.errors.append(ServiceError(f"only a dbt target has a dbt definition (this one runs a "
+                                         f"{schedule.target_kind})", field="dbt"))
     if schedule.target_kind not in TargetKind.values:
         found.errors.append(ServiceError(f"must be one of {', '.join(TargetKind.values)}", field="target_kind"))
     elif schedule.target_kind == TargetKind.COMMAND:
@@ -129,6 +135,20 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         if schedule.target_id and not found.failed("target_id"):
             found.errors.append(ServiceError("must be empty for a command target (the command says what runs)",
                                              field="target_id"))
+    elif schedule.target_kind == TargetKind.DBT:
+        # like a command's, the project and profile paths come from this definition, never from run params
+        if not schedule.dbt:
+            found.errors.append(ServiceError('a dbt target needs a dbt definition such as {"project_dir": '
+                                             '"/srv/analytics", "select": "tag:daily"}', field="dbt"))
+        else:
+            with found.check():
+                schedule.dbt = dbt_spec_check(schedule.dbt)
+        if schedule.target_id and not found.failed("target_id"):
+            found.errors.append(ServiceError("must be empty for a dbt target (the dbt definition says what runs)",
+                                             field="target_id"))
+        if schedule.command:
+            found.errors.append(ServiceError("only a command target has a command (this one runs dbt build)",
+                                             field="command"))
     elif schedule.command:
         found.errors.append(ServiceError(f"only a command target has a command (this one runs a {schedule.target_kind})",
                                          field="command"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from functools import wraps
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
@@ -12,6 +13,8 @@ from django.views.decorators.http import require_POST, require_safe
 
 from scheduler.models import Backfill, Run, Schedule, Team
 from scheduler.permissions import member_team_ids
+from scheduler.services.dbt import dbt_argv, dbt_spec_check
+from scheduler.services.errors import ServiceError
 from scheduler.services.teams import PermissionRefused, authorize, visible_team_ids
 
 # URL keyword -> the model whose owning team decides an object permission
@@ -123,6 +126,19 @@ def bearer_token(request) -> str | None:
         return None
     scheme, _, token = header.strip().partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def dbt_command_context(spec: dict | None) -> dict:
+    """A dbt target shown as the command it runs: `dbt build` with its flags, the per-run paths and vars named."""
+    try:
+        spec = dbt_spec_check(spec or {})
+    except ServiceError:
+        return command_context({})
+    runs = settings.ETL_DBT_RUNS_DIR
+    argv = dbt_argv(spec=spec, variables={}, target_path=f"{runs}/run-<id>/attempt-<n>/target",
+                    log_path=f"{runs}/run-<id>/attempt-<n>/logs")
+    argv[argv.index("--vars") + 1] = "<window, run facts and params as JSON>"
+    return command_context({"argv": argv, "cwd": spec["project_dir"]})
 
 
 def command_context(spec: dict | None) -> dict:

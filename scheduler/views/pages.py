@@ -23,7 +23,9 @@ from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_fa
 from scheduler.services.reruns import rerun_offers
 from scheduler.services.reruns import run_rerun as run_rerun_service
 from scheduler.views import charts
-from scheduler.views.common import action, command_context, int_or_none, page, partial, team_scope
+from scheduler.views.common import (
+    action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
+)
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
 
 PAGE_SIZE = 50
@@ -96,9 +98,12 @@ def run_detail(request, run_id: int):
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
     if run.started_at:
         context["latency"] = (run.started_at - run.queued_at).total_seconds()
+    dbt = run.schedule.target_kind == TargetKind.DBT
     if run.report:
-        context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, _workflow_deps(run))
-    if run.schedule.target_kind == "workflow":
+        # a dbt run's graph is dbt's (its manifest, kept in the report), a workflow's the registered one
+        deps = [tuple(e) for e in run.report.get("deps", [])] if dbt else _workflow_deps(run)
+        context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, deps)
+    if run.schedule.target_kind in (TargetKind.WORKFLOW, TargetKind.DBT):
         context["nodes"] = node_records(run)
         context["can_resume"] = run.status in RERUNNABLE and run.backfill_id is None
     if run.stopping:
@@ -106,6 +111,8 @@ def run_detail(request, run_id: int):
     context["timed_out"] = timed_out(run)
     if run.schedule.target_kind == TargetKind.COMMAND:
         context["command"] = command_context(run.schedule.command)
+    elif run.schedule.target_kind == TargetKind.DBT:
+        context["command"] = dbt_command_context(run.schedule.dbt)
     context["offers"] = rerun_offers(run)
     context["rerun_form"] = RerunForm()
     if not request.htmx:

@@ -17,7 +17,7 @@ from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_set_enabled
 from scheduler.services.watermarks import watermark_reset, watermark_set
 from scheduler.views import charts
-from scheduler.views.common import action, command_context, page, team_scope
+from scheduler.views.common import action, command_context, dbt_command_context, page, team_scope
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
 
 
@@ -48,6 +48,8 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
     )
     if schedule.target_kind == TargetKind.COMMAND:
         context["command"] = command_context(schedule.command)
+    elif schedule.target_kind == TargetKind.DBT:
+        context["command"] = dbt_command_context(schedule.dbt)
     context.setdefault("run_now_form", RunNowForm())
     context.setdefault("watermark_form", WatermarkForm())
     context.update(extra)

@@ -1,9 +1,11 @@
-"""`manage.py rerun_from_failure RUN_ID [--reason ...] [--json]`: re-run a failed workflow run, skipping what succeeded."""
+"""`manage.py rerun_from_failure RUN_ID [--reason ...] [--json]`: re-run a failed workflow run, skipping what
+succeeded (a dbt run: only what failed or was skipped, and its children; docs/dbt.md)."""
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
 from scheduler.management.commands._semantics import bad_input, dump
-from scheduler.models import Run
+from scheduler.models import Run, TargetKind
+from scheduler.services.dbt import dbt_rerun_select
 from scheduler.services.nodes import nodes_done, run_rerun_from_failure
 
 
@@ -30,6 +32,14 @@ class Command(BaseCommand):
             new = run_rerun_from_failure(run=run, actor=options["actor"], reason=options["reason"])
         except EtlError as exc:
             raise bad_input(f"{exc.field}: {exc}" if getattr(exc, "field", None) else exc) from None
+        if run.schedule.target_kind == TargetKind.DBT:
+            selects = dbt_rerun_select(run)
+            if options["json"]:
+                dump(self, {"run": new.pk, "rerun_of": run.pk, "schedule": run.schedule.name, "selects": selects})
+                return
+            self.stdout.write(f"run {new.pk} re-runs run {run.pk} of '{run.schedule.name}' from its failure: dbt build "
+                              + (f"--select {' '.join(selects)}" if selects else "of all of it (no node had failed)"))
+            return
         if options["json"]:
             dump(self, {"run": new.pk, "rerun_of": run.pk, "schedule": run.schedule.name, "skips": skips})
             return

@@ -1,0 +1,148 @@
+"""dbt's artifacts read into the scheduler's terms: run_results.json into node outcomes, a summary, a re-run selector.
+
+Pure: takes the decoded JSON, touches neither Django nor the file system.
+dbt's statuses (dbt-core 1.10, `run_results.json` v6): models, seeds and
+snapshots end `success`, `error` or `skipped`; tests `pass`, `warn`, `fail`,
+`error` or `skipped`; `no-op` for a node with nothing to do.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Mapping
+
+#: the resource types that become node records (operations, hooks and the like do not)
+NODE_TYPES = ("model", "seed", "snapshot", "test", "unit_test")
+SUCCESS, FAILED, SKIPPED = "SUCCESS", "FAILED", "SKIPPED"
+FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
+SKIPPED_STATUSES = frozenset({"skipped"})
+
+
+@dataclass(frozen=True)
+class DbtNode:
+    unique_id: str           # model.analytics.orders, test.analytics.not_null_orders_id.6bd2c50f02
+    resource_type: str       # model, seed, snapshot, test, unit_test
+    name: str                # what a selector names it by (orders, not_null_orders_id)
+    status: str              # dbt's own word
+    outcome: str             # SUCCESS, FAILED or SKIPPED
+    started_at: datetime | None
+    finished_at: datetime | None
+    rows: int | None         # adapter_response.rows_affected, when the adapter reports it
+    message: str
+
+    @property
+    def short(self) -> str:
+        return f"{self.resource_type}.{self.name}"
+
+
+def outcome_of(status: str) -> str:
+    status = (status or "").lower()
+    if status in FAILED_STATUSES:
+        return FAILED
+    if status in SKIPPED_STATUSES:
+        return SKIPPED
+    return SUCCESS  # success, pass, warn (reported in the message), no-op
+
+
+def _when(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _span(timing: Any) -> tuple[datetime | None, datetime | None]:
+    """The node's first start and last completion over its steps (compile, execute)."""
+    starts, ends = [], []
+    for step in timing if isinstance(timing, list) else []:
+        if isinstance(step, Mapping):
+            if (start := _when(step.get("started_at"))) is not None:
+                starts.append(start)
+            if (end := _when(step.get("completed_at"))) is not None:
+                ends.append(end)
+    return (min(starts) if starts else None), (max(ends) if ends else None)
+
+
+def _name(unique_id: str) -> str:
+    parts = unique_id.split(".")
+    return parts[2] if len(parts) >= 3 else parts[-1]
+
+
+def parse_run_results(data: Any) -> list[DbtNode]:
+    """The nodes of a `run_results.json`, in dbt's order, of the types in NODE_TYPES."""
+    results = data.get("results") if isinstance(data, Mapping) else None
+    if not isinstance(results, list):
+        raise ValueError("run_results.json has no results list")
+    nodes: list[DbtNode] = []
+    for item in results:
+        if not isinstance(item, Mapping) or not isinstance(item.get("unique_id"), str):
+            continue
+        unique_id = item["unique_id"]
+        kind = unique_id.split(".", 1)[0]
+        if kind not in NODE_TYPES:
+            continue
+        status = str(item.get("status") or "")
+        started, finished = _span(item.get("timing"))
+        response = item.get("adapter_response")
+        rows = response.get("rows_affected") if isinstance(response, Mapping) else None
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            rows = None
+        message = item.get("message")
+        outcome = outcome_of(status)
+        if outcome == SUCCESS and status.lower() == "warn":
+            message = f"warn: {message}" if message else "warn"
+        elif outcome == FAILED and not message:
+            failures = item.get("failures")
+            message = f"{status}: {failures} failing row(s)" if failures else status
+        elif outcome == SKIPPED and not message:
+            message = "skipped: something upstream failed"
+        nodes.append(DbtNode(unique_id=unique_id, resource_type=kind, name=_name(unique_id), status=status,
+                             outcome=outcome, started_at=started, finished_at=finished, rows=rows,
+                             message=str(message or "").strip()))
+    return nodes
+
+
+def failure_summary(nodes: Iterable[DbtNode], *, limit: int = 5) -> str:
+    """`2 of 9 failed: model.orders, test.not_null_orders_id (3 skipped)`."""
+    nodes = list(nodes)
+    failed = [n for n in nodes if n.outcome == FAILED]
+    skipped = sum(1 for n in nodes if n.outcome == SKIPPED)
+    names = ", ".join(n.short for n in failed[:limit]) + (f" and {len(failed) - limit} more" if len(failed) > limit
+                                                           else "")
+    text = f"{len(failed)} of {len(nodes)} failed" + (f": {names}" if names else "")
+    return text + (f" ({skipped} skipped)" if skipped else "")
+
+
+def rerun_selector(previous: Iterable[tuple[str, str]]) -> list[str]:
+    """`--select` items that re-run what failed or was skipped, and everything downstream of it.
+
+    `previous` is (unique_id, outcome) of the run being re-run. Each failed or
+    skipped node is selected by name with `+` (its children); a test's name is
+    unique, and so is a model's within a project.
+    """
+    seen: dict[str, None] = {}
+    for unique_id, outcome in previous:
+        if outcome in (FAILED, SKIPPED):
+            seen.setdefault(f"{_name(unique_id)}+")
+    return list(seen)
+
+
+def manifest_edges(manifest: Any, ids: Iterable[str]) -> list[tuple[str, str]]:
+    """(upstream, downstream) among `ids`, from manifest.json's depends_on (for the run page's graph)."""
+    wanted = set(ids)
+    nodes = manifest.get("nodes") if isinstance(manifest, Mapping) else None
+    if not isinstance(nodes, Mapping):
+        return []
+    edges = []
+    for uid in sorted(wanted):
+        node = nodes.get(uid)
+        depends = node.get("depends_on", {}).get("nodes", []) if isinstance(node, Mapping) else []
+        for upstream in depends if isinstance(depends, list) else []:
+            if upstream in wanted:
+                edges.append((upstream, uid))
+    return edges
+
+
+__all__ = ["DbtNode", "failure_summary", "manifest_edges", "outcome_of", "parse_run_results", "rerun_selector"]

@@ -1,0 +1,1 @@
+select id, upper(name) as name from {{ ref('customers') }}
