@@ -40,6 +40,7 @@ from scheduler.models import Alert, AlertKind, AlertStatus, LoopLease, Run, Sche
 from scheduler.selectors import governance_health
 from scheduler.services.channels import (instantiate, mail_recipients, mask_text, mask_url, send_channel,
                                          split_channels, uses_django_mail)
+from scheduler.services.errors import ServiceError
 from scheduler.services.teams import team_alert_channels, team_webhook_secret
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def global_channel_urls() -> list[dict]:
     urls = split_channels(list(getattr(settings, "ETL_ALERT_URLS", []) or []), field="ETL_ALERT_URLS")
     urls += [f"mailto://{address}" for address in _emails(settings.ETL_ALERT_EMAILS)]
     if settings.ETL_ALERT_WEBHOOK_URL:
-        urls.append(webhook_to_channel(settings.ETL_ALERT_WEBHOOK_URL))
+        urls.append(webhook_to_channel(settings.ETL_ALERT_WEBHOOK_URL, field="ETL_ALERT_WEBHOOK_URL"))
     return [{"url": url, "source": "global"} for url in urls]
 
 
@@ -72,9 +73,11 @@ def _emails(text_or_list: Any) -> list[str]:
     return [a.strip() for a in items if a and a.strip()]
 
 
-def webhook_to_channel(url: str) -> str:
+def webhook_to_channel(url: str, *, field: str = "webhook_url", strict: bool = True) -> str:
     """An old http(s) alert webhook as the signed Apprise channel that sends the same body and headers."""
     scheme, _, rest = url.strip().partition("://")
+    if strict and scheme.lower() not in ("http", "https"):
+        raise ServiceError(f"must be an http:// or https:// URL, got {url[:100]!r}", field=field)
     return f"{'etlhooks' if scheme.lower() == 'https' else 'etlhook'}://{rest}"
 
 
@@ -205,7 +208,7 @@ def _current(channel: dict) -> list[dict]:
     source = {"source": "team", "team": channel["team"]} if channel.get("team") else {"source": "global"}
     if channel.get("type") == "email":
         return [{"url": f"mailto://{address}", **source} for address in channel.get("to", [])]
-    return [{"url": webhook_to_channel(channel.get("url", "")), **source}]
+    return [{"url": webhook_to_channel(channel.get("url", ""), strict=False), **source}]
 
 
 def channel_secret(channel: dict) -> str:

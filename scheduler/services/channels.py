@@ -194,8 +194,8 @@ def mask_url(url: str) -> str:
     shown = plugin.url(privacy=True)
     parts = urllib.parse.urlsplit(shown)
     query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k not in _NOISE]
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, urllib.parse.urlencode(query),
-                                    parts.fragment))
+    path = "" if parts.path == "/" and not query else parts.path
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, urllib.parse.urlencode(query), parts.fragment))
 
 
 def mask_text(text: str, urls: list[str]) -> str:
@@ -217,6 +217,8 @@ def guard(url: str, *, field: str, resolve: bool, plugin=None) -> None:
     elif scheme in SIGNED_SCHEMES:
         target = urllib.parse.urlsplit(signed_target(url))
         host, port = target.hostname or "", target.port
+        if not host:
+            raise ServiceError(f"{mask_url(url)}: a signed webhook needs a host (etlhooks://host/path)", field=field)
     elif "{host}" in " ".join(getattr(type(plugin), "templates", ())):
         host, port = getattr(plugin, "host", "") or "", getattr(plugin, "port", None)
     else:
