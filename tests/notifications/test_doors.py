@@ -157,3 +157,17 @@ def test_the_export_masks_channels_and_applying_it_back_keeps_the_stored_urls(se
     assert plan.summary[UNCHANGED] == 1
     schedule.refresh_from_db()
     assert schedule.alert_channels == HOOK
+
+
+def test_scheduler_host_sends_a_test_notification(make_schedule, receiver):
+    server = receiver()
+    make_schedule("orders", alert_channels=[server.url("json")])
+    result = SchedulerHost().schedules.test_channel("orders", 0, actor="tests")
+    assert result["ok"] is True and len(server.requests) == 1
+
+
+def test_setup_demo_gives_the_report_a_channel(db, tmp_path, settings):
+    settings.ETL_DEMO_SOURCE_DB = str(tmp_path / "src.sqlite3")
+    settings.ETL_DEMO_WAREHOUSE_DB = str(tmp_path / "wh.sqlite3")
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    assert Schedule.objects.get(name="daily_report").alert_channels == "mailto://reports-oncall@example.com"
