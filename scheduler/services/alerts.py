@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, register
 from django.core.mail import send_mail
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.dispatch import receiver
@@ -38,8 +39,8 @@ from django.utils import timezone
 from scheduler import signals
 from scheduler.models import Alert, AlertKind, AlertStatus, LoopLease, Run, Schedule
 from scheduler.selectors import governance_health
-from scheduler.services.channels import (instantiate, mail_recipients, mask_text, mask_url, send_channel,
-                                         split_channels, uses_django_mail)
+from scheduler.services.channels import (check_channels, instantiate, mail_recipients, mask_text, mask_url,
+                                         send_channel, split_channels, uses_django_mail)
 from scheduler.services.errors import ServiceError
 from scheduler.services.teams import team_alert_channels, team_webhook_secret
 
@@ -66,6 +67,16 @@ def global_channel_urls() -> list[dict]:
     if settings.ETL_ALERT_WEBHOOK_URL:
         urls.append(webhook_to_channel(settings.ETL_ALERT_WEBHOOK_URL, field="ETL_ALERT_WEBHOOK_URL"))
     return [{"url": url, "source": "global"} for url in urls]
+
+
+@register(Tags.compatibility)
+def check_global_channels(app_configs=None, **kwargs) -> list[CheckMessage]:
+    """A system check (manage.py check, every start): the global channels must be URLs Apprise can use."""
+    try:
+        check_channels([c["url"] for c in global_channel_urls()], field="ETL_ALERT_URLS")
+    except ServiceError as exc:
+        return [Error(str(exc), hint="see docs/notifications.md", id="scheduler.E017")]
+    return []
 
 
 def _emails(text_or_list: Any) -> list[str]:

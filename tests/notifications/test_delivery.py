@@ -171,3 +171,14 @@ def test_the_guard_refuses_when_it_is_off_even_for_a_channel_stored_earlier(make
     alert = _raise(schedule, now=now)
     alert.refresh_from_db()
     assert alert.status == AlertStatus.FAILED and not server.requests and "127.0.0.1" in alert.error
+
+
+def test_a_bad_global_channel_fails_the_system_check_naming_the_setting(settings):
+    assert alerts.check_global_channels() == []
+    settings.ETL_ALERT_URLS = ["slak://T1/B2/C3"]
+    (error,) = alerts.check_global_channels()
+    assert error.id == "scheduler.E017" and "ETL_ALERT_URLS: 'slak://T1/B2/C3' is not a URL Apprise" in error.msg
+    settings.ETL_ALERT_URLS = []
+    settings.ETL_ALERT_WEBHOOK_URL = "ftp://old"
+    (error,) = alerts.check_global_channels()
+    assert "ETL_ALERT_WEBHOOK_URL: must be an http:// or https:// URL" in error.msg
