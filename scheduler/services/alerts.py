@@ -39,8 +39,16 @@ from django.utils import timezone
 from scheduler import signals
 from scheduler.models import Alert, AlertKind, AlertStatus, LoopLease, Run, Schedule
 from scheduler.selectors import governance_health
-from scheduler.services.channels import (check_channels, instantiate, mail_recipients, mask_text, mask_url,
-                                         send_channel, split_channels, uses_django_mail)
+from scheduler.services.channels import (
+    check_channels,
+    instantiate,
+    mail_recipients,
+    mask_text,
+    mask_url,
+    send_channel,
+    split_channels,
+    uses_django_mail,
+)
 from scheduler.services.errors import ServiceError
 from scheduler.services.teams import team_alert_channels, team_webhook_secret
 

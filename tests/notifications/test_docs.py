@@ -12,7 +12,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
 
 
 def _examples() -> list[str]:
-    block = re.search(r"```text\n(.*?)```", DOC.read_text(), re.S).group(1)
+    block = re.search(r"```text\n(.*?)```", DOC.read_text(), re.DOTALL).group(1)
     return [line.strip() for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 

@@ -116,7 +116,7 @@ def test_pages_show_channels_masked(admin_client, secret_channels):
 
 
 def test_the_admin_forms_show_masked_urls_and_saving_them_back_keeps_the_secret(admin_client, secret_channels):
-    team, schedule = secret_channels
+    team, _schedule = secret_channels
     url = reverse("admin:scheduler_team_change", args=[team.pk])
     form = admin_client.get(url).context["adminform"].form
     shown = form.initial["alert_channels"]
@@ -138,7 +138,7 @@ def test_the_audit_log_keeps_channels_masked(secret_channels):
 
 
 def test_a_changed_password_is_audited_as_a_change_even_though_both_look_alike(secret_channels):
-    team, schedule = secret_channels
+    _team, schedule = secret_channels
     schedule_save(data={"alert_channels": [HOOK.replace("hunter2", "hunter3")]}, schedule=schedule, actor="tests")
     assert AuditEntry.objects.filter(action="schedule.update", target_id=str(schedule.pk)).exists()
 
@@ -150,7 +150,7 @@ def test_the_team_command_shows_channels_masked(secret_channels):
 
 
 def test_the_export_masks_channels_and_applying_it_back_keeps_the_stored_urls(secret_channels):
-    team, schedule = secret_channels
+    _team, schedule = secret_channels
     text = schedules_export(["invoices"])
     assert "hunter2-secret" not in text and "jsons://etl:****@hooks.example.com/etl" in text
     plan = schedules_apply(text=text, actor="tests")
