@@ -70,6 +70,12 @@ class ScheduleFileError(ServiceError):
         super().__init__(str(first) + more, field=first.field)
 
 
+def _shown(field_name: str, value: Any) -> Any:
+    if field_name == "alert_channels" and isinstance(value, list):
+        return [mask_url(url) for url in value]
+    return value
+
+
 @dataclass
 class Change:
     action: str
@@ -77,11 +83,18 @@ class Change:
     #: field -> (old, new) for an update; field -> new for a create
     changes: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def shown_changes(self) -> dict[str, Any]:
+        """The changes as printed (a command's output, JSON): channel URLs masked."""
         if self.action == UPDATE:
-            diff = {k: {"old": old, "new": new} for k, (old, new) in self.changes.items()}
+            return {k: (_shown(k, old), _shown(k, new)) for k, (old, new) in self.changes.items()}
+        return {k: _shown(k, v) for k, v in self.changes.items()}
+
+    def as_dict(self) -> dict:
+        shown = self.shown_changes()
+        if self.action == UPDATE:
+            diff = {k: {"old": old, "new": new} for k, (old, new) in shown.items()}
         else:
-            diff = self.changes
+            diff = shown
         return {"action": self.action, "schedule": self.name, "changes": diff}
 
 

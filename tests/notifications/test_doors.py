@@ -171,3 +171,15 @@ def test_setup_demo_gives_the_report_a_channel(db, tmp_path, settings):
     settings.ETL_DEMO_WAREHOUSE_DB = str(tmp_path / "wh.sqlite3")
     call_command("setup_demo", "--no-kickoff", stdout=StringIO())
     assert Schedule.objects.get(name="daily_report").alert_channels == "mailto://reports-oncall@example.com"
+
+
+def test_apply_schedules_prints_the_plan_with_channels_masked(secret_channels, tmp_path):
+    path = tmp_path / "schedules.yaml"
+    path.write_text("schedules:\n  - name: invoices\n    target_id: demo.noop\n    owner: billing\n"
+                    f"    alert_channels: ['{HOOK.replace('hunter2', 'hunter3')}']\n")
+    out = StringIO()
+    call_command("apply_schedules", str(path), "--dry-run", stdout=out)
+    assert "alert_channels" in out.getvalue() and "hunter" not in out.getvalue()
+    out = StringIO()
+    call_command("apply_schedules", str(path), "--dry-run", "--json", stdout=out)
+    assert "alert_channels" in out.getvalue() and "hunter" not in out.getvalue()
