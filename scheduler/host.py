@@ -32,6 +32,7 @@ from scheduler.services.backfills import (
 from scheduler.services.breakers import breaker_reset
 from scheduler.services.cancels import run_cancel_as
 from scheduler.services.channel_tests import channel_test_send
+from scheduler.services.channels import mask_url
 from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.firing import compute_next_fire
 from scheduler.services.freshness import freshness_status
@@ -150,7 +151,10 @@ class Schedules:
         return list(Schedule.objects.select_related("workload_class").order_by("name"))
 
     def spec(self, name: str | int) -> dict:
-        return schedule_spec(schedule_get(name))
+        """Its fields as the schedules file writes them: channel URLs masked (updating with them keeps the secrets)."""
+        spec = schedule_spec(schedule_get(name))
+        spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
+        return spec
 
     def create(self, name: str, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:
         authorize(actor=actor, perm="scheduler.add_schedule")

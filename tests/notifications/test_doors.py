@@ -183,3 +183,13 @@ def test_apply_schedules_prints_the_plan_with_channels_masked(secret_channels, t
     out = StringIO()
     call_command("apply_schedules", str(path), "--dry-run", "--json", stdout=out)
     assert "alert_channels" in out.getvalue() and "hunter" not in out.getvalue()
+
+
+def test_scheduler_host_spec_masks_and_an_update_with_it_keeps_the_secret(secret_channels):
+    _team, schedule = secret_channels
+    host = SchedulerHost()
+    spec = host.schedules.spec("invoices")
+    assert spec["alert_channels"] == ["jsons://etl:****@hooks.example.com/etl"]
+    host.schedules.update("invoices", actor="tests", alert_channels=spec["alert_channels"] + ["ntfy://etl-topic"])
+    schedule.refresh_from_db()
+    assert schedule.alert_channels == f"{HOOK}\nntfy://etl-topic"
