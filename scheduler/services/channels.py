@@ -151,10 +151,15 @@ def _shown_raw(url: str) -> str:
     return _PASSWORD_RE.sub(r"\1****@", url)[:120]
 
 
+def _asset() -> apprise.AppriseAsset:
+    # one thread per send (contextvars reach the signed-webhook plugin), nothing written to disk
+    return apprise.AppriseAsset(async_mode=False, storage_mode="memory")
+
+
 def instantiate(url: str):
     """The Apprise plugin for `url`, or None when Apprise cannot use it."""
     try:
-        return apprise.Apprise.instantiate(url, asset=apprise.AppriseAsset(async_mode=False))
+        return apprise.Apprise.instantiate(url, asset=_asset())
     except Exception:  # Apprise raises on some malformed URLs instead of answering None  # noqa: BLE001
         return None
 
