@@ -2,11 +2,13 @@
 dependency timeout, a governance loop that is late.
 
 Each incident is one Alert row (its `incident_key` is unique), so a problem
-that lasts many ticks alerts once. Channels are the schedule's own
-(`alert_emails`, `alert_webhook_url`) plus its owning team's (signed with the
-team's secret); the global ones from settings (ETL_ALERT_EMAILS,
-ETL_ALERT_WEBHOOK_URL signed with ETL_ALERT_WEBHOOK_SECRET) are the fallback
-when the team has none, and receive the alerts that concern no schedule.
+that lasts many ticks alerts once. Channels are Apprise URLs
+(services/channels.py, docs/notifications.md): the schedule's own
+`alert_channels` plus its owning team's (an etlhook(s):// one signed with the
+team's secret); the global ones from settings (ETL_ALERT_URLS, and the older
+ETL_ALERT_EMAILS / ETL_ALERT_WEBHOOK_URL mapped onto mailto:// and signed
+etlhook(s):// URLs) are the fallback when the team has none, and receive the
+alerts that concern no schedule.
 
 Delivery never runs on the caller's thread: a slow mail server or webhook
 receiver must not hold up a worker or the dispatcher. The Alert rows are a

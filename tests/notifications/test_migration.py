@@ -45,6 +45,11 @@ def test_the_migration_converts_existing_rows_and_goes_back(migration):
         team = Team.objects.create(name="billing", alert_emails="billing@example.com, lead@example.com",
                                    alert_webhook_url="https://hooks.example.com/billing", alert_webhook_secret="s")
         quiet = Team.objects.create(name="quiet")
+        WorkloadClass = old.get_model("scheduler", "WorkloadClass")
+        wc, _ = WorkloadClass.objects.get_or_create(name="standard", defaults={"concurrency_limit": 4})
+        schedule = old.get_model("scheduler", "Schedule").objects.create(
+            name="orders", target_id="demo.noop", workload_class=wc, owner_id=team.pk,
+            alert_emails="data@example.com", alert_webhook_url="http://hooks.example.com/orders")
         executor = MigrationExecutor(connection)
         executor.migrate(target)
         new = executor.loader.project_state(target).apps
@@ -53,6 +58,8 @@ def test_the_migration_converts_existing_rows_and_goes_back(migration):
             "mailto://billing@example.com\nmailto://lead@example.com\netlhooks://hooks.example.com/billing")
         assert Team.objects.get(pk=team.pk).alert_webhook_secret == "s"
         assert Team.objects.get(pk=quiet.pk).alert_channels == ""
+        assert new.get_model("scheduler", "Schedule").objects.get(pk=schedule.pk).alert_channels == (
+            "mailto://data@example.com\netlhook://hooks.example.com/orders")
         executor = MigrationExecutor(connection)
         executor.migrate([BEFORE])
         Team = MigrationExecutor(connection).loader.project_state([BEFORE]).apps.get_model("scheduler", "Team")
