@@ -10,7 +10,7 @@ from scheduler.models import AuditEntry
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_an_admin_tests_a_schedules_channels_and_reads_the_answer_inline(page, login, make_user, make_schedule,
+def test_an_admin_tests_a_schedules_channels_and_reads_the_answer_inline(page, login, shot, make_user, make_schedule,
                                                                         default_team, settings):
     settings.ETL_ALERT_ALLOW_PRIVATE_URLS = True  # to save it here; the served site (setting off) refuses to send
     schedule = make_schedule("orders", alert_channels=["mailto://oncall@example.com",
@@ -28,5 +28,6 @@ def test_an_admin_tests_a_schedules_channels_and_reads_the_answer_inline(page, l
     channels.locator("li").nth(1).locator("button").click()
     expect(page.locator("#schedule-channel-test-1")).to_contain_text("ETL_ALERT_ALLOW_PRIVATE_URLS")
     assert page.url == url  # answered in place, no reload
+    shot("schedule-channels")
     assert sorted(AuditEntry.objects.filter(action="schedule.test_channel").values_list("after__ok", flat=True)) == [
         False, True]
