@@ -193,3 +193,13 @@ def test_scheduler_host_spec_masks_and_an_update_with_it_keeps_the_secret(secret
     host.schedules.update("invoices", actor="tests", alert_channels=spec["alert_channels"] + ["ntfy://etl-topic"])
     schedule.refresh_from_db()
     assert schedule.alert_channels == f"{HOOK}\nntfy://etl-topic"
+
+
+def test_the_team_command_replaces_adds_and_clears_channels(default_team):
+    call_command("team", "create", "ml", "--channel", "ntfy://ml-alerts", stdout=StringIO())
+    call_command("team", "update", "ml", "--emails", "lead@example.com", stdout=StringIO())
+    assert Team.objects.get(name="ml").alert_channels == "ntfy://ml-alerts\nmailto://lead@example.com"
+    call_command("team", "update", "ml", "--channel", SLACK, stdout=StringIO())
+    assert Team.objects.get(name="ml").alert_channels == SLACK
+    call_command("team", "update", "ml", "--no-channels", stdout=StringIO())
+    assert Team.objects.get(name="ml").alert_channels == ""
