@@ -63,6 +63,16 @@ _signed: contextvars.ContextVar[dict | None] = contextvars.ContextVar("etl_signe
 
 # --- the signed webhook: a small Apprise plugin -------------------------------------
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a new target: following it could lead past the guard."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def post_json(url: str, payload: dict, *, secret: str = "", attempts: int = WEBHOOK_ATTEMPTS,
               timeout: float = WEBHOOK_TIMEOUT, backoff: float | None = None, sleep=time.sleep) -> None:
     """POST signed JSON with retries; raises the last error when every attempt failed."""
@@ -80,13 +90,13 @@ def post_json(url: str, payload: dict, *, secret: str = "", attempts: int = WEBH
             headers.update(sign_webhook(secret, body))
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with _OPENER.open(request, timeout=timeout) as response:
                 if 200 <= response.status < 300:
                     return
                 last = RuntimeError(f"HTTP {response.status}")
         except urllib.error.HTTPError as exc:
-            last = RuntimeError(f"HTTP {exc.code}")
-            if 400 <= exc.code < 500 and exc.code not in (408, 429):
+            last = RuntimeError(f"HTTP {exc.code}" + (" (redirects are not followed)" if 300 <= exc.code < 400 else ""))
+            if 300 <= exc.code < 500 and exc.code not in (408, 429):
                 break  # the receiver refuses this alert; retrying will not change its mind
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
             last = exc
@@ -152,16 +162,20 @@ def _shown_raw(url: str) -> str:
 
 
 def _asset() -> apprise.AppriseAsset:
-    # one thread per send (contextvars reach the signed-webhook plugin), nothing written to disk
-    return apprise.AppriseAsset(async_mode=False, storage_mode="memory")
+    # one thread per send (contextvars reach the signed-webhook plugin), nothing written to disk, and no HTTP
+    # redirect followed: a public receiver must not bounce a notification past the guard to an internal address
+    return apprise.AppriseAsset(async_mode=False, storage_mode="memory", http_redirects=False)
 
 
 def instantiate(url: str):
     """The Apprise plugin for `url`, or None when Apprise cannot use it."""
     try:
-        return apprise.Apprise.instantiate(url, asset=_asset())
+        plugin = apprise.Apprise.instantiate(url, asset=_asset())
     except Exception:  # Apprise raises on some malformed URLs instead of answering None  # noqa: BLE001
         return None
+    if plugin is not None and hasattr(plugin, "redirects"):
+        plugin.redirects = False  # not even when the URL asks for it (?redirect=yes)
+    return plugin
 
 
 def parse_channel(url: str, *, field: str):

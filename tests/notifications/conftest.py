@@ -10,7 +10,8 @@ from scheduler.services import alerts, channels
 
 
 class Receiver:
-    """Records every POST (headers and body) and answers with scripted statuses (200 when none is left)."""
+    """Records every POST (headers and body) and answers with scripted statuses (200 when none is left); a
+    status may be (3xx, Location) to answer with a redirect."""
 
     def __init__(self, statuses=()):
         self.requests: list[dict] = []
@@ -21,7 +22,13 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                self.send_response(receiver.statuses.pop(0) if receiver.statuses else 200)
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                location = None
+                if isinstance(status, tuple):  # (3xx, Location)
+                    status, location = status
+                self.send_response(status)
+                if location:
+                    self.send_header("Location", location)
                 self.end_headers()
 
             def log_message(self, *args):

@@ -182,3 +182,13 @@ def test_a_bad_global_channel_fails_the_system_check_naming_the_setting(settings
     settings.ETL_ALERT_WEBHOOK_URL = "ftp://old"
     (error,) = alerts.check_global_channels()
     assert "ETL_ALERT_WEBHOOK_URL: must be an http:// or https:// URL" in error.msg
+
+
+@pytest.mark.parametrize("scheme", ["json", "etlhook"])
+def test_a_redirect_is_not_followed_past_the_guard(make_schedule, receiver, scheme, now):
+    inside = receiver()
+    server = receiver(statuses=[(302, inside.url("http", "/metadata"))] * 5)
+    schedule = make_schedule("orders", alert_channels=server.url(scheme) + "?redirect=yes")
+    alert = _raise(schedule, now=now)
+    alert.refresh_from_db()
+    assert alert.status == AlertStatus.FAILED and not inside.requests and server.requests
