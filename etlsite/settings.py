@@ -5,6 +5,7 @@ runs; set DATABASE_URL (PostgreSQL) and REDIS_URL (Redis broker) to scale out.
 """
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -202,6 +203,11 @@ ETL_WEBHOOK_REPLAY_SECONDS = envint("ETL_WEBHOOK_REPLAY_SECONDS", 300, minimum=1
 ETL_WEBHOOK_MAX_BYTES = envint("ETL_WEBHOOK_MAX_BYTES", 1_048_576, minimum=1)
 ETL_EVENT_TOKENS = envlist("ETL_EVENT_TOKENS", [])
 ETL_METRICS_TOKEN = envstr("ETL_METRICS_TOKEN", "")
+# Global alert channels (the fallback for teams without channels): Apprise URLs separated by spaces, new lines or
+# commas (a comma inside a URL, as in ?to=a@x.com,b@x.com, stays). The three old settings still work and are mapped
+# onto it: each ETL_ALERT_EMAILS address -> mailto://ADDRESS, ETL_ALERT_WEBHOOK_URL https://h/p -> etlhooks://h/p
+# signed with ETL_ALERT_WEBHOOK_SECRET (docs/notifications.md).
+ETL_ALERT_URLS = [u for u in re.split(r"\s+|,(?=\s*[A-Za-z0-9]+://)", envstr("ETL_ALERT_URLS", "")) if u.strip()]
 ETL_ALERT_EMAILS = envlist("ETL_ALERT_EMAILS", [])
 ETL_ALERT_WEBHOOK_URL = envstr("ETL_ALERT_WEBHOOK_URL", "")
 ETL_ALERT_WEBHOOK_SECRET = envstr("ETL_ALERT_WEBHOOK_SECRET", "")

@@ -28,6 +28,7 @@ from scheduler.services import teams as team_services
 from scheduler import admin_tokens  # noqa: F401  (registers ApiToken)
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_reset
+from scheduler.services.channels import channels_text, mask_url, split_channels, unmask_channels
 from scheduler.services.errors import ServiceError
 from scheduler.services.finish import run_cancel
 from scheduler.services.nodes import run_rerun_from_failure
@@ -95,7 +96,24 @@ class BoundedJSONField(forms.JSONField):
             return InvalidJSONInput(data)
 
 
-class ScheduleForm(forms.ModelForm):
+class MaskedChannelsMixin:
+    """The alert_channels box shows every URL masked; a masked line saved back keeps the stored URL."""
+
+    def _mask_channels(self) -> None:
+        if "alert_channels" in self.fields and self.instance.pk and not self.is_bound:
+            self.initial["alert_channels"] = channels_text(
+                [mask_url(u) for u in split_channels(self.instance.alert_channels, field="alert_channels")])
+
+    def clean_alert_channels(self):
+        value = self.cleaned_data.get("alert_channels") or ""
+        stored = split_channels(self.instance.alert_channels, field="alert_channels") if self.instance.pk else []
+        try:
+            return channels_text(unmask_channels(split_channels(value, field="alert_channels"), stored))
+        except ServiceError as exc:
+            raise forms.ValidationError(exc.problem) from None
+
+
+class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
     class Meta:
         model = Schedule
         exclude = ["webhook_secret", *SCHEDULE_STATE_FIELDS]
@@ -129,6 +147,7 @@ class ScheduleForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self._mask_channels()
         if "owner" in self.fields:
             self.fields["owner"].required = False
         for name in ("timeout_seconds", "deadline_seconds"):  # the columns' own minimum is 0; a limit is >= 1 s
@@ -464,10 +483,14 @@ class WebhookRefusalAdmin(ReadOnlyAdmin):
     show_full_result_count = False
 
 
-class TeamForm(forms.ModelForm):
+class TeamForm(MaskedChannelsMixin, forms.ModelForm):
     class Meta:
         model = Team
-        fields = ["name", "description", "members", "alert_emails", "alert_webhook_url"]
+        fields = ["name", "description", "members", "alert_channels"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._mask_channels()
 
     def clean(self):
         cleaned = super().clean()
@@ -489,13 +512,18 @@ class TeamForm(forms.ModelForm):
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
     form = TeamForm
-    list_display = ("name", "description", "member_names", "schedule_count", "alert_emails", "alert_webhook_url")
+    list_display = ("name", "description", "member_names", "schedule_count", "channels")
     search_fields = ("name", "description", "members__username")
     filter_horizontal = ("members",)
     readonly_fields = ("webhook_secret_state",)
 
     def get_fields(self, request, obj=None):
-        return ["name", "description", "members", "alert_emails", "alert_webhook_url", "webhook_secret_state"]
+        return ["name", "description", "members", "alert_channels", "webhook_secret_state"]
+
+    @admin.display(description="alert channels")
+    def channels(self, obj):
+        """Masked: a channel URL may carry a token or a password."""
+        return ", ".join(mask_url(u) for u in split_channels(obj.alert_channels, field="alert_channels")) or "-"
 
     @admin.display(description="members")
     def member_names(self, obj):
@@ -508,7 +536,7 @@ class TeamAdmin(admin.ModelAdmin):
     @admin.display(description="webhook secret")
     def webhook_secret_state(self, obj):
         if obj is None or not obj.alert_webhook_secret:
-            return "made when a webhook URL is saved"
+            return "made when an etlhook(s):// channel is saved"
         return "set (show or rotate it with: manage.py team rotate-secret NAME)"
 
     def save_model(self, request, obj, form, change):

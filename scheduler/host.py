@@ -31,6 +31,8 @@ from scheduler.services.backfills import (
 )
 from scheduler.services.breakers import breaker_reset
 from scheduler.services.cancels import run_cancel_as
+from scheduler.services.channel_tests import channel_test_send
+from scheduler.services.channels import mask_url
 from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.firing import compute_next_fire
 from scheduler.services.freshness import freshness_status
@@ -136,6 +138,7 @@ class Schedules:
         host.schedules.get("orders_sync")          # the Schedule
         host.schedules.spec("orders_sync")         # its fields as the schedules file writes them
         host.schedules.delete("orders_sync", reason="replaced by orders_v2")
+        host.schedules.test_channel("orders_sync", 0)  # a test notification to its first alert channel
 
     Field names are those of the schedules file (`SCHEDULE_FIELDS`); a bad
     value raises ServiceError naming the field and changes nothing.
@@ -148,7 +151,10 @@ class Schedules:
         return list(Schedule.objects.select_related("workload_class").order_by("name"))
 
     def spec(self, name: str | int) -> dict:
-        return schedule_spec(schedule_get(name))
+        """Its fields as the schedules file writes them: channel URLs masked (updating with them keeps the secrets)."""
+        spec = schedule_spec(schedule_get(name))
+        spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
+        return spec
 
     def create(self, name: str, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:
         authorize(actor=actor, perm="scheduler.add_schedule")
@@ -174,8 +180,16 @@ class Schedules:
         return schedules_apply(text=text, actor=actor, prune=prune, dry_run=dry_run, reason=reason)
 
     def export(self, names: list[str] | None = None) -> str:
-        """The schedules file text for all schedules, or those named."""
+        """The schedules file text for all schedules, or those named (channel URLs masked)."""
         return schedules_export(names)
+
+    def test_channel(self, name: str | int, index: int = 0, *, actor: Any = "api") -> dict:
+        """Send a test notification to the schedule's channel `index` (0-based): {channel, index, ok, error}."""
+        return channel_test_send(target=schedule_get(name), index=index, actor=actor)
+
+    def test_team_channel(self, team: str | int, index: int = 0, *, actor: Any = "api") -> dict:
+        """Send a test notification to a team's channel `index` (0-based): {channel, index, ok, error}."""
+        return channel_test_send(target=team_get(team), index=index, actor=actor)
 
 
 class AuditLog:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from scheduler.views import api, audit, backfills, hooks, metrics, pages, prefs, schedules, tokens
+from scheduler.views import api, audit, backfills, hooks, metrics, pages, prefs, schedules, teams, tokens
 
 app_name = "scheduler"
 
@@ -22,6 +22,10 @@ urlpatterns = [
     path("schedules/<int:schedule_id>/run", schedules.schedule_run_now, name="schedule_run_now"),
     path("schedules/<int:schedule_id>/watermark", schedules.schedule_watermark, name="schedule_watermark"),
     path("schedules/<int:schedule_id>/breaker/reset", schedules.schedule_breaker_reset, name="breaker_reset"),
+    path("schedules/<int:schedule_id>/channels/<int:index>/test", schedules.schedule_channel_test,
+         name="schedule_channel_test"),
+    path("teams/<int:team_id>/", teams.team_detail, name="team_detail"),
+    path("teams/<int:team_id>/channels/<int:index>/test", teams.team_channel_test, name="team_channel_test"),
     path("backfills/", backfills.backfill_list, name="backfills"),
     path("backfills/submit", backfills.backfill_submit, name="backfill_submit"),
     path("backfills/<int:backfill_id>/", backfills.backfill_detail, name="backfill_detail"),

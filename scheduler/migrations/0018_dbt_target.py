@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0016_lineage_outbox'),
+        ('scheduler', '0017_apprise_channels'),
     ]
 
     operations = [

@@ -142,8 +142,10 @@ class Schedule(models.Model):
     )
 
     # --- alerts ------------------------------------------------------------
-    alert_emails = models.CharField(max_length=500, blank=True, help_text="Comma-separated addresses for this schedule.")
-    alert_webhook_url = models.URLField(blank=True, help_text="Outgoing JSON webhook for this schedule's alerts.")
+    alert_channels = models.TextField(
+        blank=True, help_text="Apprise URLs that hear about this schedule's alerts, one per line "
+                              "(mailto://, slack://, workflows://, ntfy://, json://, etlhooks://; see docs/notifications.md).",
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

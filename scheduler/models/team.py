@@ -11,12 +11,12 @@ class Team(models.Model):
         settings.AUTH_USER_MODEL, related_name="etl_teams", blank=True,
         help_text="Users who act on this team's schedules (their group still decides what they may do).",
     )
-    alert_emails = models.CharField(
-        max_length=500, blank=True, help_text="Comma-separated addresses paged for this team's schedules."
+    alert_channels = models.TextField(
+        blank=True, help_text="Apprise URLs paged for this team's schedules, one per line "
+                              "(mailto://, slack://, workflows://, ntfy://, json://, etlhooks://; see docs/notifications.md).",
     )
-    alert_webhook_url = models.URLField(blank=True, help_text="Outgoing JSON webhook for this team's alerts.")
     alert_webhook_secret = models.CharField(
-        max_length=128, blank=True, help_text="HMAC secret that signs this team's webhook alerts (generated)."
+        max_length=128, blank=True, help_text="HMAC secret that signs this team's etlhook(s):// alerts (generated)."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

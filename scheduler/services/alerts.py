@@ -2,11 +2,13 @@
 dependency timeout, a governance loop that is late.
 
 Each incident is one Alert row (its `incident_key` is unique), so a problem
-that lasts many ticks alerts once. Channels are the schedule's own
-(`alert_emails`, `alert_webhook_url`) plus its owning team's (signed with the
-team's secret); the global ones from settings (ETL_ALERT_EMAILS,
-ETL_ALERT_WEBHOOK_URL signed with ETL_ALERT_WEBHOOK_SECRET) are the fallback
-when the team has none, and receive the alerts that concern no schedule.
+that lasts many ticks alerts once. Channels are Apprise URLs
+(services/channels.py, docs/notifications.md): the schedule's own
+`alert_channels` plus its owning team's (an etlhook(s):// one signed with the
+team's secret); the global ones from settings (ETL_ALERT_URLS, and the older
+ETL_ALERT_EMAILS / ETL_ALERT_WEBHOOK_URL mapped onto mailto:// and signed
+etlhook(s):// URLs) are the fallback when the team has none, and receive the
+alerts that concern no schedule.
 
 Delivery never runs on the caller's thread: a slow mail server or webhook
 receiver must not hold up a worker or the dispatcher. The Alert rows are a
@@ -22,17 +24,15 @@ retried with a doubling delay, up to MAX_DELIVERIES attempts.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-import urllib.error
-import urllib.request
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, register
 from django.core.mail import send_mail
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.dispatch import receiver
@@ -41,51 +41,81 @@ from django.utils import timezone
 from scheduler import signals
 from scheduler.models import Alert, AlertKind, AlertStatus, LoopLease, Run, Schedule
 from scheduler.selectors import governance_health
-from scheduler.services.netcheck import check_outgoing_url
+from scheduler.services.channels import (
+    check_channels,
+    instantiate,
+    mail_recipients,
+    mask_text,
+    mask_url,
+    send_channel,
+    split_channels,
+    uses_django_mail,
+)
+from scheduler.services.errors import ServiceError
 from scheduler.services.teams import team_alert_channels, team_webhook_secret
-from scheduler.services.webhooks import sign_webhook
 
 log = logging.getLogger(__name__)
 
-WEBHOOK_TIMEOUT = 5.0
-WEBHOOK_ATTEMPTS = 3
-WEBHOOK_BACKOFF = 0.5  # seconds before the 2nd attempt, doubling after
 RESEND_AFTER = timedelta(minutes=2)
 MAX_DELIVERIES = 5
-# a delivery takes at most WEBHOOK_ATTEMPTS * WEBHOOK_TIMEOUT plus backoff per channel; a claim older than this died
+# a delivery takes at most channels.WEBHOOK_ATTEMPTS * WEBHOOK_TIMEOUT plus backoff per channel; a claim older than
+# this died
 CLAIM_TIMEOUT = timedelta(minutes=5)
 WATCHDOG_EVERY = timedelta(seconds=60)
 
 
 # --- recipients -------------------------------------------------------------
 
+def global_channel_urls() -> list[dict]:
+    """The global channels: ETL_ALERT_URLS, plus the old settings mapped onto Apprise URLs.
+
+    ETL_ALERT_EMAILS a@x.com -> mailto://a@x.com (sent through Django's EMAIL_BACKEND);
+    ETL_ALERT_WEBHOOK_URL https://h/p -> etlhooks://h/p (signed with ETL_ALERT_WEBHOOK_SECRET).
+    """
+    urls = split_channels(list(getattr(settings, "ETL_ALERT_URLS", []) or []), field="ETL_ALERT_URLS")
+    urls += [f"mailto://{address}" for address in _emails(settings.ETL_ALERT_EMAILS)]
+    if settings.ETL_ALERT_WEBHOOK_URL:
+        urls.append(webhook_to_channel(settings.ETL_ALERT_WEBHOOK_URL, field="ETL_ALERT_WEBHOOK_URL"))
+    return [{"url": url, "source": "global"} for url in urls]
+
+
+@register(Tags.compatibility)
+def check_global_channels(app_configs=None, **kwargs) -> list[CheckMessage]:
+    """A system check (manage.py check, every start): the global channels must be URLs Apprise can use."""
+    try:
+        check_channels([c["url"] for c in global_channel_urls()], field="ETL_ALERT_URLS")
+    except ServiceError as exc:
+        return [Error(str(exc), hint="see docs/notifications.md", id="scheduler.E017")]
+    return []
+
+
 def _emails(text_or_list: Any) -> list[str]:
     items = text_or_list.split(",") if isinstance(text_or_list, str) else list(text_or_list or [])
     return [a.strip() for a in items if a and a.strip()]
+
+
+def webhook_to_channel(url: str, *, field: str = "webhook_url", strict: bool = True) -> str:
+    """An old http(s) alert webhook as the signed Apprise channel that sends the same body and headers."""
+    scheme, _, rest = url.strip().partition("://")
+    if strict and scheme.lower() not in ("http", "https"):
+        raise ServiceError(f"must be an http:// or https:// URL, got {url[:100]!r}", field=field)
+    return f"{'etlhooks' if scheme.lower() == 'https' else 'etlhook'}://{rest}"
 
 
 def channels_for(schedule: Schedule | None) -> list[dict]:
     """Where an alert about `schedule` goes, no duplicates: its own channels, its owning team's, and the
     global ones (settings) as the fallback when the team has none."""
     team = team_alert_channels(schedule)
-    emails = _emails(schedule.alert_emails if schedule is not None else "")
-    emails += [a for c in team if c["type"] == "email" for a in c["to"]]
-    urls: dict[str, dict] = {}
-    if schedule is not None and schedule.alert_webhook_url:
-        urls[schedule.alert_webhook_url] = {"type": "webhook", "url": schedule.alert_webhook_url}
+    found: dict[str, dict] = {}
+    if schedule is not None:
+        for url in split_channels(schedule.alert_channels, field="alert_channels"):
+            found.setdefault(url, {"url": url, "source": "schedule"})
     for channel in team:
-        if channel["type"] == "webhook":
-            urls.setdefault(channel["url"], channel)
+        found.setdefault(channel["url"], channel)
     if not team:
-        emails += _emails(settings.ETL_ALERT_EMAILS)
-        if settings.ETL_ALERT_WEBHOOK_URL:
-            urls.setdefault(settings.ETL_ALERT_WEBHOOK_URL, {"type": "webhook", "url": settings.ETL_ALERT_WEBHOOK_URL})
-    out: list[dict] = []
-    seen_emails = list(dict.fromkeys(emails))
-    if seen_emails:
-        out.append({"type": "email", "to": seen_emails})
-    out.extend(urls.values())
-    return out
+        for channel in global_channel_urls():
+            found.setdefault(channel["url"], channel)
+    return list(found.values())
 
 
 # --- recording --------------------------------------------------------------
@@ -192,34 +222,19 @@ def _payload(alert: Alert) -> dict:
     }
 
 
-def post_json(url: str, payload: dict, *, secret: str = "", attempts: int = WEBHOOK_ATTEMPTS,
-              timeout: float = WEBHOOK_TIMEOUT, backoff: float | None = None, sleep=time.sleep) -> None:
-    """POST signed JSON with retries; raises the last error when every attempt failed."""
-    if not url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"alert webhook URL must be http(s), got {url!r}")
-    body = json.dumps(payload, sort_keys=True).encode()
-    headers = {"Content-Type": "application/json", "User-Agent": "etl-scheduler-alerts"}
-    backoff = WEBHOOK_BACKOFF if backoff is None else backoff
-    last: Exception | None = None
-    for attempt in range(attempts):
-        if attempt:
-            sleep(backoff * 2 ** (attempt - 1))
-        if secret:
-            # re-signed per attempt: each carries a fresh timestamp for the receiver's replay window
-            headers.update(sign_webhook(secret, body))
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                if 200 <= response.status < 300:
-                    return
-                last = RuntimeError(f"HTTP {response.status}")
-        except urllib.error.HTTPError as exc:
-            last = RuntimeError(f"HTTP {exc.code}")
-            if 400 <= exc.code < 500 and exc.code not in (408, 429):
-                break  # the receiver refuses this alert; retrying will not change its mind
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            last = exc
-    raise RuntimeError(f"{url}: {last}")
+def _current(channel: dict) -> list[dict]:
+    """A stored channel as Apprise URL channels (rows queued before 0017 hold {"type": "email"/"webhook"})."""
+    if "url" in channel and "type" not in channel:
+        return [channel]
+    source = {"source": "team", "team": channel["team"]} if channel.get("team") else {"source": "global"}
+    if channel.get("type") == "email":
+        return [{"url": f"mailto://{address}", **source} for address in channel.get("to", [])]
+    return [{"url": webhook_to_channel(channel.get("url", ""), strict=False), **source}]
+
+
+def channel_secret(channel: dict) -> str:
+    """What signs an etlhook(s):// channel: its team's secret, else ETL_ALERT_WEBHOOK_SECRET (may be empty)."""
+    return team_webhook_secret(channel) or settings.ETL_ALERT_WEBHOOK_SECRET
 
 
 def alert_deliver(alert_id: int, *, sleep=time.sleep, now: datetime | None = None) -> str:
@@ -232,23 +247,32 @@ def alert_deliver(alert_id: int, *, sleep=time.sleep, now: datetime | None = Non
     Alert.objects.filter(pk=alert.pk).update(attempts=attempts)
     subject = f"[etl] {alert.get_kind_display()}: {alert.message.splitlines()[0][:120]}"
     errors: list[str] = []
-    for channel in alert.channels:
+    channels = [c for stored in alert.channels for c in _current(stored)]
+    # every e-mail that goes through Django is one message to all its recipients
+    recipients = [address for c in channels if uses_django_mail(c["url"])
+                  for address in mail_recipients(instantiate(c["url"]))]
+    if recipients:
         try:
-            if channel.get("type") == "email":
-                send_mail(subject, alert.message, settings.DEFAULT_FROM_EMAIL, channel["to"], fail_silently=False)
-            elif channel.get("type") == "webhook":
-                # again at delivery, after name resolution: a name may have come to point inside since it was saved
-                check_outgoing_url(channel["url"], field="alert_webhook_url", resolve=True)
-                secret = team_webhook_secret(channel) or settings.ETL_ALERT_WEBHOOK_SECRET
-                post_json(channel["url"], _payload(alert), secret=secret, sleep=sleep)
+            send_mail(subject, alert.message, settings.DEFAULT_FROM_EMAIL, list(dict.fromkeys(recipients)),
+                      fail_silently=False)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"e-mail: {exc}"[:500])
+    for channel in channels:
+        if uses_django_mail(channel["url"]):
+            continue
+        try:
+            send_channel(channel["url"], title=subject, body=alert.message, payload=_payload(alert),
+                         secret=channel_secret(channel), field="alert_channels", sleep=sleep)
         except Exception as exc:  # each channel on its own: a dead webhook must not stop the e-mail  # noqa: BLE001
-            errors.append(f"{channel.get('type')}: {exc}"[:500])
+            errors.append(mask_text(f"{mask_url(channel['url'])}: {exc}", [channel["url"]])[:500])
     status = AlertStatus.FAILED if errors else AlertStatus.SENT
     now = now or timezone.now()
     # the n-th failed attempt waits RESEND_AFTER * 2**(n-1) before the next; after MAX_DELIVERIES it stays FAILED
     retry_at = now + RESEND_AFTER * 2 ** (attempts - 1) if errors and attempts < MAX_DELIVERIES else None
     Alert.objects.filter(pk=alert.pk).update(status=status, error="\n".join(errors), next_attempt_at=retry_at,
                                              sent_at=None if errors else now)
+    if errors:
+        log.warning("alert %s not delivered everywhere: %s", alert.pk, "; ".join(errors))
     return status
 
 

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from scheduler.core import EtlError, find_cycle, topological_order
 from scheduler.models import Schedule, Team, WorkloadClass
+from scheduler.services.channels import mask_url, split_channels, unmask_channels
 from scheduler.services.errors import ServiceError
 from scheduler.services.schedules import (
     SCHEDULE_FIELDS,
@@ -69,6 +70,12 @@ class ScheduleFileError(ServiceError):
         super().__init__(str(first) + more, field=first.field)
 
 
+def _shown(field_name: str, value: Any) -> Any:
+    if field_name == "alert_channels" and isinstance(value, list):
+        return [mask_url(url) for url in value]
+    return value
+
+
 @dataclass
 class Change:
     action: str
@@ -76,11 +83,18 @@ class Change:
     #: field -> (old, new) for an update; field -> new for a create
     changes: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def shown_changes(self) -> dict[str, Any]:
+        """The changes as printed (a command's output, JSON): channel URLs masked."""
         if self.action == UPDATE:
-            diff = {k: {"old": old, "new": new} for k, (old, new) in self.changes.items()}
+            return {k: (_shown(k, old), _shown(k, new)) for k, (old, new) in self.changes.items()}
+        return {k: _shown(k, v) for k, v in self.changes.items()}
+
+    def as_dict(self) -> dict:
+        shown = self.shown_changes()
+        if self.action == UPDATE:
+            diff = {k: {"old": old, "new": new} for k, (old, new) in shown.items()}
         else:
-            diff = self.changes
+            diff = shown
         return {"action": self.action, "schedule": self.name, "changes": diff}
 
 
@@ -170,12 +184,18 @@ def _label(index: int, entry: Any) -> str:
     return f"schedules[{index}] ({name})" if isinstance(name, str) and name else f"schedules[{index}]"
 
 
-def _candidate(entry: dict, classes: dict[str, WorkloadClass]) -> tuple[Schedule, list[str]]:
+def _candidate(entry: dict, classes: dict[str, WorkloadClass],
+               existing: dict[str, Schedule] | None = None) -> tuple[Schedule, list[str]]:
     """An unsaved, validated schedule for `entry` (defaults for what it leaves out) and its upstream names."""
     unknown = sorted(str(k) for k in set(entry) - set(SCHEDULE_FIELDS))
     if unknown:
         raise ServiceError(f"unknown field (fields: {', '.join(SCHEDULE_FIELDS)})", field=unknown[0])
     values = {f: entry[f] if f in entry else field_default(f) for f in SCHEDULE_FIELDS}
+    current = (existing or {}).get(values["name"]) if isinstance(values["name"], str) else None
+    if current is not None and values["alert_channels"]:
+        # an exported file shows channels masked: a masked URL keeps the stored one
+        values["alert_channels"] = unmask_channels(split_channels(values["alert_channels"], field="alert_channels"),
+                                                   split_channels(current.alert_channels, field="alert_channels"))
     upstreams = values.pop("depends_on")
     if upstreams is None:
         upstreams = []
@@ -214,7 +234,7 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
             problems.append(Problem(label, None, "must be a mapping of schedule fields"))
             continue
         try:
-            schedule, upstreams = _candidate(entry, classes)
+            schedule, upstreams = _candidate(entry, classes, existing)
         except EtlError as exc:
             for error in getattr(exc, "errors", [exc]):  # InvalidInput: every bad field of the entry
                 problems.append(Problem(label, getattr(error, "field", None),
@@ -323,7 +343,11 @@ _Dumper.add_representer(str, _represent_str)
 
 
 def schedules_export(names: list[str] | None = None) -> str:
-    """The schedules (all, or those named) as a schedules file that `apply_schedules` reads back unchanged."""
+    """The schedules (all, or those named) as a schedules file that `apply_schedules` reads back unchanged.
+
+    Channel URLs are written masked (`alert_channels`); applying the file back keeps each stored URL whose
+    masked form it finds, so a token never lands in a file or a repository.
+    """
     qs = Schedule.objects.select_related("workload_class").prefetch_related("depends_on").order_by("name")
     if names:
         missing = sorted(set(names) - set(qs.filter(name__in=names).values_list("name", flat=True)))
@@ -331,6 +355,8 @@ def schedules_export(names: list[str] | None = None) -> str:
             raise ServiceError(f"unknown schedule '{missing[0]}'", field="schedule")
         qs = qs.filter(name__in=names)
     specs = [schedule_spec(s, depends_on=[u.name for u in s.depends_on.all()]) for s in qs]
+    for spec in specs:  # secrets in channel URLs stay out of files; applying a masked URL keeps the stored one
+        spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
     body = yaml.dump({"version": FILE_VERSION, "schedules": specs}, Dumper=_Dumper, sort_keys=False,
                      allow_unicode=True, default_flow_style=False, width=120)
     return ("# Schedules as code: apply with `python manage.py apply_schedules FILE [--dry-run] [--prune]`.\n"

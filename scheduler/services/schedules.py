@@ -35,7 +35,7 @@ from scheduler.services.dbt import dbt_spec_check
 from scheduler.services.dependencies import cycle_for
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.firing import compute_next_fire
-from scheduler.services.netcheck import check_outgoing_url
+from scheduler.services.channels import channels_text, check_channels, mask_url, split_channels, unmask_channels
 from scheduler.services.runs import validate_params
 from scheduler.services.webhooks import webhook_rotate_secret
 from scheduler.triggers.registry import get_trigger
@@ -51,7 +51,7 @@ SCHEDULE_FIELDS: tuple[str, ...] = (
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
     "max_runs_per_minute", "refresh_after_seconds", "freshness_max_age_seconds", "freshness_measure",
     "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
-    "alert_emails", "alert_webhook_url",
+    "alert_channels",
 )
 EDITABLE = frozenset(SCHEDULE_FIELDS)
 NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
@@ -59,7 +59,7 @@ POSITIVE_INT = ["max_upstream_age_seconds", "breaker_threshold", "breaker_cooldo
 
 
 INT_MAX = 2**31 - 1  # the columns are 32-bit integers: a bigger value would be a database error, not a message
-TEXT_FIELDS = ["name", "description", "target_id", "timezone", "alert_emails", "alert_webhook_url"]
+TEXT_FIELDS = ["name", "description", "target_id", "timezone"]
 JSON_FIELDS = ["params", "trigger_config", "watermark_config", "command", "dbt"]
 
 
@@ -232,13 +232,8 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         if not found.failed(field):
             with found.check():
                 validate_params(getattr(schedule, field), field=field)
-    if schedule.alert_webhook_url and not found.failed("alert_webhook_url"):
-        with found.check():
-            check_outgoing_url(schedule.alert_webhook_url, field="alert_webhook_url")
-    if not found.failed("alert_emails"):
-        for address in filter(None, (a.strip() for a in (schedule.alert_emails or "").split(","))):
-            if "@" not in address:
-                found.errors.append(ServiceError(f"{address!r} is not an e-mail address", field="alert_emails"))
+    with found.check():
+        schedule.alert_channels = channels_text(check_channels(schedule.alert_channels, field="alert_channels"))
     if depends_on is not None:
         if schedule.trigger_kind == "upstream" and not depends_on:
             found.errors.append(ServiceError("an 'upstream' trigger needs at least one upstream schedule",
@@ -328,6 +323,8 @@ def schedule_spec(schedule: Schedule, *, depends_on: list[str] | None = None) ->
                 spec[field] = sorted(schedule.depends_on.values_list("name", flat=True))
             else:
                 spec[field] = []
+        elif field == "alert_channels":
+            spec[field] = split_channels(schedule.alert_channels, field=field)
         else:
             spec[field] = getattr(schedule, field)
     return spec
@@ -335,6 +332,13 @@ def schedule_spec(schedule: Schedule, *, depends_on: list[str] | None = None) ->
 
 def _snapshot(schedule: Schedule) -> dict:
     return schedule_spec(schedule)
+
+
+def _audited(snapshot: dict) -> dict:
+    """What the audit log keeps: channel URLs may carry tokens and passwords, so they are masked."""
+    if isinstance(snapshot.get("alert_channels"), list):
+        return {**snapshot, "alert_channels": [mask_url(url) for url in snapshot["alert_channels"]]}
+    return snapshot
 
 
 def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, reason: str = "",
@@ -354,6 +358,9 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
         else:
             schedule = Schedule.objects.select_for_update().get(pk=schedule.pk)
             before = _snapshot(schedule)
+            if "alert_channels" in data:  # what a page or file showed masked keeps the stored secret
+                data["alert_channels"] = unmask_channels(
+                    split_channels(data["alert_channels"], field="alert_channels"), before["alert_channels"])
             for key, value in data.items():
                 setattr(schedule, key, value)
         if creating and Schedule.objects.filter(name=schedule.name).exists():
@@ -376,8 +383,8 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
         if creating or changed:
             audit_record(
                 actor=actor, action="schedule.create" if creating else "schedule.update", target=schedule,
-                before=None if before is None else {k: before.get(k) for k in changed},
-                after=changed, reason=reason, at=now,
+                before=None if before is None else _audited({k: before.get(k) for k in changed}),
+                after=_audited(changed), reason=reason, at=now,
             )
     return schedule
 
@@ -392,7 +399,7 @@ def schedule_delete(*, schedule: Schedule, actor: Any, reason: str = "", now: da
     with transaction.atomic():
         downstream = list(schedule.downstream.values_list("name", flat=True))
         before = _snapshot(schedule)
-        audit_record(actor=actor, action="schedule.delete", target=schedule, before=before,
+        audit_record(actor=actor, action="schedule.delete", target=schedule, before=_audited(before),
                      after={"downstream_unlinked": downstream}, reason=reason, at=now)
         schedule.delete()
 

@@ -19,10 +19,12 @@ from django.db import transaction
 from scheduler.models import Schedule, Team
 from scheduler.permissions import acts_for_all, member_team_ids, owner_id_of, refusal_message
 from scheduler.services.audit import audit_record
+from scheduler.services.channels import (channels_text, check_channels, mask_url, split_channels, unmask_channels,
+                                         uses_signing)
 from scheduler.services.errors import NotFound, ServiceError, check_text
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
-EDITABLE = {"name", "description", "alert_emails", "alert_webhook_url"}
+EDITABLE = {"name", "description", "alert_channels"}
 
 
 class PermissionRefused(ServiceError):
@@ -91,24 +93,16 @@ def actable_team_ids(user) -> frozenset[int] | None:
 
 # --- alerts ------------------------------------------------------------------
 
-def _emails(text: str) -> list[str]:
-    return [a.strip() for a in (text or "").split(",") if a.strip()]
-
-
 def team_alert_channels(schedule: Schedule | None) -> list[dict]:
     """The owning team's channels for an alert about `schedule` (empty when it has none)."""
     if schedule is None or schedule.owner_id is None:
         return []
-    team = Team.objects.filter(pk=schedule.owner_id).only("alert_emails", "alert_webhook_url").first()
+    team = Team.objects.filter(pk=schedule.owner_id).only("alert_channels").first()
     if team is None:
         return []
-    out: list[dict] = []
-    if _emails(team.alert_emails):
-        out.append({"type": "email", "to": _emails(team.alert_emails)})
-    if team.alert_webhook_url:
-        # the secret stays in the team row; delivery looks it up by team (team_webhook_secret)
-        out.append({"type": "webhook", "url": team.alert_webhook_url, "team": team.pk})
-    return out
+    # the secret stays in the team row; delivery looks it up by team (team_webhook_secret)
+    return [{"url": url, "source": "team", "team": team.pk}
+            for url in split_channels(team.alert_channels, field="alert_channels")]
 
 
 def team_webhook_secret(channel: dict) -> str | None:
@@ -137,23 +131,28 @@ def team_get(name_or_id: Any) -> Team:
 
 def validate_team(team: Team) -> None:
     """Check every field of a team; raise ServiceError naming the field."""
-    for field in ("name", "description", "alert_emails", "alert_webhook_url"):
+    if isinstance(team.alert_channels, (list, tuple)):
+        team.alert_channels = channels_text(split_channels(team.alert_channels, field="alert_channels"))
+    for field in ("name", "description", "alert_channels"):
         value = getattr(team, field)
         if not isinstance(value, str):
             raise ServiceError(f"must be text, got {type(value).__name__}", field=field)
         check_text(value, field=field, max_length=Team._meta.get_field(field).max_length)
     if not NAME_RE.match(team.name):
         raise ServiceError("must be 1-100 letters, digits, '_' or '-', starting with a letter or digit", field="name")
-    for address in _emails(team.alert_emails):
-        if "@" not in address or " " in address:
-            raise ServiceError(f"{address!r} is not an e-mail address", field="alert_emails")
-    if team.alert_webhook_url and not team.alert_webhook_url.lower().startswith(("http://", "https://")):
-        raise ServiceError("must be an http:// or https:// URL", field="alert_webhook_url")
+    team.alert_channels = channels_text(check_channels(team.alert_channels, field="alert_channels"))
 
 
 def _snapshot(team: Team) -> dict:
-    return {"name": team.name, "description": team.description, "alert_emails": team.alert_emails,
-            "alert_webhook_url": team.alert_webhook_url}
+    return {"name": team.name, "description": team.description,
+            "alert_channels": split_channels(team.alert_channels, field="alert_channels")}
+
+
+def _masked(snapshot: dict) -> dict:
+    """What the audit log keeps: channel URLs may carry tokens and passwords, so they are masked."""
+    if "alert_channels" in snapshot:
+        return {**snapshot, "alert_channels": [mask_url(url) for url in snapshot["alert_channels"]]}
+    return snapshot
 
 
 def team_save(*, data: dict, actor: Any, team: Team | None = None, reason: str = "") -> Team:
@@ -165,11 +164,14 @@ def team_save(*, data: dict, actor: Any, team: Team | None = None, reason: str =
     creating = team is None
     with transaction.atomic():
         if creating:
-            team = Team(**{"description": "", "alert_emails": "", "alert_webhook_url": "", **data})
+            team = Team(**{"description": "", "alert_channels": "", **data})
             before = None
         else:
             team = Team.objects.select_for_update().get(pk=team.pk)
             before = _snapshot(team)
+            if "alert_channels" in data:  # what a page showed masked keeps the stored secret
+                data = {**data, "alert_channels": unmask_channels(
+                    split_channels(data["alert_channels"], field="alert_channels"), before["alert_channels"])}
             for key, value in data.items():
                 setattr(team, key, value)
         if not isinstance(team.name, str):
@@ -177,15 +179,15 @@ def team_save(*, data: dict, actor: Any, team: Team | None = None, reason: str =
         validate_team(team)
         if Team.objects.filter(name=team.name).exclude(pk=team.pk).exists():
             raise ServiceError(f"a team named '{team.name}' already exists", field="name")
-        if team.alert_webhook_url and not team.alert_webhook_secret:
+        if uses_signing(split_channels(team.alert_channels, field="alert_channels")) and not team.alert_webhook_secret:
             team.alert_webhook_secret = secrets.token_urlsafe(32)
         team.save()
         after = _snapshot(team)
         changed = {k: v for k, v in after.items() if before is None or before.get(k) != v}
         if creating or changed:
             audit_record(actor=actor, action="team.create" if creating else "team.update", target=team,
-                         before=None if before is None else {k: before[k] for k in changed}, after=changed,
-                         reason=reason)
+                         before=None if before is None else _masked({k: before[k] for k in changed}),
+                         after=_masked(changed), reason=reason)
     return team
 
 
@@ -201,7 +203,7 @@ def team_delete(*, team: Team, actor: Any, reason: str = "") -> None:
             more = ", ..." if len(owned) > 5 else ""
             raise ServiceError(f"team '{team.name}' still owns schedules ({', '.join(owned[:5])}{more}); "
                                "give them another owner first", field="team")
-        audit_record(actor=actor, action="team.delete", target=team, before=_snapshot(team), reason=reason)
+        audit_record(actor=actor, action="team.delete", target=team, before=_masked(_snapshot(team)), reason=reason)
         team.delete()
 
 

@@ -19,6 +19,7 @@ from scheduler.services.watermarks import watermark_reset, watermark_set
 from scheduler.views import charts
 from scheduler.views.common import action, command_context, dbt_command_context, page, team_scope
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
+from scheduler.views.teams import answer_test, channel_rows
 
 
 @page("scheduler.view_schedule")
@@ -50,6 +51,7 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
         context["command"] = command_context(schedule.command)
     elif schedule.target_kind == TargetKind.DBT:
         context["command"] = dbt_command_context(schedule.dbt)
+    context["channels"] = channel_rows(schedule)
     context.setdefault("run_now_form", RunNowForm())
     context.setdefault("watermark_form", WatermarkForm())
     context.update(extra)
@@ -60,6 +62,13 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
 def schedule_detail(request, schedule_id: int):
     schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
     return render(request, "scheduler/schedule_detail.html", _detail_context(request, schedule))
+
+
+@action("scheduler.change_schedule")
+def schedule_channel_test(request, schedule_id: int, index: int):
+    schedule = get_object_or_404(Schedule, pk=schedule_id)
+    return answer_test(request, target=schedule, index=index,
+                       back=reverse("scheduler:schedule_detail", args=[schedule.pk]))
 
 
 @action("scheduler.toggle_schedule")

@@ -34,8 +34,8 @@ def test_it_creates_shows_and_lists_a_team(make_user):
     _json("add-member", "ml", "olga")
     shown = _json("show", "ml")
     assert shown == {"name": "ml", "description": "models", "members": ["olga"], "schedules": [],
-                     "alert_emails": ["ml@example.com", "lead@example.com"],
-                     "alert_webhook_url": "https://hooks.example/ml", "webhook_secret_set": True}
+                     "alert_channels": ["mailto://ml@example.com", "mailto://lead@example.com",
+                                        "etlhooks://hooks.example/ml"], "webhook_secret_set": True}  # masked: none
     assert [t["name"] for t in _json("list")] == ["default", "ml"]
     assert set(AuditEntry.objects.filter(actor="cli").values_list("action", flat=True)) == {
         "team.create", "team.members"}
@@ -58,8 +58,9 @@ def test_rotate_secret_prints_a_new_secret_once(db):
     "args, message",
     [
         (["create", "bad name"], "name: must be 1-100 letters"),
-        (["create", "ml", "--emails", "nobody"], "alert_emails: 'nobody' is not an e-mail address"),
-        (["create", "ml", "--webhook-url", "file:///etc/passwd"], "alert_webhook_url: must be an http"),
+        (["create", "ml", "--channel", "slak://nobody"], "alert_channels: 'slak://nobody' is not a URL Apprise"),
+        (["create", "ml", "--webhook-url", "file:///etc/passwd"], "webhook_url: must be an http:// or https:// URL"),
+        (["create", "ml", "--channel", "json://127.0.0.1/x"], "alert_channels: json://127.0.0.1/x: points at 127.0.0.1"),
         (["show", "nope"], "unknown team 'nope'"),
         (["add-member", "default", "ghost"], "unknown user 'ghost'"),
         (["assign", "default", "nope"], "unknown schedule 'nope'"),

@@ -102,7 +102,7 @@ def test_an_alert_delivery_logs_no_secret(make_schedule, settings, caplog, now):
     caplog.set_level(logging.DEBUG)
     # nothing listens on port 9: the delivery fails and its error is logged and stored
     schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1,
-                             alert_webhook_url="http://127.0.0.1:9/alerts")
+                             alert_channels="etlhook://127.0.0.1:9/alerts")
     run = run_trigger_manual(schedule=schedule, actor="tests", params={"fail": True}, now=now)
     sent = []
     with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))), \

@@ -1,4 +1,8 @@
-"""Alerts: one per incident, by e-mail (locmem) and a signed JSON webhook (a local server), with retries."""
+"""Alerts: one per incident, by e-mail (locmem) and a signed JSON webhook (a local server), with retries.
+
+Channels are Apprise URLs (scheduler.services.channels): mailto:// goes through Django's mail, etlhook(s)://
+is the signed webhook; the fixtures here use the old settings, which map onto those URLs.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +17,7 @@ import pytest
 from django.core import mail
 
 from scheduler.models import Alert, AlertKind, AlertStatus, GovernanceTick, LoopLease, Run, RunStatus
-from scheduler.services import alerts
+from scheduler.services import alerts, channels
 from scheduler.services.dispatch import dispatch_tick
 from scheduler.services.execution import execute_run
 from scheduler.services.runs import run_trigger_manual
@@ -28,7 +32,8 @@ def sync_alerts(settings, monkeypatch):
     settings.ETL_ALERT_EMAILS = []
     settings.ETL_ALERT_WEBHOOK_URL = ""
     settings.ETL_ALERT_WEBHOOK_SECRET = ""
-    monkeypatch.setattr(alerts, "WEBHOOK_BACKOFF", 0.0)
+    settings.ETL_ALERT_URLS = []
+    monkeypatch.setattr(channels, "WEBHOOK_BACKOFF", 0.0)
     monkeypatch.setattr(alerts, "_last_watchdog", None)
 
 
@@ -94,7 +99,7 @@ def _fail_once(schedule, now):
 def test_a_run_that_fails_for_good_mails_the_schedule_and_global_addresses_once(make_schedule, now, settings):
     settings.ETL_ALERT_EMAILS = ["ops@example.com"]
     schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1,
-                             alert_emails="owner@example.com, ops@example.com")
+                             alert_channels="mailto://owner@example.com\nmailto://ops@example.com")
     run = _fail_once(schedule, now)
     alert = Alert.objects.get(kind=AlertKind.RUN_FAILED)
     assert alert.incident_key == f"run_failed:{run.pk}" and alert.run_id == run.pk
@@ -117,7 +122,8 @@ def test_a_requeued_failure_is_not_an_alert(make_schedule):
 def test_a_signed_webhook_alert_reaches_a_local_receiver(make_schedule, now, settings, receiver):
     server = receiver()
     settings.ETL_ALERT_WEBHOOK_SECRET = "alert-secret"
-    schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1, alert_webhook_url=server.url)
+    schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1,
+                             alert_channels=[alerts.webhook_to_channel(server.url)])
     run = _fail_once(schedule, now)
     (request,) = server.requests
     payload = json.loads(request["body"])
@@ -146,21 +152,21 @@ def test_a_webhook_that_keeps_failing_marks_the_alert_failed_but_the_email_still
     _fail_once(schedule, now)
     alert = Alert.objects.get()
     assert alert.status == AlertStatus.FAILED and "HTTP 500" in alert.error
-    assert len(server.requests) == alerts.WEBHOOK_ATTEMPTS and len(mail.outbox) == 1
+    assert len(server.requests) == channels.WEBHOOK_ATTEMPTS and len(mail.outbox) == 1
 
 
 def test_a_client_error_is_not_retried(receiver):
     server = receiver(statuses=[400])
     with pytest.raises(RuntimeError, match="HTTP 400"):
-        alerts.post_json(server.url, {"a": 1})
+        channels.post_json(server.url, {"a": 1})
     assert len(server.requests) == 1
 
 
 def test_an_unreachable_receiver_fails_within_the_attempts():
     with pytest.raises(RuntimeError):
-        alerts.post_json("http://127.0.0.1:9/none", {"a": 1}, timeout=0.5, sleep=lambda s: None)
+        channels.post_json("http://127.0.0.1:9/none", {"a": 1}, timeout=0.5, sleep=lambda s: None)
     with pytest.raises(ValueError):
-        alerts.post_json("file:///etc/passwd", {"a": 1})
+        channels.post_json("file:///etc/passwd", {"a": 1})
 
 
 def test_a_breaker_that_opens_alerts_once_per_opening(make_schedule, now, settings):
@@ -327,18 +333,18 @@ def test_an_alert_webhook_into_a_private_range_is_refused_at_save(make_schedule,
 
     settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
     with pytest.raises(ServiceError) as info:
-        make_schedule("s-private", alert_webhook_url=url)
-    assert info.value.field == "alert_webhook_url" and "ETL_ALERT_ALLOW_PRIVATE_URLS" in str(info.value)
+        make_schedule("s-private", alert_channels=[alerts.webhook_to_channel(url)])
+    assert info.value.field == "alert_channels" and "ETL_ALERT_ALLOW_PRIVATE_URLS" in str(info.value)
 
 
 def test_a_private_alert_webhook_is_allowed_by_the_setting(make_schedule, settings):
     settings.ETL_ALERT_ALLOW_PRIVATE_URLS = True
-    assert make_schedule("s-internal", alert_webhook_url="http://10.1.2.3/hook").alert_webhook_url
+    assert make_schedule("s-internal", alert_channels="etlhook://10.1.2.3/hook").alert_channels
 
 
 def test_a_public_alert_webhook_is_accepted(make_schedule, settings):
     settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
-    assert make_schedule("s-public", alert_webhook_url="https://hooks.example.com/etl").alert_webhook_url
+    assert make_schedule("s-public", alert_channels="etlhooks://hooks.example.com/etl").alert_channels
 
 
 def test_delivery_checks_the_address_again_after_name_resolution(now, settings, monkeypatch):
@@ -351,7 +357,7 @@ def test_delivery_checks_the_address_again_after_name_resolution(now, settings, 
     monkeypatch.setattr(netcheck.socket, "getaddrinfo",
                         lambda *a, **k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", 443))])
     posted = []
-    monkeypatch.setattr(alerts, "post_json", lambda *a, **k: posted.append(a))
+    monkeypatch.setattr(channels, "post_json", lambda *a, **k: posted.append(a))
     alert = alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key="k-private", message="m", now=now)
     alert.refresh_from_db()
     assert alert.status == AlertStatus.FAILED and "10.0.0.5" not in alert.error and "hooks.example.com" in alert.error

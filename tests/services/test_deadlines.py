@@ -155,15 +155,15 @@ def test_two_loops_marking_one_run_raise_one_alert(nightly, now):
 def test_the_alert_goes_to_the_owning_team_not_the_global_channel(make_schedule, now, settings):
     settings.ETL_ALERT_EMAILS = ["ops@example.com"]
     settings.ETL_ALERT_WEBHOOK_URL = ""
-    team_save(data={"name": "analytics", "alert_emails": "analytics@example.com"}, actor="tests")
+    team_save(data={"name": "analytics", "alert_channels": "mailto://analytics@example.com"}, actor="tests")
     theirs = make_schedule("dbt", owner="analytics", deadline_seconds=600)
     unowned = make_schedule("orders", deadline_seconds=600)  # the default team has no channels
     a = run_of(theirs, logical_time=now - HOUR)
     b = run_of(unowned, logical_time=now - HOUR)
     deadlines_check(now=now)
     ours, global_ = Alert.objects.get(run=a), Alert.objects.get(run=b)
-    assert ours.channels == [{"type": "email", "to": ["analytics@example.com"]}]
-    assert global_.channels == [{"type": "email", "to": ["ops@example.com"]}]
+    assert ours.channels == [{"url": "mailto://analytics@example.com", "source": "team", "team": ours.schedule.owner_id}]
+    assert global_.channels == [{"url": "mailto://ops@example.com", "source": "global"}]
     assert alerts.alert_deliver(ours.pk, now=now) == "SENT"
     assert [m.to for m in mail.outbox] == [["analytics@example.com"]]
     assert "missed its deadline" in mail.outbox[0].subject

@@ -35,7 +35,7 @@ def succeeded(schedule, at):
 
 @pytest.fixture
 def hourly(make_schedule, now):
-    schedule = make_schedule("orders", freshness_max_age_seconds=3600, alert_emails="data@example.com")
+    schedule = make_schedule("orders", freshness_max_age_seconds=3600, alert_channels="mailto://data@example.com")
     succeeded(schedule, now)
     return schedule
 

@@ -227,7 +227,7 @@ def test_an_empty_file_with_prune_deletes_everything_but_without_prune_nothing(m
 
 def test_export_round_trips_through_apply(make_schedule):
     make_schedule("up", trigger_kind="interval", trigger_config={"seconds": 90}, params={"full": True, "n": 2},
-                  description="multi\nline", alert_emails="a@example.com", retry_jitter=0.25)
+                  description="multi\nline", alert_channels="mailto://a@example.com", retry_jitter=0.25)
     make_schedule("down", trigger_kind="upstream", depends_on=["up"], refresh_after_seconds=600,
                   watermark_config={"type": "integer", "column": "id", "initial": 0})
     make_schedule("webhook", trigger_kind="webhook")

@@ -10,7 +10,7 @@ from django.core import mail
 
 from scheduler.host import SchedulerHost
 from scheduler.models import Alert, AuditEntry, Backfill, Run, Schedule, Team
-from scheduler.services import alerts
+from scheduler.services import alerts, channels
 from scheduler.services.errors import ServiceError
 from scheduler.services.finish import run_cancel
 from scheduler.services.runs import run_trigger_manual
@@ -31,7 +31,7 @@ WM = {"type": "integer", "column": "id", "initial": 0}
 
 @pytest.fixture
 def billing(db):
-    return team_save(data={"name": "billing", "alert_emails": "billing@example.com"}, actor="tests")
+    return team_save(data={"name": "billing", "alert_channels": "mailto://billing@example.com"}, actor="tests")
 
 
 @pytest.fixture
@@ -169,7 +169,7 @@ def test_the_host_applies_the_rule_to_its_actor(make_schedule, operator, outside
 
 
 def test_a_team_is_created_with_a_webhook_secret_and_audited(db):
-    team = team_save(data={"name": "ml", "alert_webhook_url": "https://hooks.example/ml"}, actor="tests")
+    team = team_save(data={"name": "ml", "alert_channels": "etlhooks://hooks.example/ml"}, actor="tests")
     assert len(team.alert_webhook_secret) >= 32
     old = team.alert_webhook_secret
     assert team_rotate_secret(team=team, actor="tests") != old
@@ -181,8 +181,8 @@ def test_a_team_is_created_with_a_webhook_secret_and_audited(db):
     "data, field, text",
     [
         ({"name": "bad name"}, "name", "letters, digits"),
-        ({"name": "ok", "alert_emails": "not-an-address"}, "alert_emails", "is not an e-mail address"),
-        ({"name": "ok", "alert_webhook_url": "ftp://x"}, "alert_webhook_url", "http:// or https://"),
+        ({"name": "ok", "alert_channels": "not-an-address"}, "alert_channels", "is not a URL Apprise can send to"),
+        ({"name": "ok", "alert_channels": "ftp://x"}, "alert_channels", "'ftp://x' is not a URL Apprise"),
         ({"name": "ok", "description": "x\x00"}, "description", "NUL"),
         ({"name": "ok", "colour": "red"}, "colour", "unknown field"),
         ({"name": "default"}, "name", "already exists"),
@@ -226,11 +226,12 @@ def sync_alerts(settings):
 
 
 def test_channels_are_the_owning_teams_with_the_global_ones_as_fallback(make_schedule, billing, sync_alerts):
-    theirs = make_schedule("invoices", owner="billing", alert_emails="lead@example.com")
+    theirs = make_schedule("invoices", owner="billing", alert_channels="mailto://lead@example.com")
     unowned = make_schedule("orders")  # the default team has no channels
-    assert alerts.channels_for(theirs) == [{"type": "email", "to": ["lead@example.com", "billing@example.com"]}]
-    assert alerts.channels_for(unowned) == [{"type": "email", "to": ["ops@example.com"]}]
-    assert alerts.channels_for(None) == [{"type": "email", "to": ["ops@example.com"]}]
+    assert alerts.channels_for(theirs) == [{"url": "mailto://lead@example.com", "source": "schedule"},
+                                           {"url": "mailto://billing@example.com", "source": "team", "team": billing.pk}]
+    assert alerts.channels_for(unowned) == [{"url": "mailto://ops@example.com", "source": "global"}]
+    assert alerts.channels_for(None) == [{"url": "mailto://ops@example.com", "source": "global"}]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -242,9 +243,10 @@ def test_a_breaker_alert_goes_to_the_team_once_with_its_webhook_signed_by_the_te
         body = json.dumps(payload, sort_keys=True).encode()
         posted.append((url, hmac.new(secret.encode(), body, hashlib.sha256).hexdigest(), secret))
 
-    monkeypatch.setattr(alerts, "post_json", fake_post)
-    team = team_save(data={"name": "billing", "alert_emails": "billing@example.com",
-                           "alert_webhook_url": "https://hooks.example/billing"}, actor="tests")
+    monkeypatch.setattr(channels, "post_json", fake_post)
+    team = team_save(data={"name": "billing",
+                           "alert_channels": "mailto://billing@example.com\netlhooks://hooks.example/billing"},
+                     actor="tests")
     schedule = make_schedule("invoices", owner="billing")
     Schedule.objects.filter(pk=schedule.pk).update(breaker_status="open")
     schedule.refresh_from_db()

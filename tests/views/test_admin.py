@@ -51,8 +51,7 @@ def _form(standard_class, **overrides) -> dict:
         "retry_backoff": "2.0",
         "retry_max_delay": "60.0",
         "retry_jitter": "0.0",
-        "alert_emails": "",
-        "alert_webhook_url": "",
+        "alert_channels": "",
     }
     for key, value in overrides.items():
         data[key] = json.dumps(value) if isinstance(value, dict) else value

@@ -110,8 +110,8 @@ def test_staff_runs_of_another_team_cannot_be_cancelled(client, make_user, make_
 def test_an_admin_creates_a_team_with_members_through_the_services(admin_client, make_user):
     olga = make_user("olga", "operator")
     response = admin_client.post(reverse("admin:scheduler_team_add"), {
-        "name": "ml", "description": "models", "members": [str(olga.pk)], "alert_emails": "ml@example.com",
-        "alert_webhook_url": "https://hooks.example/ml",
+        "name": "ml", "description": "models", "members": [str(olga.pk)],
+        "alert_channels": "mailto://ml@example.com\netlhooks://hooks.example/ml",
     })
     assert response.status_code == 302
     team = Team.objects.get(name="ml")
@@ -122,9 +122,10 @@ def test_an_admin_creates_a_team_with_members_through_the_services(admin_client,
 
 def test_bad_team_input_in_the_admin_names_the_field(admin_client):
     response = admin_client.post(reverse("admin:scheduler_team_add"), {
-        "name": "ml", "alert_emails": "nobody", "alert_webhook_url": ""})
+        "name": "ml", "alert_channels": "mailto://ml@example.com\nslak://nobody"})
     assert response.status_code == 200
-    assert "is not an e-mail address" in " ".join(response.context["adminform"].form.errors["alert_emails"])
+    errors = " ".join(response.context["adminform"].form.errors["alert_channels"])
+    assert "'slak://nobody' is not a URL Apprise can send to" in errors
     assert not Team.objects.filter(name="ml").exists()
 
 

@@ -59,7 +59,7 @@ class Command(BaseCommand):
         for change in plan.changes:
             self.stdout.write(f"{SIGNS[change.action]} {change.action} {change.name}")
             if change.action == UPDATE:
-                for field, (old, new) in change.changes.items():
+                for field, (old, new) in change.shown_changes().items():
                     self.stdout.write(f"    {field}: {_show(old)} -> {_show(new)}")
         s = plan.summary
         self.stdout.write(f"plan: {s['create']} to create, {s['update']} to update, {s['unchanged']} unchanged, "

@@ -44,7 +44,9 @@ def demo_schedules(now: datetime) -> list[dict]:
          "depends_on": ["customer_sync", "order_sync"], "condition": "ALL_SUCCESS", "workload_class": "standard"},
         {"name": "daily_report", "description": "CSV report after the transform",
          "target_id": "demo.daily_report", "trigger_kind": "upstream", "depends_on": ["revenue_transform"],
-         "workload_class": "standard", "priority": 4},
+         "workload_class": "standard", "priority": 4,
+         # an alert channel to try the test button with (EMAIL_BACKEND prints it in the demo)
+         "alert_channels": ["mailto://reports-oncall@example.com"]},
         {"name": "order_confirmed", "description": "Runs for every confirmed order event",
          "target_id": "demo.order_confirmed", "trigger_kind": "event",
          "trigger_config": {"topic": "orders", "filter": "status == 'confirmed'"}, "workload_class": "critical",

@@ -12,6 +12,8 @@ from scheduler.core import EtlError
 from scheduler.management.cli import dump_json, fail
 from scheduler.models import Schedule, Team
 from scheduler.services import teams as team_services
+from scheduler.services.alerts import webhook_to_channel
+from scheduler.services.channels import mask_url, split_channels
 from scheduler.services.schedules import schedule_get, schedule_save
 
 
@@ -21,8 +23,8 @@ def _describe(team: Team) -> dict:
         "description": team.description,
         "members": sorted(team.members.values_list("username", flat=True)),
         "schedules": sorted(Schedule.objects.filter(owner=team).values_list("name", flat=True)),
-        "alert_emails": [a.strip() for a in team.alert_emails.split(",") if a.strip()],
-        "alert_webhook_url": team.alert_webhook_url,
+        # masked: a channel URL may carry a token or a password
+        "alert_channels": [mask_url(u) for u in split_channels(team.alert_channels, field="alert_channels")],
         "webhook_secret_set": bool(team.alert_webhook_secret),
     }
 
@@ -39,8 +41,15 @@ class Command(BaseCommand):
             p = sub.add_parser(name, help=f"{name.capitalize()} a team.")
             p.add_argument("team", help="Team name (letters, digits, - and _).")
             p.add_argument("--description", default=None)
-            p.add_argument("--emails", default=None, help="Comma-separated alert e-mail addresses.")
-            p.add_argument("--webhook-url", default=None, help="Alert webhook URL (signed with the team's secret).")
+            p.add_argument("--channel", action="append", default=None, metavar="URL",
+                           help="An Apprise URL for the team's alerts (repeat it; replaces the list): mailto://, "
+                                "slack://, workflows://, ntfy://, json://, etlhooks:// (signed with the team's "
+                                "secret). See docs/notifications.md.")
+            p.add_argument("--no-channels", action="store_true", help="Remove every alert channel.")
+            p.add_argument("--emails", default=None,
+                           help="Shorthand: comma-separated addresses, added as mailto:// channels.")
+            p.add_argument("--webhook-url", default=None,
+                           help="Shorthand: an http(s) URL, added as a signed etlhook(s):// channel.")
             if name == "update":
                 p.add_argument("--rename", default=None, help="New name.")
         delete = sub.add_parser("delete", help="Delete a team that owns no schedules.")
@@ -83,17 +92,27 @@ class Command(BaseCommand):
 
     def op_show(self, opts):
         data = _describe(team_services.team_get(opts["team"]))
-        for key in ("name", "description", "members", "schedules", "alert_emails", "alert_webhook_url"):
+        for key in ("name", "description", "members", "schedules", "alert_channels"):
             value = data[key]
             self.say(opts, f"{key:<18} {', '.join(value) if isinstance(value, list) else value or '-'}")
         return data
 
-    def _fields(self, opts) -> dict:
+    def _fields(self, opts, team: Team | None = None) -> dict:
         data = {}
-        for option, field in (("description", "description"), ("emails", "alert_emails"),
-                              ("webhook_url", "alert_webhook_url"), ("rename", "name")):
+        for option, field in (("description", "description"), ("rename", "name")):
             if opts.get(option) is not None:
                 data[field] = opts[option]
+        shorthand = [f"mailto://{a.strip()}" for a in (opts.get("emails") or "").split(",") if a.strip()]
+        if opts.get("webhook_url"):
+            shorthand.append(webhook_to_channel(opts["webhook_url"]))
+        if opts.get("no_channels") or opts.get("channel") is not None or shorthand:
+            if opts.get("no_channels"):
+                urls = []
+            elif opts.get("channel") is not None:
+                urls = list(opts["channel"])
+            else:  # the shorthands add to what the team has
+                urls = split_channels(team.alert_channels, field="alert_channels") if team else []
+            data["alert_channels"] = urls + shorthand
         return data
 
     def op_create(self, opts):
@@ -107,7 +126,8 @@ class Command(BaseCommand):
     def op_update(self, opts):
         team = team_services.team_get(opts["team"])
         had_secret = bool(team.alert_webhook_secret)
-        team = team_services.team_save(data=self._fields(opts), team=team, actor=opts["actor"], reason=opts["reason"])
+        team = team_services.team_save(data=self._fields(opts, team), team=team, actor=opts["actor"],
+                                       reason=opts["reason"])
         self.say(opts, f"team '{team.name}' updated")
         new_secret = team.alert_webhook_secret if team.alert_webhook_secret and not had_secret else None
         if new_secret:
