@@ -63,6 +63,7 @@ class ScheduleFields(Strict):
     target_kind: str = None
     target_id: str = None
     command: dict[str, Any] | None = None
+    dbt: dict[str, Any] | None = None
     enabled: bool = None
     priority: int = None
     workload_class: str = None
@@ -92,8 +93,8 @@ class ScheduleFields(Strict):
     retry_backoff: float = None
     retry_max_delay: float = None
     retry_jitter: float = None
-    alert_emails: str = None
-    alert_webhook_url: str = None
+    alert_channels: list[str] | str = Field(
+        default=None, description="Apprise URLs (a list, or one per line); a masked URL sent back keeps the stored one.")
     reason: str = Field(default="", description="Why; kept in the audit log.")
 
 

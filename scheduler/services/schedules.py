@@ -334,6 +334,11 @@ def _snapshot(schedule: Schedule) -> dict:
     return schedule_spec(schedule)
 
 
+def schedule_spec_masked(schedule: Schedule) -> dict:
+    """`schedule_spec` as shown to people and clients (the API): channel URLs with their secrets masked."""
+    return _audited(schedule_spec(schedule))
+
+
 def _audited(snapshot: dict) -> dict:
     """What the audit log keeps: channel URLs may carry tokens and passwords, so they are masked."""
     if isinstance(snapshot.get("alert_channels"), list):

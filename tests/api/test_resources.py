@@ -180,3 +180,27 @@ def test_the_audit_csv_page_has_via_and_a_session_call_has_none(client, op_token
     text = b"".join(client.get("/audit/export.csv?action=run.trigger").streaming_content).decode()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert sorted(r["via"] for r in rows) == ["", f"API token {op_token.split('_')[1]}"]
+
+
+def test_alert_channels_are_set_through_the_api_and_shown_masked(api, admin_token, settings):
+    settings.ETL_ALERT_ALLOW_PRIVATE_URLS = True
+    secret_url = "json://hooks.example.com/alerts?token=s3cr3t-v4lue"
+    r = api.post("/schedules", {"name": "paged", "target_id": "demo.noop", "trigger_kind": "manual",
+                                "alert_channels": [secret_url], "reason": "new"}, token=admin_token)
+    assert r.status_code == 201, r.content
+    shown = r.json()["spec"]["alert_channels"]
+    assert len(shown) == 1 and "s3cr3t-v4lue" not in shown[0]
+    assert "s3cr3t-v4lue" in Schedule.objects.get(name="paged").alert_channels, "stored whole"
+    # the masked URL sent back keeps the stored secret
+    assert api.patch("/schedules/paged", {"alert_channels": shown, "priority": 7},
+                     token=admin_token).status_code == 200
+    assert "s3cr3t-v4lue" in Schedule.objects.get(name="paged").alert_channels
+    body = problem_of(api.patch("/schedules/paged", {"alert_channels": ["nosuchscheme://x"]}, token=admin_token), 422)
+    assert body["errors"][0]["field"] == "alert_channels"
+
+
+def test_a_dbt_target_is_checked_as_at_every_other_door(api, admin_token):
+    body = problem_of(api.post("/schedules", {"name": "marts", "target_kind": "dbt", "trigger_kind": "manual",
+                                              "dbt": {"project_dir": "relative/dir"}}, token=admin_token), 422)
+    assert body["errors"][0]["field"].startswith("dbt.")
+    assert not Schedule.objects.filter(name="marts").exists()

@@ -9,7 +9,7 @@ from scheduler import selectors
 from scheduler.api.common import caller, errors, require, schedule_by_name, team_ids_for
 from scheduler.api.schemas import ScheduleCreate, ScheduleOut, ScheduleUpdate
 from scheduler.models import BreakerStatus, Schedule
-from scheduler.services.schedules import schedule_delete, schedule_save, schedule_spec
+from scheduler.services.schedules import schedule_delete, schedule_save, schedule_spec_masked
 from scheduler.services.teams import authorize_owner_change, team_get
 
 router = Router(tags=["schedules"])
@@ -22,7 +22,7 @@ def schedule_out(schedule: Schedule) -> dict:
         "trigger_kind": schedule.trigger_kind, "breaker_status": schedule.breaker_status,
         "breaker_failures": schedule.breaker_failures, "next_fire_at": schedule.next_fire_at,
         "last_fire_at": schedule.last_fire_at, "created_at": schedule.created_at, "updated_at": schedule.updated_at,
-        "spec": schedule_spec(schedule),
+        "spec": schedule_spec_masked(schedule),
     }
 
 
