@@ -7,6 +7,7 @@ import urllib.request
 
 import pytest
 
+from scheduler.models import LoopLease
 from tests.integration.cluster import ROOT, answers, child_database_url, wait_until
 from tests.throwaway import free_port
 
@@ -62,10 +63,8 @@ def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
     try:
         wait_until(lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
                    log_path=tmp_path / "serve.log")
-        from scheduler.models import LoopLease
-
-        # dispatch, governance, alerts, and this machine's reaper
-        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 4, timeout=60, what="every loop lease",
+        # dispatch, governance, alerts, lineage, and this machine's reaper
+        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 5, timeout=60, what="every loop lease",
                    log_path=tmp_path / "serve.log")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
