@@ -167,3 +167,21 @@ def test_the_schema_declares_415_on_operations_with_a_body(client, db):
     trigger = paths["/api/v1/schedules/{name}/runs"]["post"]["responses"]
     assert "application/problem+json" in trigger["415"]["content"]
     assert "415" not in paths["/api/v1/runs"]["get"]["responses"]
+
+
+def test_a_token_of_an_inactive_user_is_401(api, operator, op_token):
+    type(operator).objects.filter(pk=operator.pk).update(is_active=False)
+    body = problem_of(api.get("/schedules", token=op_token), 401)
+    assert "not active" in body["detail"]
+
+
+def test_a_token_has_its_users_permissions_as_they_are_now(api, operator, op_token, make_schedule):
+    from django.contrib.auth.models import Group
+
+    make_schedule("orders")
+    assert api.post("/schedules/orders/runs", {}, token=op_token).status_code == 201
+    operator.groups.remove(Group.objects.get(name="operator"))
+    operator.groups.add(Group.objects.get(name="viewer"))
+    problem_of(api.post("/schedules/orders/runs", {}, token=op_token), 403)
+    assert api.get("/schedules/orders", token=op_token).status_code == 200
+    assert Run.objects.count() == 1
