@@ -142,3 +142,43 @@ def test_a_live_windowed_run_carries_its_window_on_its_end_event(lineage_on, mak
     assert "backfillId" not in complete["etlScheduler_window"], "a live run belongs to no backfill"
     assert complete["etlScheduler_window"]["low"][:19] == (now - timedelta(hours=2)).isoformat()[:19]
     assert complete["nominalTime"]["nominalStartTime"].startswith("2026-03-02T12:00")
+
+
+def test_the_built_in_file_source_and_sink_report_their_absolute_paths(lineage_on, make_schedule, now, tmp_path,
+                                                                     transport):
+    from scheduler.pipelines.files import CsvSink, FileSource
+
+    (tmp_path / "in.csv").write_text("id,name\n1,a\n2,b\n")
+
+    def copy(ctx):
+        return Pipeline(FileSource(tmp_path / "in.csv"), IdentityTransform(), CsvSink(tmp_path / "out.csv"))
+
+    registry.register_pipeline("test.copy_file", copy, replace=True)
+    try:
+        schedule = make_schedule("copy", target_id="test.copy_file")
+        run_trigger_manual(schedule=schedule, actor="tests", now=now)
+        tick_and_execute(now)
+    finally:
+        registry._pipelines.pop("test.copy_file", None)
+    assert Run.objects.get().status == S.SUCCEEDED
+    lineage_drain(client=transport.client, now=now)
+    complete = transport.events()[-1]
+    assert complete["eventType"] == "COMPLETE"
+    assert _names(complete["inputs"]) == [("file", str(tmp_path / "in.csv"))]
+    assert _names(complete["outputs"]) == [("file", str(tmp_path / "out.csv"))]
+
+
+def test_a_django_alias_is_named_for_the_database_it_is(settings):
+    """On PostgreSQL `postgres://{host}:{port}` and `{database}.{schema}.{table}`; on SQLite the file's path."""
+    import os
+
+    conf = settings.DATABASES["default"]
+    dataset = SqlSink("default", table="sales.orders", key="id").lineage_outputs()[0]
+    if "postgresql" in conf["ENGINE"]:
+        assert dataset.namespace == f"postgres://{conf['HOST'] or 'localhost'}:{conf['PORT'] or 5432}"
+        assert dataset.name == f"{conf['NAME']}.sales.orders"
+        bare = SqlSource("default", table="orders").lineage_inputs()[0]
+        assert bare.name == f"{conf['NAME']}.public.orders"
+    else:
+        assert (dataset.namespace, dataset.name) == (f"sqlite://{os.path.abspath(conf['NAME'])}", "sales.orders")
+    assert "PASSWORD" not in dataset.namespace and (conf.get("PASSWORD") or "\0") not in dataset.namespace
