@@ -277,3 +277,33 @@ def test_the_api_refuses_what_the_admin_form_refuses(api, admin_token, make_sche
     body = problem_of(api.patch("/schedules/base", change, token=admin_token), 422)
     assert body["errors"][0]["field"].split(".")[0] == field
     assert Schedule.objects.filter(pk=base.pk).values().get() == before, "nothing changed"
+
+
+def test_audit_filters_by_actor_target_team_and_time_and_pages_by_keyset(api, op_token, admin_token, make_schedule,
+                                                                        team_b):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    orders = make_schedule("orders")
+    make_schedule("theirs", owner=team_b.name)
+    api.post("/schedules/orders/runs", {}, token=op_token)
+    api.post("/schedules/theirs/runs", {}, token=admin_token)
+    api.post("/schedules/orders/runs", {}, token=admin_token)
+
+    def actions(**filters):
+        page = api.get("/audit", token=op_token, action="run.trigger", **filters)
+        assert page.status_code == 200, page.content
+        return [(e["actor"], e["target_repr"]) for e in page.json()["items"]]
+
+    assert actions(actor="olivia") == [("olivia", "orders")]
+    assert actions(target=f"schedule:{orders.pk}") == [("ada", "orders"), ("olivia", "orders")]
+    assert actions(target="theirs") == [("ada", "theirs")]
+    assert actions(team="team-b") == [("ada", "theirs")]
+    later = (timezone.now() + timedelta(minutes=1)).isoformat()
+    assert actions(since=later) == [] and len(actions(until=later)) == 3
+    first = api.get("/audit", token=op_token, action="run.trigger", limit=2).json()
+    rest = api.get("/audit", token=op_token, action="run.trigger", limit=2, cursor=first["next"]).json()
+    assert len(first["items"]) == 2 and len(rest["items"]) == 1 and rest["next"] is None
+    assert first["items"][-1]["id"] > rest["items"][0]["id"]
+    problem_of(api.get("/audit", token=op_token, team="nope"), 404)
