@@ -51,3 +51,5 @@ class JsonParser(Parser):
             return json.loads(request.body)
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer over the digit limit
             raise BodyUnreadable(_why(exc)) from exc
+        except RecursionError:
+            raise BodyUnreadable("not read: its arrays or objects are nested too deeply") from None

@@ -75,7 +75,13 @@ def test_malformed_json_is_400(client, op_token, make_schedule):
     response = client.post("/api/v1/schedules/orders/runs", "{not json", content_type="application/json",
                            HTTP_AUTHORIZATION=f"Bearer {op_token}")
     body = problem_of(response, 400)
-    assert body["errors"][0]["field"] == "body"
+    assert body["errors"][0]["field"] == "body" and "line 1, column 2" in body["detail"]
+    deep = client.post("/api/v1/schedules/orders/runs", "[" * 100_000 + "]" * 100_000,
+                       content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {op_token}")
+    assert "nested too deeply" in problem_of(deep, 400)["detail"]
+    not_utf8 = client.post("/api/v1/schedules/orders/runs", b'{"reason": "\xff"}', content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {op_token}")
+    assert "UTF-8" in problem_of(not_utf8, 400)["detail"]
 
 
 def test_a_validation_error_is_422_with_fields(api, op_token, make_schedule):
