@@ -67,7 +67,8 @@ def test_an_unknown_route_is_a_problem_not_html(api, db):
 
 def test_a_wrong_method_is_405_problem(api, op_token):
     response = api.delete("/runs", token=op_token)
-    problem_of(response, 405)
+    body = problem_of(response, 405)
+    assert response["Allow"] == "GET" and "DELETE" in body["detail"]
 
 
 def test_malformed_json_is_400(client, op_token, make_schedule):
