@@ -307,3 +307,23 @@ def test_audit_filters_by_actor_target_team_and_time_and_pages_by_keyset(api, op
     assert len(first["items"]) == 2 and len(rest["items"]) == 1 and rest["next"] is None
     assert first["items"][-1]["id"] > rest["items"][0]["id"]
     problem_of(api.get("/audit", token=op_token, team="nope"), 404)
+
+
+def test_runs_filter_by_team_and_queue_time(api, admin_token, make_schedule, make_run, team_b, now):
+    from datetime import timedelta
+
+    mine = make_run(make_schedule("mine"), queued_at=now - timedelta(hours=2))
+    theirs = make_run(make_schedule("theirs", owner=team_b.name), queued_at=now - timedelta(minutes=10))
+
+    def ids(**filters):
+        response = api.get("/runs", token=admin_token, **filters)
+        assert response.status_code == 200, response.content
+        return [r["id"] for r in response.json()["items"]]
+
+    assert ids(team="team-b") == [theirs.pk]
+    assert ids(team="default") == [mine.pk]
+    assert ids(since=(now - timedelta(hours=1)).isoformat()) == [theirs.pk]
+    assert ids(until=(now - timedelta(hours=1)).isoformat()) == [mine.pk]
+    naive = (now - timedelta(hours=1)).replace(tzinfo=None).isoformat()  # read as UTC
+    assert ids(since=naive) == [theirs.pk]
+    assert ids(team="team-b", status="FAILED") == []
