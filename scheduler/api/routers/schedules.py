@@ -9,6 +9,7 @@ from scheduler import selectors
 from scheduler.api.common import caller, errors, require, schedule_by_name, team_ids_for
 from scheduler.api.schemas import ScheduleCreate, ScheduleOut, ScheduleUpdate
 from scheduler.models import BreakerStatus, Schedule
+from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.schedules import schedule_delete, schedule_save, schedule_spec_masked
 from scheduler.services.teams import authorize_owner_change, team_get
 
@@ -24,6 +25,14 @@ def schedule_out(schedule: Schedule) -> dict:
         "last_fire_at": schedule.last_fire_at, "created_at": schedule.created_at, "updated_at": schedule.updated_at,
         "spec": schedule_spec_masked(schedule),
     }
+
+
+def owner_team(name: str):
+    """The team a body names as `owner`: an unknown one is bad input in the body (422), not a missing URL (404)."""
+    try:
+        return team_get(name)
+    except NotFound as exc:
+        raise ServiceError(exc.problem, field="owner") from None
 
 
 class ScheduleFilters(Schema):
@@ -62,7 +71,7 @@ def create_schedule(request, payload: ScheduleCreate):
     reason = data.pop("reason", "")
     require(request, "scheduler.add_schedule")
     if data.get("owner") is not None:
-        authorize_owner_change(actor=user, schedule=Schedule(name=data["name"]), team=team_get(data["owner"]))
+        authorize_owner_change(actor=user, schedule=Schedule(name=data["name"]), team=owner_team(data["owner"]))
     schedule = schedule_save(data=data, actor=user, reason=reason)
     return Status(201, schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=schedule.pk)))
 
@@ -75,7 +84,7 @@ def update_schedule(request, name: str, payload: ScheduleUpdate):
     data = payload.model_dump(exclude_unset=True)
     reason = data.pop("reason", "")
     if data.get("owner") is not None:
-        authorize_owner_change(actor=user, schedule=schedule, team=team_get(data["owner"]))
+        authorize_owner_change(actor=user, schedule=schedule, team=owner_team(data["owner"]))
     saved = schedule_save(data=data, schedule=schedule, actor=user, reason=reason)
     return schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=saved.pk))
 
