@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,8 +57,8 @@ log = logging.getLogger(__name__)
 
 RESEND_AFTER = timedelta(minutes=2)
 MAX_DELIVERIES = 5
-# a delivery takes at most channels.WEBHOOK_ATTEMPTS * WEBHOOK_TIMEOUT plus backoff per channel; a claim older than
-# this died
+# a delivery takes at most channels.WEBHOOK_ATTEMPTS of Apprise's timeouts plus its waits per channel; a claim older
+# than this died
 CLAIM_TIMEOUT = timedelta(minutes=5)
 WATCHDOG_EVERY = timedelta(seconds=60)
 
@@ -237,7 +236,7 @@ def channel_secret(channel: dict) -> str:
     return team_webhook_secret(channel) or settings.ETL_ALERT_WEBHOOK_SECRET
 
 
-def alert_deliver(alert_id: int, *, sleep=time.sleep, now: datetime | None = None) -> str:
+def alert_deliver(alert_id: int, *, now: datetime | None = None) -> str:
     """Send one alert through its channels; returns the new status."""
     close_old_connections()
     alert = Alert.objects.select_related("schedule").filter(pk=alert_id).first()
@@ -262,7 +261,7 @@ def alert_deliver(alert_id: int, *, sleep=time.sleep, now: datetime | None = Non
             continue
         try:
             send_channel(channel["url"], title=subject, body=alert.message, payload=_payload(alert),
-                         secret=channel_secret(channel), field="alert_channels", sleep=sleep)
+                         secret=channel_secret(channel), field="alert_channels")
         except Exception as exc:  # each channel on its own: a dead webhook must not stop the e-mail  # noqa: BLE001
             errors.append(mask_text(f"{mask_url(channel['url'])}: {exc}", [channel["url"]])[:500])
     status = AlertStatus.FAILED if errors else AlertStatus.SENT
