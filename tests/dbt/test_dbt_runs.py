@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from scheduler.models import AuditEntry, NodeRecord, Run, RunStatus, TriggerKind
-from scheduler.services.dbt import dbt_argv, dbt_spec_check, dbt_vars
+from scheduler.services.dbt import dbt_argv, dbt_rerun_select, dbt_spec_check, dbt_vars
 from scheduler.services.nodes import run_rerun_from_failure
 from scheduler.services.runs import run_trigger_manual
 from tests.dbt.conftest import dbt_schedule, execute, log_of
@@ -125,6 +125,23 @@ def test_rerun_from_failure_builds_only_what_failed_and_its_children(
     line = next(m for m in log_of(again) if m.startswith("command: "))
     assert "--select fragile+ fragile_child+ --exclude slow" in line
     assert any(f"re-run of run {failed.pk} from its failure" in m for m in log_of(again))
+
+
+def test_rerun_from_failure_keeps_to_the_schedules_selection(make_schedule, dbt_project, now):
+    """Recorded results suffice (no dbt run): a child the schedule does not select is not built by the re-run."""
+    schedule = dbt_schedule(make_schedule, dbt_project, select=["stg_customers fragile"])
+    failed = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    Run.objects.filter(pk=failed.pk).update(status=S.FAILED)
+    failed.refresh_from_db()
+    NodeRecord.objects.bulk_create([
+        NodeRecord(run=failed, task_id=uid, outcome=outcome, started_at=now, finished_at=now)
+        for uid, outcome in [("model.etl_test.stg_customers", "SUCCESS"), ("model.etl_test.fragile", "FAILED")]])
+    again = run_rerun_from_failure(run=failed, actor="tests", reason="table is back", now=now)
+    assert AuditEntry.objects.get(action="run.rerun_from_failure").after == {
+        "run": again.pk, "selects": ["fragile+,stg_customers", "fragile+,fragile"]}
+    argv = dbt_argv(spec=dbt_spec_check(schedule.dbt), variables={}, target_path="/t", log_path="/l",
+                    select=dbt_rerun_select(failed))
+    assert argv[argv.index("--select") + 1: argv.index("--vars")] == ["fragile+,stg_customers", "fragile+,fragile"]
 
 
 def test_a_project_that_does_not_parse_fails_with_dbts_own_message(make_schedule, dbt_project, warehouse, now,
