@@ -32,7 +32,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
-from django.core.mail import send_mail
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.dispatch import receiver
 from django.utils import timezone
@@ -43,10 +42,11 @@ from scheduler.selectors import governance_health
 from scheduler.services.channels import (
     check_channels,
     instantiate,
-    mail_recipients,
+    mail_parties,
     mask_text,
     mask_url,
     send_channel,
+    send_django_mail,
     split_channels,
     uses_django_mail,
 )
@@ -247,13 +247,11 @@ def alert_deliver(alert_id: int, *, now: datetime | None = None) -> str:
     subject = f"[etl] {alert.get_kind_display()}: {alert.message.splitlines()[0][:120]}"
     errors: list[str] = []
     channels = [c for stored in alert.channels for c in _current(stored)]
-    # every e-mail that goes through Django is one message to all its recipients
-    recipients = [address for c in channels if uses_django_mail(c["url"])
-                  for address in mail_recipients(instantiate(c["url"]))]
-    if recipients:
+    # every e-mail that goes through Django is one message to all its recipients (to, cc and bcc)
+    parties = [mail_parties(instantiate(c["url"])) for c in channels if uses_django_mail(c["url"])]
+    if parties:
         try:
-            send_mail(subject, alert.message, settings.DEFAULT_FROM_EMAIL, list(dict.fromkeys(recipients)),
-                      fail_silently=False)
+            send_django_mail(subject=subject, body=alert.message, parties=parties)
         except Exception as exc:  # noqa: BLE001
             errors.append(f"e-mail: {exc}"[:500])
     for channel in channels:

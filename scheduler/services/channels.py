@@ -34,7 +34,7 @@ import requests
 from apprise.plugins import N_MGR
 from apprise.plugins.custom_json import NotifyJSON
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import EmailMessage
 
 from scheduler.services.errors import InvalidInput, ServiceError
 from scheduler.services.netcheck import check_outgoing_url
@@ -172,8 +172,18 @@ def uses_django_mail(url: str, plugin=None) -> bool:
     return plugin is not None and not getattr(plugin, "password", None)
 
 
-def mail_recipients(plugin) -> list[str]:
-    return [address for _name, address in getattr(plugin, "targets", []) if address]
+def mail_parties(plugin) -> dict[str, list[str]]:
+    """Whom a mailto:// URL addresses, as Apprise parsed it: to (`?to=`, else the URL's address), cc, bcc."""
+    return {"to": [address for _name, address in getattr(plugin, "targets", []) if address],
+            "cc": sorted(getattr(plugin, "cc", ()) or ()), "bcc": sorted(getattr(plugin, "bcc", ()) or ())}
+
+
+def send_django_mail(*, subject: str, body: str, parties: list[dict[str, list[str]]]) -> None:
+    """One message through Django's EMAIL_BACKEND to everyone the mailto:// channels in `parties` address."""
+    def merged(key: str) -> list[str]:
+        return list(dict.fromkeys(address for party in parties for address in party[key]))
+    EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, merged("to"), cc=merged("cc"), bcc=merged("bcc")).send(
+        fail_silently=False)
 
 
 def mask_url(url: str) -> str:
@@ -260,7 +270,7 @@ def send_channel(url: str, *, title: str, body: str, payload: dict, secret: str 
     plugin = parse_channel(url, field=field)
     guard(url, field=field, resolve=True, plugin=plugin)
     if uses_django_mail(url, plugin):
-        send_mail(title, body, settings.DEFAULT_FROM_EMAIL, mail_recipients(plugin), fail_silently=False)
+        send_django_mail(subject=title, body=body, parties=[mail_parties(plugin)])
         return
     if isinstance(plugin, NotifySignedJSON):
         plugin.etl_payload, plugin.etl_secret = payload, secret

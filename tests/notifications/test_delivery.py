@@ -70,6 +70,15 @@ def test_a_mailto_with_to_recipients_reaches_each(make_schedule, now):
     assert sorted(mail.outbox[0].to) == ["a@example.com", "b@example.com"]
 
 
+def test_a_mailto_with_cc_and_bcc_copies_them_in_an_alert_and_a_test(make_schedule, now):
+    url = "mailto://etl@example.com?to=a@example.com&cc=boss@example.com&bcc=audit@example.com"
+    schedule = make_schedule("orders", alert_channels=url)
+    _raise(schedule, now=now)
+    channels.send_channel(url, title="[etl] Test notification", body="b", payload={})
+    assert [(m.to, m.cc, m.bcc) for m in mail.outbox] == [
+        (["a@example.com"], ["boss@example.com"], ["audit@example.com"])] * 2
+
+
 def test_a_mailto_with_an_smtp_login_is_apprises_and_guarded(make_schedule, settings):
     url = "mailto://bot:app-password@127.0.0.1:2525?to=oncall@example.com&from=etl@example.com"
     plugin = channels.parse_channel(url, field="alert_channels")
