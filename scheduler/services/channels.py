@@ -75,6 +75,19 @@ class NotifySignedJSON(NotifyJSON):
         self.etl_payload: dict | None = None  # the alert: send_channel sets it on this instance
         self.etl_secret = ""
 
+    @staticmethod
+    def parse_url(url):
+        """Apprise's JSON parsing, and a plain query argument (`?token=abc`, not one of Apprise's own
+        settings) goes along with the POST as the old alert webhook URL's query did (Apprise's `-token=abc`)."""
+        results = NotifyJSON.parse_url(url)
+        if results:
+            own = {key.lower() for key in NotifyJSON.template_args}
+            pairs = [item.partition("=") for item in urllib.parse.urlsplit(url).query.split("&") if item]
+            plain = {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, _eq, v in pairs
+                     if k and k[:1] not in "+-:" and urllib.parse.unquote(k).lower() not in own}
+            results["params"] = {**plain, **results.get("params", {})}
+        return results
+
     def send(self, body, title="", notify_type=apprise.NotifyType.INFO, **kwargs) -> bool:
         payload = self.etl_payload or {"title": title, "message": body, "type": str(notify_type)}
         data = json.dumps(payload, sort_keys=True).encode()

@@ -220,6 +220,16 @@ def test_the_signed_webhook_is_an_apprise_json_plugin_sent_by_apprise(receiver):
         "s3", request["body"], request["headers"]["X-Etl-Timestamp"])
 
 
+def test_an_old_webhook_urls_query_string_still_reaches_the_receiver(receiver, settings):
+    """An alert_webhook_url with a query (a token, a channel) became etlhooks://...?...: it is posted as before."""
+    server = receiver()
+    settings.ETL_ALERT_WEBHOOK_URL = f"http://127.0.0.1:{server.port}/old?token=abc&room=etl"
+    (channel,) = alerts.global_channel_urls()
+    channels.send_channel(channel["url"], title="t", body="b", payload={"alert": 1}, secret="s3")
+    assert [r["path"] for r in server.requests] == ["/old?token=abc&room=etl"]
+    assert "abc" not in channels.mask_url(channel["url"])
+
+
 def test_the_signed_webhook_retries_within_a_delivery_by_apprises_retry_setting(receiver):
     server = receiver(statuses=[500, 500, 500, 500])
     with pytest.raises(RuntimeError, match="500"):
