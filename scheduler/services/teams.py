@@ -79,6 +79,19 @@ def authorize_owner_change(*, actor: Any, schedule: Schedule, team: Team) -> Non
     raise PermissionRefused(message)
 
 
+def authorize_create(*, actor: Any, name: str, team: Team) -> None:
+    """Creating schedule `name` owned by `team`: the add permission, and (unless acting for all teams) membership."""
+    user = resolve_user(actor)
+    if user is not None and not user.has_perm("scheduler.add_schedule"):
+        message = (f"permission denied: {user.get_username()} may not create schedule '{name}' of team "
+                   f"'{team.name}': {refusal_message(user, 'scheduler.add_schedule', None)[19:]}")
+        audit_record(actor=user, action="permission.denied", target=None,
+                     after={"permission": "scheduler.add_schedule", "schedule": name, "owner": team.name},
+                     reason=message)
+        raise PermissionRefused(message)
+    authorize_owner_change(actor=actor, schedule=Schedule(name=name), team=team)
+
+
 def visible_team_ids(user) -> frozenset[int] | None:
     """The teams whose objects `user` may see; None for every team."""
     if getattr(settings, "ETL_TEAMS_VIEW_ALL", True) or acts_for_all(user):
