@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from scheduler.models import EventToken, Team
 from scheduler.permissions import acts_for_all, member_team_ids
-from scheduler.services.audit import audit_record
+from scheduler.services.audit import audit_record, audit_refusal
 from scheduler.services.errors import NotFound, ServiceError, check_text
 from scheduler.services.teams import PermissionRefused, resolve_user
 
@@ -56,8 +56,7 @@ def _hash(secret: str) -> str:
 
 
 def _refuse(user, message: str, *, team: Team | None) -> None:
-    audit_record(actor=user, action="permission.denied", target=team, after={"permission": "event_token"},
-                 reason=message)
+    audit_refusal(user=user, perm="scheduler.event_token", target=team, reason=message)
     raise PermissionRefused(message)
 
 

@@ -18,7 +18,7 @@ from django.db import transaction
 
 from scheduler.models import Schedule, Team
 from scheduler.permissions import acts_for_all, member_team_ids, owner_id_of, refusal_message
-from scheduler.services.audit import audit_record
+from scheduler.services.audit import audit_record, audit_refusal
 from scheduler.services.channels import (channels_text, check_channels, mask_url, split_channels, unmask_channels,
                                          uses_signing)
 from scheduler.services.errors import NotFound, ServiceError, check_text
@@ -60,8 +60,7 @@ def authorize(*, actor: Any, perm: str, obj: Any = None) -> None:
     if allowed:
         return
     message = refusal_message(user, perm, obj)
-    audit_record(actor=user, action="permission.denied", target=obj if obj is not None and obj.pk else None,
-                 after={"permission": perm}, reason=message)
+    audit_refusal(user=user, perm=perm, target=obj if obj is not None and obj.pk else None, reason=message)
     raise PermissionRefused(message)
 
 
@@ -74,8 +73,8 @@ def authorize_owner_change(*, actor: Any, schedule: Schedule, team: Team) -> Non
         return
     message = (f"permission denied: {user.get_username()} may not give schedule '{schedule.name}' to team "
                f"'{team.name}': {user.get_username()} is not a member")
-    audit_record(actor=user, action="permission.denied", target=schedule if schedule.pk else None,
-                 after={"permission": "scheduler.change_schedule", "owner": team.name}, reason=message)
+    audit_refusal(user=user, perm="scheduler.change_schedule", target=schedule if schedule.pk else None,
+                  after={"owner": team.name}, reason=message)
     raise PermissionRefused(message)
 
 
@@ -85,9 +84,8 @@ def authorize_create(*, actor: Any, name: str, team: Team) -> None:
     if user is not None and not user.has_perm("scheduler.add_schedule"):
         message = (f"permission denied: {user.get_username()} may not create schedule '{name}' of team "
                    f"'{team.name}': {refusal_message(user, 'scheduler.add_schedule', None)[19:]}")
-        audit_record(actor=user, action="permission.denied", target=None,
-                     after={"permission": "scheduler.add_schedule", "schedule": name, "owner": team.name},
-                     reason=message)
+        audit_refusal(user=user, perm="scheduler.add_schedule", target=None,
+                      after={"schedule": name, "owner": team.name}, reason=message)
         raise PermissionRefused(message)
     authorize_owner_change(actor=actor, schedule=Schedule(name=name), team=team)
 
