@@ -122,7 +122,7 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
                          "dbt": BoundedJSONField}
         # what an author needs at the form, said here (the model's texts are the short reference)
         help_texts = {
-            "owner": "The owning team; empty means the default team (ETL_DEFAULT_TEAM).",
+            "owner": "The owning team (required).",
             "target_kind": "pipeline or workflow: a registered id in Target id. command: the Command below "
                            "(leave Target id empty). dbt: the Dbt definition below (leave Target id empty).",
             "target_id": "The registered pipeline or workflow id; empty for a command target.",
@@ -148,8 +148,8 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._mask_channels()
-        if "owner" in self.fields:
-            self.fields["owner"].required = False
+        if "owner" in self.fields:  # required: a schedule never lands in the default team unseen (issue 22)
+            self.fields["owner"].required = True
         for name in ("timeout_seconds", "deadline_seconds"):  # the columns' own minimum is 0; a limit is >= 1 s
             if name in self.fields:
                 field = self.fields[name]
@@ -231,6 +231,9 @@ class ScheduleAdmin(admin.ModelAdmin):
         if db_field.name == "owner":
             teams = team_services.actable_team_ids(request.user)
             kwargs["queryset"] = Team.objects.all() if teams is None else Team.objects.filter(pk__in=teams)
+            names = ", ".join(kwargs["queryset"].order_by("name").values_list("name", flat=True)[:50])
+            kwargs["help_text"] = (f"The owning team (required). You may choose: {names}." if names else
+                                   "The owning team (required). You belong to no team: ask an admin to add you.")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

@@ -90,6 +90,11 @@ def authorize_create(*, actor: Any, name: str, team: Team) -> None:
     authorize_owner_change(actor=actor, schedule=Schedule(name=name), team=team)
 
 
+def owner_for_create(owner: Any) -> Team:
+    """The team a new schedule goes to: the one named, else ETL_DEFAULT_TEAM (a user must be allowed to give to it)."""
+    return team_get(owner) if owner is not None else Team.objects.get(pk=Team.default_team_id())
+
+
 def visible_team_ids(user) -> frozenset[int] | None:
     """The teams whose objects `user` may see; None for every team."""
     if getattr(settings, "ETL_TEAMS_VIEW_ALL", True) or acts_for_all(user):

@@ -10,7 +10,7 @@ from scheduler.api.common import caller, errors, require, schedule_by_name, team
 from scheduler.api.schemas import ScheduleCreate, ScheduleOut, ScheduleUpdate
 from scheduler.models import BreakerStatus, Schedule
 from scheduler.services.schedules import schedule_delete, schedule_save, schedule_spec_masked
-from scheduler.services.teams import authorize_owner_change, team_get
+from scheduler.services.teams import authorize_owner_change, owner_for_create, team_get
 
 router = Router(tags=["schedules"])
 
@@ -61,8 +61,8 @@ def create_schedule(request, payload: ScheduleCreate):
     data = payload.model_dump(exclude_unset=True)
     reason = data.pop("reason", "")
     require(request, "scheduler.add_schedule")
-    if data.get("owner") is not None:
-        authorize_owner_change(actor=user, schedule=Schedule(name=data["name"]), team=team_get(data["owner"]))
+    # no owner named: ETL_DEFAULT_TEAM, which the caller must be allowed to give schedules to like any team
+    authorize_owner_change(actor=user, schedule=Schedule(name=data["name"]), team=owner_for_create(data.get("owner")))
     schedule = schedule_save(data=data, actor=user, reason=reason)
     return Status(201, schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=schedule.pk)))
 
