@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from scheduler.models import ApiToken, EventToken
 from scheduler.services.event_tokens import event_token_revoke
+from scheduler.services.teams import visible_team_ids
 from scheduler.services.tokens import token_revoke
 
 
@@ -44,6 +45,12 @@ class EventTokenAdmin(admin.ModelAdmin):
     readonly_fields = ("name", "team", "all_teams", "key_id", "secret_hash", "created_at", "revoked_at",
                        "last_used_at")
     actions = ["revoke"]
+
+    def get_queryset(self, request):
+        """Viewing scoped: the tokens of the user's teams only."""
+        teams = visible_team_ids(request.user)
+        qs = super().get_queryset(request)
+        return qs if teams is None else qs.filter(team_id__in=teams)
 
     @admin.display(description="team")
     def team_or_all(self, obj):
