@@ -323,8 +323,9 @@ class SchedulerHost:
 
     def rerun_from_failure(self, run_id: int, *, actor: Any = "api", reason: str = "") -> int:
         """Queue a new run of a failed workflow run that skips its succeeded nodes; returns its id."""
-
-        return run_rerun_from_failure(run=self.storage.get(run_id), actor=actor, reason=reason).pk
+        run = self.storage.get(run_id)
+        authorize(actor=actor, perm="scheduler.trigger_schedule", obj=run)
+        return run_rerun_from_failure(run=run, actor=actor, reason=reason).pk
 
     def cancel_run(self, run_id: int, *, actor: Any, reason: str = "", force: bool = False) -> str:
         """Cancel a run as `actor` (held to their teams); `force` kills its process at once.
