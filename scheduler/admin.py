@@ -14,6 +14,7 @@ from scheduler.models import (
     AuditEntry,
     Backfill,
     GovernanceTick,
+    RefusalCount,
     Run,
     RunStatus,
     Schedule,
@@ -521,6 +522,23 @@ class BackfillAdmin(ReadOnlyAdmin):
 class GovernanceTickAdmin(ReadOnlyAdmin):
     list_display = ("started_at", "finished_at", "holder", "error")
     show_full_result_count = False
+
+
+@admin.register(RefusalCount)
+class RefusalCountAdmin(ReadOnlyAdmin):
+    """Permission refusals counted per actor, permission, object and window (the first is the audit entry)."""
+
+    list_display = ("window_start", "actor", "permission", "target", "count", "last_at", "audit_entry_id")
+    list_filter = ("permission",)
+    search_fields = ("actor", "permission", "target")
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        """Viewing scoped: the user's own refusals only (a row may name another team's object)."""
+        qs = super().get_queryset(request)
+        if team_services.visible_team_ids(request.user) is None:
+            return qs
+        return qs.filter(actor=request.user.get_username())
 
 
 @admin.register(WebhookRefusal)
