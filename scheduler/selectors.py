@@ -434,7 +434,8 @@ def audit_redactor(team_ids: frozenset[int] | None) -> Callable[[AuditEntry], Au
     names.update({n: "(another team)" for n in Team.objects.exclude(pk__in=team_ids).values_list("name", flat=True)})
     if not names:
         return lambda entry: entry
-    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")(?![\w-])")
+    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    pattern = re.compile(r"(?<![\w-])(" + alternatives + r")(?![\w-])")
 
     def hide(value):
         if isinstance(value, str):

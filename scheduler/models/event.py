@@ -73,7 +73,8 @@ class EventToken(models.Model):
     key_id = models.CharField(max_length=16, unique=True, help_text="Public id of the token; audit entries name it.")
     secret_hash = models.CharField(max_length=64, help_text="SHA-256 (hex) of the secret part; the secret is not kept.")
     created_at = models.DateTimeField()
-    revoked_at = models.DateTimeField(null=True, blank=True, help_text="When it was revoked; a revoked token is refused.")
+    revoked_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="When it was revoked; a revoked token is refused.")
     last_used_at = models.DateTimeField(null=True, blank=True, help_text="Last event sent with it (to the minute).")
 
     class Meta:

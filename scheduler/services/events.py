@@ -117,8 +117,8 @@ def event_emit(
                 and _wants(schedule, payload, topic, event_id)]
     try:
         with transaction.atomic():
-            event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source, received_at=now,
-                                         scope=scope, team=team)
+            event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source,
+                                         received_at=now, scope=scope, team=team)
             runs: list[Run] = []
             for schedule in matching:
                 run = run_enqueue(

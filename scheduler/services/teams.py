@@ -131,7 +131,8 @@ def team_webhook_secret(channel: dict) -> str | None:
 
 # --- team services -------------------------------------------------------------
 
-def team_get(name_or_id: Any) -> Team:
+def team_get(name_or_id: Any, *, visible: frozenset[int] | None = None) -> Team:
+    """The team of that name or id; with `visible` (viewing scoped) only those, and the error names no other."""
     if isinstance(name_or_id, Team):
         return name_or_id
     found = None
@@ -139,8 +140,11 @@ def team_get(name_or_id: Any) -> Team:
         found = Team.objects.filter(pk=int(name_or_id)).first()
     if found is None and isinstance(name_or_id, str) and "\x00" not in name_or_id:
         found = Team.objects.filter(name=name_or_id).first()
+    if found is not None and visible is not None and found.pk not in visible:
+        found = None
     if found is None:
-        known = ", ".join(Team.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
+        teams = Team.objects.all() if visible is None else Team.objects.filter(pk__in=visible)
+        known = ", ".join(teams.order_by("name").values_list("name", flat=True)[:20]) or "none"
         raise NotFound(f"unknown team '{name_or_id}' (known: {known})", field="team")
     return found
 

@@ -142,7 +142,8 @@ def test_an_operator_sees_teams_but_cannot_manage_them_in_the_admin(staff_client
 def test_the_owner_is_required_and_the_form_says_which_teams_one_may_choose(staff_client, staff_operator,
                                                                            standard_class):
     # an empty owner used to land the schedule in the default team, unseen (issue 22)
-    staff_operator.user_permissions.add(Permission.objects.get(codename="add_schedule", content_type__app_label="scheduler"))
+    staff_operator.user_permissions.add(
+        Permission.objects.get(codename="add_schedule", content_type__app_label="scheduler"))
     add = reverse("admin:scheduler_schedule_add")
     page = staff_client.get(add).content.decode()
     assert "You may choose: billing." in page
@@ -155,7 +156,8 @@ def test_the_api_and_the_facade_refuse_the_default_team_to_a_user_who_is_not_in_
     from scheduler.host import SchedulerHost
     from scheduler.services.teams import PermissionRefused
 
-    staff_operator.user_permissions.add(Permission.objects.get(codename="add_schedule", content_type__app_label="scheduler"))
+    staff_operator.user_permissions.add(
+        Permission.objects.get(codename="add_schedule", content_type__app_label="scheduler"))
     with pytest.raises(PermissionRefused, match="team 'default'"):
         SchedulerHost().schedules.create("invoices", target_id="demo.noop", trigger_kind="manual",
                                          actor=staff_operator)

@@ -1,4 +1,4 @@
-"""POST /api/events/<topic> with team tokens: a team's token fires only its team's schedules, ids per team (issue 22)."""
+"""POST /api/events/<topic>: a team's token fires only its team's schedules, and ids are per team (issue 22)."""
 from __future__ import annotations
 
 import json

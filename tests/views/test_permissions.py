@@ -331,7 +331,8 @@ def _facade_calls(world) -> dict[str, object]:
     from scheduler.host import SchedulerHost
 
     host, run, backfill = SchedulerHost(), world["run_id"], world["backfill_id"]
-    text = "version: 1\nschedules:\n  - name: orders\n    target_id: demo.noop\n    trigger_kind: manual\n    priority: 9\n"
+    text = ("version: 1\nschedules:\n  - name: orders\n    target_id: demo.noop\n    trigger_kind: manual\n"
+            "    priority: 9\n")
     return {
         "trigger_manual": lambda: host.trigger_manual("orders", actor="oscar"),
         "submit_backfill": lambda: host.submit_backfill("orders", "0", "10", "10", reason="r", requested_by="oscar"),

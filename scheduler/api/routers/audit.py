@@ -38,7 +38,7 @@ def _filtered(filters: AuditFilters, request):
     wanted = {"actor": filters.actor, "action": filters.action, "target": filters.target,
               "since": aware(filters.since, "since"), "until": aware(filters.until, "until")}
     if filters.team:
-        wanted["team"] = team_get(filters.team)
+        wanted["team"] = team_get(filters.team, visible=visible_team_ids(caller(request)))
     # viewing scoped: only the entries of the caller's teams, and the caller's own
     user = caller(request)
     return selectors.audit_filtered({k: v for k, v in wanted.items() if v}, team_ids=visible_team_ids(user),
