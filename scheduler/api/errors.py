@@ -16,6 +16,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from scheduler.core import ConfigError
 from scheduler.services.audit import audit_via_reset, audit_via_set
 from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.teams import PermissionRefused
@@ -84,6 +85,10 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if exc.status_code == 403 and "CSRF" in str(exc):
         return problem(403, "CSRF check failed: a signed-in session must send the X-CSRFToken header for "
                             "unsafe methods (a bearer token needs none)", kind="forbidden")
+    if exc.status_code == 400 and isinstance(exc.__cause__, ConfigError):  # BoundedParser: an oversized number
+        cause = exc.__cause__
+        return problem(400, f"the request body cannot be read: {cause}", kind="malformed-body",
+                       errors=[{"field": cause.field, "message": cause.problem}])
     if exc.status_code == 400:  # ninja's "Cannot parse request body"
         return problem(400, f"the request body cannot be read: {exc}", kind="malformed-body",
                        errors=[{"field": "body", "message": str(exc)}])

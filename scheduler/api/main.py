@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 from ninja.openapi.docs import Swagger
+from ninja.parser import Parser
+
+from scheduler.core.userdata import parse_json
 
 from scheduler.api import errors
 from scheduler.api.auth import AUTH
@@ -38,6 +41,13 @@ LINKS = {
 }
 
 
+class BoundedParser(Parser):
+    """Request bodies through parse_json: an oversized number is a 400 naming where it is (errors.on_http_error)."""
+
+    def parse_body(self, request):
+        return parse_json(request.body, field="body")
+
+
 class Api(NinjaAPI):
     def get_openapi_schema(self, *args, **kwargs):
         """ninja writes every response as application/json; ours errors are application/problem+json."""
@@ -65,6 +75,7 @@ api = Api(
                 "Authenticate with `Authorization: Bearer <token>` (tokens: Preferences > API tokens, or "
                 "`manage.py api_token create`). Every error is application/problem+json (RFC 9457).",
     auth=AUTH,
+    parser=BoundedParser(),
     urls_namespace="api-v1",
     docs=Swagger(settings={"persistAuthorization": False}),
     docs_url="/docs",

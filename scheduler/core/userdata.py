@@ -29,30 +29,83 @@ def check_number_literal(text: str, *, field: str) -> str:
     return text
 
 
-def _refuse_constant(field: str):
-    def refuse(name: str) -> Any:
-        raise ConfigError(field, f"{name} is not a number JSON allows")
+class _Refused:
+    """Stands in for a number literal that was refused, so the walk after parsing can name where it was."""
 
-    return refuse
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+def _path(parent: str, key: Any) -> str:
+    return f"{parent}[{key}]" if isinstance(key, int) else f"{parent}.{key}"
+
+
+def _first_refused(value: Any, field: str) -> tuple[str, str] | None:
+    """(where, problem) of the first refused literal in parsed JSON, walked iteratively (any depth)."""
+    stack: list[tuple[Any, str]] = [(value, field)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, _Refused):
+            return where, item.problem
+        if isinstance(item, dict):
+            stack.extend((v, _path(where, k)) for k, v in reversed(list(item.items())))
+        elif isinstance(item, list):
+            stack.extend((v, _path(where, i)) for i, v in reversed(list(enumerate(item))))
+    return None
 
 
 def parse_json(text: str | bytes, *, field: str) -> Any:
     """json.loads with bounded numbers (and no NaN / Infinity).
 
-    Raises ConfigError naming `field` for an oversized or non-finite number,
-    and json.JSONDecodeError (a ValueError) for text that is not JSON.
+    Raises ConfigError naming where the number was (`params.rows`) for an
+    oversized or non-finite number, and json.JSONDecodeError (a ValueError)
+    for text that is not JSON.
     """
+    refused: list[_Refused] = []
 
-    def as_int(literal: str) -> int:
-        return int(check_number_literal(literal, field=field))
+    def refuse(problem: str) -> _Refused:
+        refused.append(_Refused(problem))
+        return refused[-1]
 
-    def as_float(literal: str) -> float:
-        value = float(check_number_literal(literal, field=field))
-        if not math.isfinite(value):
-            raise ConfigError(field, f"the number {literal} is out of range")
-        return value
+    def as_int(literal: str) -> Any:
+        if len(literal) > MAX_NUMBER_CHARS:
+            return refuse(f"a number has {len(literal)} digits; at most {MAX_NUMBER_CHARS} are allowed")
+        return int(literal)
 
-    return json.loads(text, parse_int=as_int, parse_float=as_float, parse_constant=_refuse_constant(field))
+    def as_float(literal: str) -> Any:
+        if len(literal) > MAX_NUMBER_CHARS:
+            return refuse(f"a number has {len(literal)} digits; at most {MAX_NUMBER_CHARS} are allowed")
+        value = float(literal)
+        return value if math.isfinite(value) else refuse(f"the number {literal} is out of range")
+
+    def as_constant(name: str) -> Any:
+        return refuse(f"{name} is not a number JSON allows")
+
+    value = json.loads(text, parse_int=as_int, parse_float=as_float, parse_constant=as_constant)
+    if refused:
+        found = _first_refused(value, field)
+        where, problem = found if found is not None else (field, refused[0].problem)  # a key is never a number
+        raise ConfigError(where, problem)
+    return value
+
+
+def check_numbers(value: Any, *, field: str) -> Any:
+    """`value` (JSON-like data built in Python) when every number in it is of a size JSON input may have."""
+    limit = 10 ** MAX_NUMBER_CHARS
+    stack: list[tuple[Any, str]] = [(value, field)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and not -limit < item < limit:
+            raise ConfigError(where, f"a number has more than {MAX_NUMBER_CHARS} digits")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(where, f"the number {item} is out of range")
+        if isinstance(item, dict):
+            stack.extend((v, _path(where, k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, _path(where, i)) for i, v in enumerate(item))
+    return value
 
 
 def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import check_numbers
 from scheduler.models import Run, RunStatus, Schedule, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_json_depth, check_text
@@ -65,6 +67,10 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
         if not isinstance(key, str) or not key:
             raise ServiceError("keys must be non-empty strings", field=field)
     check_json_depth(params, field=field)
+    try:
+        check_numbers(params, field=field)
+    except ConfigError as exc:
+        raise ServiceError(exc.problem, field=exc.field) from None
     try:
         encoded = json.dumps(params, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:

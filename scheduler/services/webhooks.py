@@ -24,6 +24,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
 from scheduler.models import Run, Schedule, TriggerKind, WebhookDelivery, WebhookRefusal
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError
@@ -153,7 +155,9 @@ def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
     if not hmac.compare_digest(given, expected):
         raise _unauthorised("signature", BAD_SIGNATURE)
     try:
-        data = json.loads(delivery.body.decode("utf-8")) if delivery.body.strip() else {}
+        data = parse_json(delivery.body.decode("utf-8"), field="body") if delivery.body.strip() else {}
+    except ConfigError as exc:
+        raise WebhookRefused(str(exc), status=400, field=exc.field) from None
     except RecursionError:
         raise WebhookRefused("body is nested too deeply", status=400, field="body") from None
     except (UnicodeDecodeError, ValueError) as exc:
