@@ -108,6 +108,20 @@ def check_numbers(value: Any, *, field: str) -> Any:
     return value
 
 
+def check_depth(value: Any, *, field: str, limit: int, why: str = "") -> Any:
+    """`value` when it nests at most `limit` levels of lists and objects; iterative, so any depth is measured."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else None
+        if children is None:
+            continue
+        if depth > limit:
+            raise ConfigError(field, f"is nested more than {limit} levels deep" + (f", {why}" if why else ""))
+        stack.extend((child, depth + 1) for child in children)
+    return value
+
+
 def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     """At most `limit` characters of `value` ("…" marks a cut), non-printable and non-ASCII characters escaped.
 

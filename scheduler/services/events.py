@@ -22,7 +22,7 @@ from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_text
 from scheduler.services.runs import run_enqueue, validate_params
 from scheduler.triggers.builtin import validate_topic
-from scheduler.triggers.filters import matches
+from scheduler.triggers.filters import check_payload, matches
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,13 @@ def event_emit(
         return existing, []
     # Filters are user text with a bounded but real cost: judge them before the write transaction,
     # so a slow filter never holds the database's write lock while other events wait behind it.
-    matching = [schedule for schedule in subscribers(topic) if _wants(schedule, payload, topic, event_id)]
+    listening = subscribers(topic)
+    if any((schedule.trigger_config or {}).get("filter") for schedule in listening):
+        try:  # a filter is given the payload: bounded before any filter sees it
+            check_payload(payload)
+        except ConfigError as exc:
+            raise ServiceError(exc.problem, field=exc.field) from None
+    matching = [schedule for schedule in listening if _wants(schedule, payload, topic, event_id)]
     try:
         with transaction.atomic():
             event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source, received_at=now)
