@@ -41,7 +41,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from scheduler.services.errors import InvalidInput, ServiceError
-from scheduler.services.netcheck import check_outgoing_url
+from scheduler.services.netcheck import check_outgoing_url, outgoing_guard
 from scheduler.services.webhooks import sign_webhook
 
 log = logging.getLogger(__name__)
@@ -296,10 +296,18 @@ def send_channel(url: str, *, title: str, body: str, payload: dict, secret: str 
     since the URL was saved.
     """
     plugin = parse_channel(url, field=field)
-    guard(url, field=field, resolve=True, plugin=plugin)
     if uses_django_mail(url, plugin):
+        guard(url, field=field, resolve=True, plugin=plugin)
         send_mail(title, body, settings.DEFAULT_FROM_EMAIL, mail_recipients(plugin), fail_silently=False)
         return
+    # the guard's resolution pins each host for the send: every later hop and connection is checked
+    # against the same addresses (no DNS rebinding between the check and the connection)
+    with outgoing_guard():
+        guard(url, field=field, resolve=True, plugin=plugin)
+        _notify(url, plugin, title=title, body=body, payload=payload, secret=secret, sleep=sleep)
+
+
+def _notify(url: str, plugin, *, title: str, body: str, payload: dict, secret: str, sleep) -> None:
     job = {"payload": payload, "secret": secret, "sleep": sleep, "errors": []}
     token = _signed.set(job)
     capture = _ThreadLog()

@@ -20,7 +20,7 @@ from scheduler.core import ConfigError
 from scheduler.models import Event, Run, Schedule, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_text
-from scheduler.services.runs import run_enqueue, validate_params
+from scheduler.services.runs import check_target_params, run_enqueue, validate_params
 from scheduler.triggers.builtin import validate_topic
 from scheduler.triggers.filters import check_payload, matches
 
@@ -110,6 +110,12 @@ def event_emit(
         except ConfigError as exc:
             raise ServiceError(exc.problem, field=exc.field) from None
     matching = [schedule for schedule in listening if _wants(schedule, payload, topic, event_id)]
+    for schedule in matching:  # the payload becomes the run's params: data its pipeline declared, or no event
+        try:
+            check_target_params(schedule, payload, field="payload")
+        except ServiceError as exc:
+            raise ServiceError(f"{exc.problem} (schedule '{schedule.name}' runs {schedule.target_id})",
+                               field=exc.field) from None
     try:
         with transaction.atomic():
             event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source, received_at=now)

@@ -30,7 +30,7 @@ from scheduler.models import Run, Schedule, TriggerKind, WebhookDelivery, Webhoo
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError
 from scheduler.services.events import check_storable
-from scheduler.services.runs import run_enqueue, validate_params
+from scheduler.services.runs import check_target_params, run_enqueue, validate_params
 
 TIMESTAMP_HEADER = "X-Etl-Timestamp"
 SIGNATURE_HEADER = "X-Etl-Signature"
@@ -166,8 +166,9 @@ def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
         raise WebhookRefused(f"body must be a JSON object, got {type(data).__name__}", status=400, field="body")
     try:
         params = check_storable(validate_params(data, field="body"), field="body")
+        check_target_params(schedule, params, field="body")
     except ServiceError as exc:
-        raise WebhookRefused(str(exc), status=400, field="body") from None
+        raise WebhookRefused(str(exc), status=400, field=exc.field or "body") from None
     return schedule, given, params
 
 
