@@ -249,7 +249,13 @@ STORAGES = {
 MIDDLEWARE.append("scheduler.middleware.DisplayTimezoneMiddleware")
 ETL_ADDR = envstr("ETL_ADDR", "127.0.0.1:8000")
 ETL_WEB_WORKERS = envint("ETL_WEB_WORKERS", 2, minimum=1)
-ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
+ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)  # gthread only
+# gevent: one greenlet per connection, so clients that send a body a byte at a time hold no thread and cannot
+# starve the dashboard; gthread only behind a front that buffers whole requests (nginx), see docs/security.md
+ETL_WEB_WORKER_CLASS = envstr("ETL_WEB_WORKER_CLASS", "gevent")
+ETL_WEB_WORKER_CONNECTIONS = envint("ETL_WEB_WORKER_CONNECTIONS", 1000, minimum=1)  # gevent: open connections
+ETL_WEB_TIMEOUT = envint("ETL_WEB_TIMEOUT", 30, minimum=1)  # a worker silent this long is restarted
+ETL_WEB_KEEPALIVE = envint("ETL_WEB_KEEPALIVE", 5, minimum=0)  # seconds an idle keep-alive connection stays
 
 # --- authoring settings ---
 # A cron or interval fire older than this when the dispatcher reaches it was missed (the cluster was
