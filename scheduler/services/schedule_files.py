@@ -44,6 +44,7 @@ from scheduler.services.schedules import (
 )
 
 FILE_VERSION = 1
+MAX_FILE_CHARS = 2 * 1024 * 1024  # far above any real schedules file; checked before the YAML is read
 CREATE, UPDATE, UNCHANGED, DELETE = "create", "update", "unchanged", "delete"
 
 
@@ -180,6 +181,8 @@ def parse_schedules_file(text: str) -> list[dict]:
         raise ScheduleFileError([Problem("file", None, "must be YAML text")])
     if "\x00" in text:
         raise ScheduleFileError([Problem("file", None, "must not contain the NUL character")])
+    if len(text) > MAX_FILE_CHARS:
+        raise ScheduleFileError([Problem("file", None, f"is larger than {MAX_FILE_CHARS} characters")])
     try:
         document = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.YAMLError as exc:
