@@ -18,6 +18,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import ConfigDict
+
 from scheduler.core import ConfigError, EtlError, IdentityTransform, Pipeline, RetryPolicy
 
 from .context import RunContext
@@ -228,6 +230,10 @@ class FlakyParams(Params):
 
 
 class NoopParams(Params):
+    """demo.noop reads no file and connects nowhere: it is the stand-in target of examples and tests, so any
+    other key passes through as inert data; `rows` is checked."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
     rows: int = 0
 
 

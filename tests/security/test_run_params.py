@@ -20,22 +20,23 @@ from tests.api.conftest import admin_token, admin_user, make_token  # noqa: F401
 from tests.security.hostile import counts
 
 pytestmark = pytest.mark.django_db
-STEER = {"rows": 1, "warehouse_db": "/srv/etl/var/db.sqlite3"}
+STEER = {"day": "2026-03-01", "warehouse_db": "/srv/etl/var/db.sqlite3"}
+REPORT = "demo.daily_report"  # a pipeline that writes a file: exactly what a param must not be able to steer
 
 
 def test_the_run_now_form_refuses_an_unknown_key_naming_it(client, operator, make_schedule):
     client.force_login(operator)
-    schedule = make_schedule("orders")
+    schedule = make_schedule("orders", target_id=REPORT)
     before = counts()
     response = client.post(reverse("scheduler:schedule_run_now", args=[schedule.pk]), {"params": json.dumps(STEER)})
     assert response.status_code == 400
     page = response.content.decode()
-    assert "warehouse_db" in page and "unknown key (this pipeline takes: rows)" in page
+    assert "warehouse_db" in page and "unknown key (this pipeline takes: day)" in page
     assert counts() == before
 
 
 def test_the_trigger_command_refuses_an_unknown_key(make_schedule):
-    make_schedule("orders")
+    make_schedule("orders", target_id=REPORT)
     before = counts()
     with pytest.raises(CommandError) as info:
         call_command("trigger", "orders", "--param", "warehouse_db=/tmp/x.sqlite3", stdout=StringIO())
@@ -44,7 +45,7 @@ def test_the_trigger_command_refuses_an_unknown_key(make_schedule):
 
 
 def test_the_api_refuses_an_unknown_key_naming_it(admin_token, make_schedule):
-    make_schedule("orders")
+    make_schedule("orders", target_id=REPORT)
     before = counts()
     response = Client().post("/api/v1/schedules/orders/runs", data=json.dumps({"params": STEER}),
                              content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
@@ -54,14 +55,14 @@ def test_the_api_refuses_an_unknown_key_naming_it(admin_token, make_schedule):
 
 
 def test_the_facade_refuses_an_unknown_key_and_a_wrong_type(make_schedule):
-    make_schedule("orders")
+    make_schedule("orders", target_id=REPORT)
     before = counts()
     with pytest.raises(ServiceError) as info:
         SchedulerHost().trigger_manual("orders", STEER, actor="system")
     assert info.value.field == "params.warehouse_db"
     with pytest.raises(ServiceError) as info:
-        SchedulerHost().trigger_manual("orders", {"rows": "many"}, actor="system")
-    assert info.value.field == "params.rows"
+        SchedulerHost().trigger_manual("orders", {"day": ["not", "a", "date"]}, actor="system")
+    assert info.value.field == "params.day"
     assert counts() == before
 
 
@@ -137,3 +138,24 @@ def test_the_schedulers_own_database_is_refused_even_inside_the_files_dir(tmp_pa
     with pytest.raises(ConfigError) as info:
         get_pipeline("demo.revenue_transform").build(_ctx())
     assert "own database" in info.value.problem and not own.exists()
+
+
+def test_a_backfill_refuses_an_unknown_key(make_schedule):
+    from scheduler.services.backfills import backfill_submit
+
+    schedule = make_schedule("wm", target_id="demo.orders_sync",
+                             watermark_config={"type": "integer", "column": "id", "initial": 0})
+    before = counts()
+    with pytest.raises(ServiceError) as info:
+        backfill_submit(schedule=schedule, start=0, end=10, window=5, reason="r", requested_by="tests",
+                        params={"source_db": "/etc/passwd"})
+    assert "params.source_db" in [e.field for e in info.value.errors]
+    assert counts() == before
+
+
+def test_demo_noop_reads_nothing_so_other_keys_pass_as_data_but_rows_is_checked(make_schedule):
+    make_schedule("stub")
+    assert SchedulerHost().trigger_manual("stub", {"rows": 2, "anything": "data"}, actor="system")
+    with pytest.raises(ServiceError) as info:
+        SchedulerHost().trigger_manual("stub", {"rows": "many"}, actor="system")
+    assert info.value.field == "params.rows"
