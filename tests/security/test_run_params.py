@@ -159,3 +159,9 @@ def test_demo_noop_reads_nothing_so_other_keys_pass_as_data_but_rows_is_checked(
     with pytest.raises(ServiceError) as info:
         SchedulerHost().trigger_manual("stub", {"rows": "many"}, actor="system")
     assert info.value.field == "params.rows"
+
+
+def test_run_pipeline_refuses_an_unknown_key(settings):
+    with pytest.raises(CommandError) as info:
+        call_command("run_pipeline", "demo.daily_report", "--param", "report_dir=/tmp", stdout=StringIO())
+    assert info.value.returncode == 2 and "params.report_dir: unknown key" in str(info.value)
