@@ -1,4 +1,4 @@
-"""An oversized number (5,000 digits) wherever JSON comes from a user: a 4xx naming the field, nothing changed (issue 22)."""
+"""An oversized number (5,000 digits) in JSON from a user: a 4xx naming the field, nothing changed (issue 22)."""
 from __future__ import annotations
 
 import json
