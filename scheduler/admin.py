@@ -10,6 +10,8 @@ from django.db import models, transaction
 from django.forms.fields import InvalidJSONInput
 from django.http import HttpResponse
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
 from scheduler.models import (
     AuditEntry,
     Backfill,
@@ -101,9 +103,18 @@ SCHEDULE_STATE_FIELDS = (
 
 
 class BoundedJSONField(forms.JSONField):
-    """JSON nested deeper than the parser goes is a field error, not a 500."""
+    """JSON nested deeper than the parser goes, or with an oversized number, is a field error, not a 500."""
 
     def to_python(self, value):
+        if isinstance(value, str) and value.strip():
+            try:
+                parse_json(value, field="value")
+            except ConfigError as exc:
+                where = exc.field.removeprefix("value").lstrip(".")
+                raise forms.ValidationError(f"{where}: {exc.problem}" if where else exc.problem,
+                                            code="invalid") from None
+            except (ValueError, RecursionError):
+                pass  # Django's own parse below says what is wrong
         try:
             return super().to_python(value)
         except RecursionError:
@@ -112,7 +123,7 @@ class BoundedJSONField(forms.JSONField):
     def bound_data(self, data, initial):
         try:
             return super().bound_data(data, initial)
-        except RecursionError:
+        except (RecursionError, ValueError):  # ValueError: a number past Python's int-to-str limit
 
             return InvalidJSONInput(data)
 

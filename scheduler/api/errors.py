@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from scheduler.api.parser import BodyUnreadable, UnsupportedMediaType
+from scheduler.core import ConfigError
 from scheduler.services.audit import audit_via_reset, audit_via_set
 from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.teams import PermissionRefused
@@ -88,6 +89,9 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
         return problem(403, "CSRF check failed: a signed-in session must send the X-CSRFToken header for "
                             "unsafe methods (a bearer token needs none)", kind="forbidden")
     cause = exc.__cause__  # ninja raises "Cannot parse request body" from what our parser raised
+    if isinstance(cause, ConfigError):  # an oversized number, named where it is (e.g. body.params.rows)
+        return problem(400, f"the request body cannot be read: {cause}", kind="malformed-body",
+                       errors=[{"field": cause.field, "message": cause.problem}])
     if isinstance(cause, UnsupportedMediaType):
         return problem(415, f"{cause}; send the body as JSON with Content-Type: application/json",
                        kind="unsupported-media-type",

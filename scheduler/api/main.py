@@ -8,6 +8,7 @@ from __future__ import annotations
 from ninja import NinjaAPI
 from ninja.openapi.docs import Swagger
 
+
 from scheduler.api import errors
 from scheduler.api.auth import AUTH
 from scheduler.api.parser import JsonParser

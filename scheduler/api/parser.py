@@ -11,6 +11,9 @@ import sys
 
 from ninja.parser import Parser
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
+
 JSON = "application/json"
 
 
@@ -48,7 +51,9 @@ class JsonParser(Parser):
         if not is_json(request.content_type or ""):
             raise UnsupportedMediaType(request.content_type or "")
         try:
-            return json.loads(request.body)
+            return parse_json(request.body, field="body")
+        except ConfigError:  # an oversized or non-finite number, named where it is (errors.on_http_error)
+            raise
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer over the digit limit
             raise BodyUnreadable(_why(exc)) from exc
         except RecursionError:

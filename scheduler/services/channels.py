@@ -37,7 +37,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 
 from scheduler.services.errors import InvalidInput, ServiceError
-from scheduler.services.netcheck import check_outgoing_url
+from scheduler.services.netcheck import check_outgoing_url, outgoing_guard
 from scheduler.services.webhooks import sign_webhook
 
 WEBHOOK_ATTEMPTS = 3  # a signed webhook's tries within one delivery (Apprise's retry); the queue retries later
@@ -281,15 +281,19 @@ def send_channel(url: str, *, title: str, body: str, payload: dict, secret: str 
     webhook's WEBHOOK_ATTEMPTS).
     """
     plugin = parse_channel(url, field=field)
-    guard(url, field=field, resolve=True, plugin=plugin)
     if uses_django_mail(url, plugin):
+        guard(url, field=field, resolve=True, plugin=plugin)
         send_django_mail(subject=title, body=body, parties=[mail_parties(plugin)])
         return
     if isinstance(plugin, NotifySignedJSON):
         plugin.etl_payload, plugin.etl_secret = payload, secret
     dispatcher = apprise.Apprise(asset=_asset())
     dispatcher.add(plugin)
-    result = dispatcher.notify(body=body, title=title, notify_type=apprise.NotifyType.FAILURE)
+    # the guard's resolution pins each host for the send: every later hop and connection is checked
+    # against the same addresses (no DNS rebinding between the check and the connection)
+    with outgoing_guard():
+        guard(url, field=field, resolve=True, plugin=plugin)
+        result = dispatcher.notify(body=body, title=title, notify_type=apprise.NotifyType.FAILURE)
     if not result:
         # Apprise's own account of the attempts (its result keeps each service's log lines)
         lines = [entry.message for service in getattr(result, "results", [])

@@ -25,10 +25,10 @@ from scheduler.models import Event, Run, Schedule, Team, TriggerKind
 from scheduler.permissions import acts_for_all, member_team_ids
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_storable, check_text
-from scheduler.services.runs import run_enqueue, validate_params
+from scheduler.services.runs import check_target_params, run_enqueue, validate_params
 from scheduler.services.teams import authorize, resolve_user
 from scheduler.triggers.builtin import validate_topic
-from scheduler.triggers.filters import matches
+from scheduler.triggers.filters import check_payload, matches
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +112,20 @@ def event_emit(
     user = resolve_user(actor)
     # Filters are user text with a bounded but real cost: judge them before the write transaction,
     # so a slow filter never holds the database's write lock while other events wait behind it.
-    matching = [schedule for schedule in subscribers(topic, team_ids)
-                if (user is None or user.has_perm("scheduler.trigger_schedule", schedule))
-                and _wants(schedule, payload, topic, event_id)]
+    listening = [schedule for schedule in subscribers(topic, team_ids)
+                 if user is None or user.has_perm("scheduler.trigger_schedule", schedule)]
+    if any((schedule.trigger_config or {}).get("filter") for schedule in listening):
+        try:  # a filter is given the payload: bounded before any filter sees it
+            check_payload(payload)
+        except ConfigError as exc:
+            raise ServiceError(exc.problem, field=exc.field) from None
+    matching = [schedule for schedule in listening if _wants(schedule, payload, topic, event_id)]
+    for schedule in matching:  # the payload becomes the run's params: data its pipeline declared, or no event
+        try:
+            check_target_params(schedule, payload, field="payload")
+        except ServiceError as exc:
+            raise ServiceError(f"{exc.problem} (schedule '{schedule.name}' runs {schedule.target_id})",
+                               field=exc.field) from None
     try:
         with transaction.atomic():
             event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source,

@@ -17,6 +17,8 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
 from scheduler.services.errors import ServiceError
 from scheduler.services.event_tokens import EventTokenRefused, event_token_authenticate
 from scheduler.services.events import event_emit
@@ -129,7 +131,9 @@ def event(request: HttpRequest, topic: str):
     if isinstance(body, JsonResponse):
         return body
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = parse_json(body.decode("utf-8"), field="body")
+    except ConfigError as exc:
+        return _error(str(exc), 400, exc.field)
     except RecursionError:
         return _error("body is nested too deeply", 400, "body")
     except (UnicodeDecodeError, ValueError) as exc:

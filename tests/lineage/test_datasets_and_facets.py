@@ -22,10 +22,14 @@ S = RunStatus
 
 
 @pytest.fixture
-def demo_params(tmp_path):
+def demo_params(tmp_path, settings):
+    """The demo's files in the settings (paths are never params); the run params are data only: none."""
     generate_source_db(tmp_path / "source.db", customers=50, orders=200)  # small: the demo's default is 100,000
-    return {"source_db": str(tmp_path / "source.db"), "warehouse_db": str(tmp_path / "warehouse.db"),
-            "report_dir": str(tmp_path / "reports")}
+    settings.ETL_FILES_DIR = str(tmp_path)
+    settings.ETL_DEMO_SOURCE_DB = str(tmp_path / "source.db")
+    settings.ETL_DEMO_WAREHOUSE_DB = str(tmp_path / "warehouse.db")
+    settings.ETL_DEMO_REPORT_DIR = str(tmp_path / "reports")
+    return {}
 
 
 def _names(datasets):
