@@ -53,3 +53,13 @@ class AuditEntry(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("the audit log is append-only")
+
+
+def audit_delete_archived(ids: list[int]) -> int:
+    """The one way past the append-only guard: entries an archive has already written and fsynced.
+
+    Only `services/audit_archive.py` calls it, after the fsync; every other path (the manager, a queryset,
+    an instance, the admin) still refuses to delete or change an entry.
+    """
+    plain = models.QuerySet(model=AuditEntry).filter(pk__in=ids)
+    return plain._raw_delete(plain.db)
