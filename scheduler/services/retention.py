@@ -12,6 +12,7 @@ schedule's current watermark; an event a live run came from. The audit log goes 
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -27,12 +28,24 @@ from scheduler.models import (
 )
 from scheduler.services.audit import audit_record
 from scheduler.services.audit_archive import audit_archive_batch
+from scheduler.services.errors import ServiceError
 
 #: The kinds a prune reports, in the order it prunes them.
 KINDS: tuple[str, ...] = ("runs", "log_lines", "node_records", "ticks", "events", "alerts", "lineage", "audit")
 UNFINISHED_BACKFILL = (BackfillStatus.ACTIVE, BackfillStatus.PAUSED)
 
 Progress = Callable[[str, int], None]
+AGE_RE = re.compile(r"^\s*(\d{1,5})\s*([hdw])\s*$")
+AGE_UNITS = {"h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_age(text: str, *, field: str = "older_than") -> timedelta:
+    """'30d', '12h', '2w': an age of at least one hour and at most 100 years."""
+    match = AGE_RE.match(str(text))
+    age = timedelta(**{AGE_UNITS[match.group(2)]: int(match.group(1))}) if match else None
+    if age is None or age < timedelta(hours=1) or age > timedelta(days=36_500):
+        raise ServiceError(f"must be an age such as 30d, 12h or 2w (at least 1h), got {text!r}", field=field)
+    return age
 
 
 @dataclass(frozen=True)
@@ -326,6 +339,6 @@ def prune_tick(*, now: datetime, holder: str = "") -> dict[str, int]:
     return history_prune(now=now, max_batches=settings.ETL_PRUNE_MAX_BATCHES, actor="prune")
 
 
-__all__ = ["KINDS", "Policy", "history_estimate", "history_prune", "protected_run_ids", "prune_tick",
+__all__ = ["KINDS", "Policy", "history_estimate", "history_prune", "parse_age", "protected_run_ids", "prune_tick",
            "retention_policy", "retention_summary", "run_candidates", "schedule_runs_retention",
            "simple_candidates"]
