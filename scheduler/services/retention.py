@@ -88,7 +88,7 @@ def schedule_runs_retention(schedule: Schedule) -> int | None:
 
 
 def retention_summary() -> list[dict[str, Any]]:
-    """The retention in force, one row per kind, as the overview shows it."""
+    """The retention in force, one row per kind, as the overview shows it (settings only: no query)."""
     policy = retention_policy()
 
     def text(age: timedelta | None) -> str:
@@ -96,19 +96,31 @@ def retention_summary() -> list[dict[str, Any]]:
             return "kept for ever"
         if age % timedelta(days=1):
             return f"{age.total_seconds() / 3600:g} hours"
-        return f"{age.days} days"
+        return f"{age.days} day{'s' if age.days != 1 else ''}"
 
-    overrides = Schedule.objects.filter(retention_days__isnull=False).count()
     audit = text(policy.audit) + (f", archived to {policy.archive_dir}" if policy.audit else " (no archive set)")
     return [
         {"kind": "runs, logs and node records", "kept": text(policy.runs),
-         "note": f"{overrides} schedule(s) set their own" if overrides else ""},
+         "note": "a schedule's own retention_days replaces it"},
         {"kind": "governance ticks", "kept": text(policy.ticks), "note": ""},
         {"kind": "received events", "kept": text(policy.events), "note": ""},
-        {"kind": "alert deliveries", "kept": text(policy.alerts), "note": ""},
+        {"kind": "alert deliveries", "kept": text(policy.alerts), "note": "or the schedule's retention_days"},
         {"kind": "lineage outbox (sent)", "kept": text(policy.lineage), "note": ""},
         {"kind": "audit log", "kept": audit, "note": ""},
     ]
+
+
+def run_pruned_note(run: Run) -> str:
+    """What the run page says when this run's older neighbours of its schedule were pruned; empty otherwise."""
+    through = run.schedule.runs_pruned_through
+    if not through:
+        return ""
+    previous = (Run.objects.filter(schedule_id=run.schedule_id, pk__lt=run.pk).order_by("-pk")
+                .values_list("pk", flat=True).first())
+    if previous is not None and previous > through:
+        return ""  # its neighbour is still here: the gap, if any, is further back
+    days = schedule_runs_retention(run.schedule)
+    return f"older runs pruned after {days} days" if days else "older runs pruned"
 
 
 # --- what is never deleted ---------------------------------------------------------------------------------------
@@ -340,5 +352,5 @@ def prune_tick(*, now: datetime, holder: str = "") -> dict[str, int]:
 
 
 __all__ = ["KINDS", "Policy", "history_estimate", "history_prune", "parse_age", "protected_run_ids", "prune_tick",
-           "retention_policy", "retention_summary", "run_candidates", "schedule_runs_retention",
+           "retention_policy", "retention_summary", "run_candidates", "run_pruned_note", "schedule_runs_retention",
            "simple_candidates"]
