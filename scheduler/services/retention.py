@@ -23,8 +23,8 @@ from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 
 from scheduler.models import (
-    Alert, AlertStatus, AuditEntry, BackfillStatus, BackfillWindow, Event, GovernanceTick, LineageEvent, LineageStatus, NodeRecord,
-    Run, RunLogLine, RunStatus, RunUpstream, Schedule, WatermarkState,
+    Alert, AlertStatus, AuditEntry, BackfillStatus, BackfillWindow, Event, GovernanceTick, LineageEvent, LineageStatus,
+    NodeRecord, Run, RunLogLine, RunStatus, RunUpstream, Schedule, WatermarkState,
 )
 from scheduler.services.audit import audit_record
 from scheduler.services.audit_archive import audit_archive_batch
@@ -138,7 +138,8 @@ def _referenced_by_live_runs() -> set[int]:
 def _pinned_each_batch() -> set[int]:
     """What can change from one moment to the next: read again inside every batch's transaction."""
     found = _referenced_by_live_runs()
-    found.update(WatermarkState.objects.filter(updated_by_run__isnull=False).values_list("updated_by_run_id", flat=True))
+    found.update(WatermarkState.objects.filter(updated_by_run__isnull=False)
+                 .values_list("updated_by_run_id", flat=True))
     found.update(BackfillWindow.objects.filter(backfill__status__in=UNFINISHED_BACKFILL, run__isnull=False)
                  .values_list("run_id", flat=True))
     return found

@@ -133,7 +133,8 @@ def test_a_dry_run_counts_exactly_what_would_go_and_deletes_nothing(make_schedul
         RunLogLine.objects.create(run=run, seq=1, at=now - OLD, level="INFO", source="x", message="m")
     make_run(s, S.SUCCEEDED)  # old, but its latest success and latest run
     GovernanceTick.objects.create(started_at=now - timedelta(days=8))
-    before = (Run.objects.count(), RunLogLine.objects.count(), GovernanceTick.objects.count(), AuditEntry.objects.count())
+    before = (Run.objects.count(), RunLogLine.objects.count(), GovernanceTick.objects.count(),
+              AuditEntry.objects.count())
     dry = history_prune(now=now, batch=2, dry_run=True)
     assert (dry["runs"], dry["log_lines"], dry["ticks"]) == (3, 3, 1)
     assert (Run.objects.count(), RunLogLine.objects.count(), GovernanceTick.objects.count(),

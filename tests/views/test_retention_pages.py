@@ -17,7 +17,8 @@ def test_the_overview_shows_the_retention_in_force(viewer_client, settings, make
     make_schedule("orders", retention_days=400)
     page = viewer_client.get(OVERVIEW).content.decode()
     assert 'id="retention"' in page
-    assert "runs, logs and node records</td><td>60 days" in page and "a schedule&#x27;s own retention_days replaces it" in page
+    assert "runs, logs and node records</td><td>60 days" in page
+    assert "a schedule&#x27;s own retention_days replaces it" in page
     assert "governance ticks</td><td>7 days" in page and "lineage outbox (sent)</td><td>1 day" in page
     assert "audit log</td><td>kept for ever (no archive set)" in page
 
