@@ -14,7 +14,7 @@ from scheduler.models import (
 )
 from scheduler.services.audit import audit_record
 from scheduler.services.audit_archive import audit_archive_read
-from scheduler.services.retention import history_prune, retention_policy
+from scheduler.services.retention import history_prune, prune_tick, retention_policy
 
 pytestmark = pytest.mark.django_db
 S = RunStatus
@@ -253,3 +253,16 @@ def test_every_other_path_still_refuses_to_delete_or_change_an_audit_entry(now):
     with pytest.raises(PermissionError):
         entry.save()
     assert AuditEntry.objects.filter(pk=entry.pk).exists()
+
+
+def test_the_loops_tick_deletes_at_most_its_batches_and_the_next_tick_goes_on(settings, make_schedule, make_run, now):
+    settings.ETL_PRUNE_BATCH, settings.ETL_PRUNE_MAX_BATCHES = 2, 1
+    s = make_schedule("orders")
+    for _ in range(5):
+        make_run(s, S.FAILED)
+    make_run(s, S.SUCCEEDED, age=timedelta(days=1))
+    assert prune_tick(now=now, holder="c1")["runs"] == 2
+    assert prune_tick(now=now, holder="c1")["runs"] == 2
+    assert prune_tick(now=now, holder="c1")["runs"] == 1
+    assert Run.objects.count() == 1
+    assert AuditEntry.objects.filter(action="history.prune", actor="prune").count() == 3
