@@ -163,26 +163,36 @@ def _aged(field: str, cutoff: datetime) -> Q:
     return Q(**{f"{field}__lt": cutoff})
 
 
-def _per_schedule(default: timedelta | None, now: datetime, aged: Callable[[datetime], Q], prefix: str) -> Q | None:
-    """Rows older than their schedule's retention: its own `retention_days`, else `default` (None: keep)."""
+def _per_schedule(default: timedelta | None, now: datetime, aged: Callable[[datetime], Q], prefix: str,
+                  bound: str) -> Q | None:
+    """Rows older than their schedule's retention: its own `retention_days`, else `default` (None: keep).
+
+    `bound` (an indexed time column no later than the one `aged` reads) is also held under the loosest cutoff,
+    so that once the old rows are gone a pass reads the index's few old entries, not the whole table.
+    """
     terms: list[Q] = []
+    ages: list[timedelta] = []
     if default is not None:
         terms.append(Q(**{f"{prefix}retention_days__isnull": True}) & aged(now - default))
+        ages.append(default)
     for days in (Schedule.objects.filter(retention_days__isnull=False).order_by()
                  .values_list("retention_days", flat=True).distinct()):
         terms.append(Q(**{f"{prefix}retention_days": days}) & aged(now - timedelta(days=days)))
+        ages.append(timedelta(days=days))
     if not terms:
         return None
     combined = terms[0]
     for term in terms[1:]:
         combined |= term
-    return combined
+    return combined & Q(**{f"{bound}__lt": now - min(ages)})
 
 
 def run_candidates(policy: Policy, now: datetime) -> QuerySet:
     """Final runs past their retention, outside an unfinished backfill (the protected ones still to be removed)."""
+    # a run is queued before it ends: queued_at (indexed) bounds the scan
     cond = _per_schedule(policy.runs, now, lambda c: Q(finished_at__lt=c) | Q(finished_at__isnull=True,
-                                                                               queued_at__lt=c), "schedule__")
+                                                                               queued_at__lt=c), "schedule__",
+                         "queued_at")
     if cond is None:
         return Run.objects.none()
     return (Run.objects.filter(cond, status__in=RunStatus.final())
@@ -192,7 +202,7 @@ def run_candidates(policy: Policy, now: datetime) -> QuerySet:
 def _alert_candidates(policy: Policy, now: datetime) -> QuerySet:
     done = Q(status=AlertStatus.SENT) | Q(status=AlertStatus.FAILED, next_attempt_at__isnull=True)
     # an alert of no schedule reads retention_days as empty through the join: the default applies
-    aged = _per_schedule(policy.alerts, now, lambda c: Q(created_at__lt=c), "schedule__")
+    aged = _per_schedule(policy.alerts, now, lambda c: Q(created_at__lt=c), "schedule__", "created_at")
     if aged is None:
         return Alert.objects.none()
     return Alert.objects.filter(done, aged)
