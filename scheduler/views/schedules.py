@@ -13,6 +13,7 @@ from scheduler.models import Schedule, TargetKind
 from scheduler.services.breakers import breaker_reset
 from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
+from scheduler.services.retention import schedule_runs_retention
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_set_enabled
 from scheduler.services.watermarks import watermark_reset, watermark_set
@@ -52,6 +53,7 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
     elif schedule.target_kind == TargetKind.DBT:
         context["command"] = dbt_command_context(schedule.dbt)
     context["channels"] = channel_rows(schedule)
+    context["retention_days"] = schedule_runs_retention(schedule)
     context.setdefault("run_now_form", RunNowForm())
     context.setdefault("watermark_form", WatermarkForm())
     context.update(extra)

@@ -43,3 +43,12 @@ def test_the_run_after_pruned_runs_says_so_and_an_untouched_schedule_does_not(vi
     for run in (newer, untouched):
         page = viewer_client.get(reverse("scheduler:run_detail", args=[run.pk])).content.decode()
         assert 'id="runs-pruned"' not in page
+
+
+def test_a_schedules_page_says_how_long_its_history_is_kept(viewer_client, settings, make_schedule):
+    settings.ETL_RETENTION_RUNS_DAYS = 90
+    own, plain = make_schedule("finance", retention_days=400), make_schedule("plain")
+    page = viewer_client.get(reverse("scheduler:schedule_detail", args=[own.pk])).content.decode()
+    assert "finished runs 400 days" in page and "its own retention_days" in page
+    page = viewer_client.get(reverse("scheduler:schedule_detail", args=[plain.pk])).content.decode()
+    assert "finished runs 90 days" in page and "(the default)" in page
