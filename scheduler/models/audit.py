@@ -61,5 +61,5 @@ def audit_delete_archived(ids: list[int]) -> int:
     Only `services/audit_archive.py` calls it, after the fsync; every other path (the manager, a queryset,
     an instance, the admin) still refuses to delete or change an entry.
     """
-    plain = models.QuerySet(model=AuditEntry).filter(pk__in=ids)
-    return plain._raw_delete(plain.db)
+    # a plain QuerySet, not the guarded AuditQuerySet: the rows go in one DELETE (nothing refers to them)
+    return models.QuerySet(model=AuditEntry).filter(pk__in=ids).delete()[0]
