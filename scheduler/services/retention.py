@@ -123,6 +123,19 @@ def run_pruned_note(run: Run) -> str:
     return f"older runs pruned after {days} days" if days else "older runs pruned"
 
 
+def history_status(now: datetime) -> dict[str, Any]:
+    """Whether retention keeps up (for /metrics): the oldest run's age, and the latest prune that deleted rows."""
+    # run_queued_at_idx: the oldest run is the first entry of the index
+    oldest = Run.objects.order_by("queued_at").values_list("queued_at", flat=True).first()
+    last = (AuditEntry.objects.filter(action="history.prune").order_by("-id")
+            .values_list("at", "after").first())
+    return {
+        "oldest_run_age_seconds": max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
+        "last_prune_age_seconds": max((now - last[0]).total_seconds(), 0.0) if last else -1.0,
+        "last_prune": {kind: int((last[1] or {}).get(kind, 0)) for kind in KINDS} if last else dict.fromkeys(KINDS, 0),
+    }
+
+
 # --- what is never deleted ---------------------------------------------------------------------------------------
 
 def _referenced_by_live_runs() -> set[int]:
@@ -362,6 +375,6 @@ def prune_tick(*, now: datetime, holder: str = "") -> dict[str, int]:
     return history_prune(now=now, max_batches=settings.ETL_PRUNE_MAX_BATCHES, actor="prune")
 
 
-__all__ = ["KINDS", "Policy", "history_estimate", "history_prune", "parse_age", "protected_run_ids", "prune_tick",
+__all__ = ["KINDS", "Policy", "history_estimate", "history_prune", "history_status", "parse_age", "protected_run_ids", "prune_tick",
            "retention_policy", "retention_summary", "run_candidates", "run_pruned_note", "schedule_runs_retention",
            "simple_candidates"]
