@@ -375,6 +375,6 @@ def prune_tick(*, now: datetime, holder: str = "") -> dict[str, int]:
     return history_prune(now=now, max_batches=settings.ETL_PRUNE_MAX_BATCHES, actor="prune")
 
 
-__all__ = ["KINDS", "Policy", "history_estimate", "history_prune", "history_status", "parse_age", "protected_run_ids", "prune_tick",
-           "retention_policy", "retention_summary", "run_candidates", "run_pruned_note", "schedule_runs_retention",
-           "simple_candidates"]
+__all__ = ["KINDS", "Policy", "history_estimate", "history_prune", "history_status", "parse_age",
+           "protected_run_ids", "prune_tick", "retention_policy", "retention_summary", "run_candidates",
+           "run_pruned_note", "schedule_runs_retention", "simple_candidates"]
