@@ -232,7 +232,7 @@ def simple_candidates(policy: Policy, now: datetime) -> dict[str, QuerySet]:
         # an event a live run came from stays until that run has ended
         out["events"] = (Event.objects.filter(_aged("received_at", now - policy.events))
                          .exclude(runs__status__in=RunStatus.active()))
-    if policy.lineage:
+    if policy.lineage is not None:  # 0 hours: sent rows go at once, as the lineage loop reads the setting
         out["lineage"] = LineageEvent.objects.filter(status=LineageStatus.SENT, sent_at__lt=now - policy.lineage)
     out["alerts"] = _alert_candidates(policy, now)
     return out
