@@ -97,6 +97,7 @@ SCHEDULE_STATE_FIELDS = (
     "breaker_current_cooldown_seconds",
     "breaker_trial_run",
     "freshness_breached_at",
+    "runs_pruned_through",
     "created_at",
     "updated_at",
 )
@@ -182,7 +183,7 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
         self._mask_channels()
         if "owner" in self.fields:  # required: a schedule never lands in the default team unseen (issue 22)
             self.fields["owner"].required = True
-        for name in ("timeout_seconds", "deadline_seconds"):  # the columns' own minimum is 0; a limit is >= 1 s
+        for name in ("timeout_seconds", "deadline_seconds", "retention_days"):  # the columns' minimum is 0; ours 1
             if name in self.fields:
                 field = self.fields[name]
                 field.min_value = 1

@@ -1,4 +1,4 @@
-"""Supervised dispatch, governance and alerts loops, each guarded by a database lease.
+"""Supervised dispatch, governance, alerts, lineage and prune loops, each guarded by a database lease.
 
 They run as threads inside `manage.py qcluster` (started after django-q2's
 Sentinel has forked, so no lock is inherited by a child). Every cluster runs
@@ -23,6 +23,7 @@ from scheduler.services.alerts import alerts_shutdown, alerts_tick
 from scheduler.services.dispatch import dispatch_tick
 from scheduler.services.lineage_send import lineage_tick
 from scheduler.services.governance import governance_tick, stopped_runs_of_dead_workers
+from scheduler.services.retention import prune_tick
 from scheduler.services.supervisor import kill_run_processes, pid_alive
 from scheduler.services.leases import lease_acquire, lease_release
 
@@ -112,6 +113,8 @@ def start_loops(cluster: str | None = None) -> list[LeasedLoop]:
         LeasedLoop("alerts", settings.ETL_ALERT_INTERVAL, alerts_tick, holder),
         # the OpenLineage outbox: one sender across the clusters keeps each run's events in order
         LeasedLoop("lineage", settings.ETL_LINEAGE_INTERVAL, lineage_tick, holder),
+        # retention: a few short batches of each kind a tick, never one long delete (services/retention.py)
+        LeasedLoop("prune", settings.ETL_PRUNE_INTERVAL, prune_tick, holder),
         # one per machine (worker pids mean something only here): the clusters of a machine share its lease
         LeasedLoop(f"reaper@{socket.gethostname()}"[:64], REAPER_INTERVAL, reaper_tick, holder),
     ]

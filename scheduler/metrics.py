@@ -20,6 +20,7 @@ from prometheus_client.utils import floatToGoString
 from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, Team, WorkloadClass
 from scheduler.services.freshness import freshness_status
 from scheduler.services.lineage_send import lineage_backlog
+from scheduler.services.retention import history_status
 
 DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, float("inf"))
 LATENCY_BUCKETS = (0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, float("inf"))
@@ -113,6 +114,22 @@ class SchedulerCollector(Collector):
 
         yield from self._lineage(now)
         yield from self._freshness(now)
+        yield from self._retention(now)
+
+    def _retention(self, now: datetime):
+        """Whether the prune keeps up (docs/semantics.md, Retention)."""
+        status = history_status(now)
+        yield GaugeMetricFamily("etl_history_oldest_run_age_seconds",
+                                "Age of the oldest run in the ledger (0: none); stays near the runs' retention "
+                                "when the prune keeps up.", value=status["oldest_run_age_seconds"])
+        yield GaugeMetricFamily("etl_history_last_prune_age_seconds",
+                                "Seconds since the latest prune that deleted rows (-1: none yet).",
+                                value=status["last_prune_age_seconds"])
+        pruned = GaugeMetricFamily("etl_history_pruned_rows", "Rows the latest prune deleted, by kind.",
+                                   labels=["kind"])
+        for kind, n in status["last_prune"].items():
+            pruned.add_metric([kind], n)
+        yield pruned
 
     def _lineage(self, now: datetime):
         """The OpenLineage outbox's backlog (docs/lineage.md): what waits to be sent, and what was given up."""

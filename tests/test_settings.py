@@ -31,6 +31,11 @@ def _check(env: dict) -> subprocess.CompletedProcess:
         ({"DATABASE_URL": "nosuchdb://x/y"}, "DATABASE_URL"),
         ({"ETL_WEB_WORKERS": "0"}, "ETL_WEB_WORKERS: must be >="),
         ({"ETL_WEB_THREADS": "many"}, "ETL_WEB_THREADS: expected an integer"),
+        ({"ETL_RETENTION_RUNS_DAYS": "-1"}, "ETL_RETENTION_RUNS_DAYS: must be >= 0"),
+        ({"ETL_RETENTION_EVENTS_DAYS": "a month"}, "ETL_RETENTION_EVENTS_DAYS: expected an integer"),
+        ({"ETL_RETENTION_AUDIT_DAYS": "0"}, "ETL_RETENTION_AUDIT_DAYS: must be >= 1"),
+        ({"ETL_AUDIT_ARCHIVE_DIR": "var/audit"}, "ETL_AUDIT_ARCHIVE_DIR: must be an absolute path"),
+        ({"ETL_PRUNE_BATCH": "0"}, "ETL_PRUNE_BATCH: must be >= 1"),
     ],
 )
 def test_a_bad_environment_variable_stops_start_up_naming_it(env, message):

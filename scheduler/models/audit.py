@@ -81,3 +81,13 @@ class RefusalCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.count} x {self.actor} refused {self.permission} on {self.target or '-'}"
+
+
+def audit_delete_archived(ids: list[int]) -> int:
+    """The one way past the append-only guard: entries an archive has already written and fsynced.
+
+    Only `services/audit_archive.py` calls it, after the fsync; every other path (the manager, a queryset,
+    an instance, the admin) still refuses to delete or change an entry.
+    """
+    # a plain QuerySet, not the guarded AuditQuerySet: the rows go in one DELETE (nothing refers to them)
+    return models.QuerySet(model=AuditEntry).filter(pk__in=ids).delete()[0]

@@ -21,6 +21,7 @@ class Event(models.Model):
     class Meta:
         ordering = ["-id"]
         constraints = [models.UniqueConstraint(fields=["scope", "topic", "event_id"], name="event_unique_id_per_scope")]
+        indexes = [models.Index(fields=["received_at"], name="event_received_idx")]  # the prune reads oldest first
 
     def __str__(self) -> str:
         return f"{self.topic}#{self.event_id}"

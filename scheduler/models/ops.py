@@ -50,4 +50,7 @@ class Alert(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "next_attempt_at"], name="alert_due")]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="alert_due"),
+            models.Index(fields=["created_at"], name="alert_created_idx"),  # the prune reads oldest first
+        ]

@@ -141,6 +141,16 @@ class Schedule(models.Model):
         default=0.0, validators=[MinValueValidator(0), MaxValueValidator(1)], help_text="Random fraction added to delays."
     )
 
+    # --- retention ---------------------------------------------------------
+    retention_days = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Days its finished runs (with their logs and node records) and alert deliveries are kept; "
+                  "empty: ETL_RETENTION_RUNS_DAYS / ETL_RETENTION_ALERTS_DAYS.",
+    )
+    runs_pruned_through = models.BigIntegerField(
+        null=True, blank=True, help_text="The highest id of this schedule's runs a prune deleted (empty: none yet).",
+    )
+
     # --- alerts ------------------------------------------------------------
     alert_channels = models.TextField(
         blank=True, help_text="Apprise URLs that hear about this schedule's alerts, one per line "

@@ -28,7 +28,6 @@ from scheduler.services.webhooks import webhook_prune
 
 log = logging.getLogger(__name__)
 S = RunStatus
-TICKS_KEPT = timedelta(days=7)
 
 
 def dependency_timeouts(*, now: datetime) -> list[int]:
@@ -110,9 +109,8 @@ def stopped_runs_of_dead_workers(*, now: datetime, host: str, alive: Callable[[i
 
 
 def prune(*, now: datetime) -> dict[str, int]:
-    """Old webhook signatures (past any replay window) and old tick records."""
-    ticks, _ = GovernanceTick.objects.filter(started_at__lt=now - TICKS_KEPT).delete()
-    return {"webhook_deliveries": webhook_prune(now=now), "ticks": ticks}
+    """Old webhook signatures (past any replay window); old ticks go with the rest of the history (retention.py)."""
+    return {"webhook_deliveries": webhook_prune(now=now)}
 
 
 def _jobs() -> list[tuple[str, Callable[..., object]]]:

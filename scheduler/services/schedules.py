@@ -51,9 +51,10 @@ SCHEDULE_FIELDS: tuple[str, ...] = (
     "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
     "max_runs_per_minute", "refresh_after_seconds", "freshness_max_age_seconds", "freshness_measure",
     "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
-    "alert_channels",
+    "alert_channels", "retention_days",
 )
 EDITABLE = frozenset(SCHEDULE_FIELDS)
+MAX_RETENTION_DAYS = 36_500
 NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
 POSITIVE_INT = ["max_upstream_age_seconds", "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
 
@@ -199,12 +200,16 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if schedule.refresh_after_seconds is not None:
         with found.check():
             schedule.refresh_after_seconds = _int(schedule.refresh_after_seconds, "refresh_after_seconds", minimum=1)
-    for field in ("timeout_seconds", "deadline_seconds"):
+    for field in ("timeout_seconds", "deadline_seconds", "retention_days"):
         if getattr(schedule, field) in ("", None):
             setattr(schedule, field, None)
         else:
             with found.check():
                 setattr(schedule, field, _int(getattr(schedule, field), field, minimum=1))
+    if schedule.retention_days is not None and not found.failed("retention_days") \
+            and schedule.retention_days > MAX_RETENTION_DAYS:
+        found.errors.append(ServiceError(f"must be <= {MAX_RETENTION_DAYS} (100 years), got {schedule.retention_days}",
+                                         field="retention_days"))
     if schedule.freshness_max_age_seconds is not None:
         with found.check():
             schedule.freshness_max_age_seconds = _int(schedule.freshness_max_age_seconds, "freshness_max_age_seconds",

@@ -21,6 +21,7 @@ from scheduler.services.cancels import ALREADY_STOPPING, CANCELLED, run_cancel_a
 from scheduler.services.finish import stop_outcome
 from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_failure
 from scheduler.services.reruns import rerun_offers
+from scheduler.services.retention import retention_summary, run_pruned_note
 from scheduler.services.reruns import run_rerun as run_rerun_service
 from scheduler.views import charts
 from scheduler.views.common import (
@@ -35,6 +36,8 @@ PAGE_SIZE = 50
 def overview(request):
     scope = team_scope(request)
     context = {**selectors.overview(timezone.now(), team_ids=scope["team_ids"]), **scope}
+    if not request.htmx:  # the live part polls; the retention in force is read once per page
+        context["retention"] = retention_summary()
     return render(request, partial(request, "scheduler/overview.html", "live"), context)
 
 
@@ -93,7 +96,7 @@ def run_detail(request, run_id: int):
     )
     now = timezone.now()
     context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final,
-               "upstreams": selectors.run_upstreams(run)}
+               "upstreams": selectors.run_upstreams(run), "pruned_note": run_pruned_note(run)}
     if run.started_at:
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
     if run.started_at:

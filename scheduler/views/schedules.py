@@ -13,6 +13,7 @@ from scheduler.models import Schedule, TargetKind
 from scheduler.services.breakers import breaker_reset
 from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
+from scheduler.services.retention import schedule_runs_retention
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_set_enabled
 from scheduler.services.teams import visible_team_ids
@@ -56,6 +57,7 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
     elif schedule.target_kind == TargetKind.DBT:
         context["command"] = dbt_command_context(schedule.dbt)
     context["channels"] = channel_rows(schedule)
+    context["retention_days"] = schedule_runs_retention(schedule)
     visible = visible_team_ids(request.user)
     if visible is not None:  # another team's upstream or downstream is there, but not by name
         for key in ("upstream", "downstream"):

@@ -63,8 +63,8 @@ def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
     try:
         wait_until(lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
                    log_path=tmp_path / "serve.log")
-        # dispatch, governance, alerts, lineage, and this machine's reaper
-        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 5, timeout=60, what="every loop lease",
+        # dispatch, governance, alerts, lineage, prune, and this machine's reaper
+        wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 6, timeout=60, what="every loop lease",
                    log_path=tmp_path / "serve.log")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0

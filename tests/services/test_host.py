@@ -111,7 +111,7 @@ def test_start_runs_the_loops_in_process_and_stop_ends_them(host, make_schedule)
         assert host.running
         host.start()  # a second start does not start a second set of loops
         assert [loop.loop_name for loop in host._loops] == [
-            "dispatch", "governance", "alerts", "lineage", f"reaper@{socket.gethostname()}"]
+            "dispatch", "governance", "alerts", "lineage", "prune", f"reaper@{socket.gethostname()}"]
     finally:
         host.stop()
     assert not host.running
