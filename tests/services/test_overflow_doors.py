@@ -85,3 +85,15 @@ def test_the_schedules_file_refuses_it_naming_the_field(tmp_path):
         call_command("apply_schedules", str(path), stdout=StringIO(), stderr=err)
     assert "retry_initial_delay" in err.getvalue() and str(MAX_SECONDS) in err.getvalue(), err.getvalue()
     assert not Schedule.objects.filter(name="big").exists()
+
+
+@pytest.mark.parametrize("start, end, window, field, largest", [
+    ("2026-01-01T00:00:00+00:00", NEAR_MAX, "86400", "to", LATEST.isoformat()),
+    ("2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", "1e20", "window", str(MAX_SECONDS)),
+])
+def test_the_backfill_command_refuses_it_naming_the_field(dated, start, end, window, field, largest):
+    with pytest.raises(CommandError) as info:
+        call_command("backfill", "dated", "--from", start, "--to", end, "--window", window, "--reason", "old",
+                     stdout=StringIO())
+    assert field in str(info.value) and largest in str(info.value), str(info.value)
+    assert not Backfill.objects.exists()
