@@ -64,8 +64,8 @@ def test_a_watermark_set_near_the_end_of_the_calendar_is_refused_even_forced(dat
     ("2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", 1e20, "window", str(MAX_SECONDS)),
 ])
 def test_a_backfill_bound_or_window_that_would_overflow_is_refused(dated, start, end, window, field, largest):
-    _refused(lambda: backfill_submit(schedule=dated, start=start, end=end, window=window, reason="old", requested_by="tests"),
-             field, largest)
+    _refused(lambda: backfill_submit(schedule=dated, start=start, end=end, window=window, reason="old",
+                                     requested_by="tests"), field, largest)
     assert not Backfill.objects.exists()
 
 
