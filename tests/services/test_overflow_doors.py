@@ -8,6 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from scheduler.core.limits import LATEST, MAX_SECONDS
+from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Backfill, Schedule
 from scheduler.services.backfills import backfill_submit
 from scheduler.services.errors import ServiceError
@@ -96,4 +97,15 @@ def test_the_backfill_command_refuses_it_naming_the_field(dated, start, end, win
         call_command("backfill", "dated", "--from", start, "--to", end, "--window", window, "--reason", "old",
                      stdout=StringIO())
     assert field in str(info.value) and largest in str(info.value), str(info.value)
+    assert not Backfill.objects.exists()
+
+
+def test_the_python_facade_refuses_it_naming_the_field(dated):
+    host = SchedulerHost()
+    _refused(lambda: host.schedules.create("big", target_id="demo.noop", trigger_kind="manual",
+                                           retry_max_delay=1e20), "retry_max_delay", str(MAX_SECONDS))
+    _refused(lambda: host.watermarks.set("dated", NEAR_MAX, reason="far", force=True), "value", LATEST.isoformat())
+    _refused(lambda: host.submit_backfill("dated", "2026-01-01T00:00:00+00:00", NEAR_MAX, 86400, reason="old"),
+             "to", LATEST.isoformat())
+    assert not Schedule.objects.filter(name="big").exists() and watermark_state(dated).value is None
     assert not Backfill.objects.exists()
