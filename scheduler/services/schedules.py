@@ -224,7 +224,8 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         found.errors.append(ServiceError("'watermark' measures a datetime watermark's lag: this schedule has none "
                                          "(use last_success)", field="freshness_measure"))
     with found.check():
-        schedule.retry_initial_delay = _float(schedule.retry_initial_delay, "retry_initial_delay", minimum=0, maximum=MAX_SECONDS)
+        schedule.retry_initial_delay = _float(schedule.retry_initial_delay, "retry_initial_delay", minimum=0,
+                                              maximum=MAX_SECONDS)
     with found.check():
         schedule.retry_backoff = _float(schedule.retry_backoff, "retry_backoff", minimum=1)
     with found.check():

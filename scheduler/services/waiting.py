@@ -27,8 +27,14 @@ def waiting_in_turns(*, limit: int | None = None, waited_past_max_at: datetime |
     runs = Run.objects.filter(status=RunStatus.WAITING)
     if waited_past_max_at is not None:
         runs = runs.filter(_waited_past_max(waited_past_max_at))
-    runs = runs.annotate(turn=Window(RowNumber(), partition_by=[F("schedule_id")], order_by=[F("id").asc()]))
-    return list(runs.select_related("schedule").order_by("turn", "id")[:limit or WAITING_PER_TICK])
+    # the turns are counted over ids alone (a narrow sort: a backlog of 50,000 waiting runs took 1.6 s a tick on
+    # SQLite with whole rows, 0.35 s so), then only the chosen runs are read whole, with their schedules
+    turns = runs.annotate(turn=Window(RowNumber(), partition_by=[F("schedule_id")], order_by=[F("id").asc()]))
+    ids = list(turns.order_by("turn", "id").values_list("id", flat=True)[:limit or WAITING_PER_TICK])
+    if not ids:
+        return []
+    by_id = Run.objects.filter(status=RunStatus.WAITING).select_related("schedule").in_bulk(ids)
+    return [by_id[pk] for pk in ids if pk in by_id]
 
 
 def _waited_past_max(now: datetime) -> Q:

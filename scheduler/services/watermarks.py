@@ -118,7 +118,8 @@ def watermark_advance(*, schedule: Schedule, run: Run, new_value: Any, now: date
                 f"{encode_value(started_from) or 'its initial value'} to {row.value or 'its initial value'} by {who} "
                 "while this run read its window; the rows it loaded are kept")[:500]
         audit_record(actor="watermark", action="watermark.advance_refused", target=schedule,
-                     before={"value": row.value or None}, after={"run": run.pk, "would_be": encode_value(new_value) or None},
+                     before={"value": row.value or None},
+                     after={"run": run.pk, "would_be": encode_value(new_value) or None},
                      reason=note, at=now)
         return note
     if new_value is None or (current is not None and new_value <= current):
@@ -177,6 +178,6 @@ def watermark_reset(*, schedule: Schedule, actor: Any, reason: str, now: datetim
 
 
 __all__ = [
-    "ConfigError", "decode_value", "effective_mark", "encode_value", "watermark_advance", "window_start_mark", "watermark_config", "watermark_reset",
-    "watermark_set", "watermark_state", "window_encode",
+    "ConfigError", "decode_value", "effective_mark", "encode_value", "watermark_advance", "window_start_mark",
+    "watermark_config", "watermark_reset", "watermark_set", "watermark_state", "window_encode",
 ]

@@ -49,10 +49,10 @@ class IntervalTrigger(TriggerPlugin):
         config = super().validate(config, timezone=timezone)
         require_keys(config, {"seconds", "anchor"}, {"seconds"})
         seconds = config["seconds"]
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not MIN_SECONDS <= seconds <= MAX_SECONDS:
-            raise ConfigError(
-                "trigger_config.seconds", f"must be a number of seconds from {MIN_SECONDS} to {MAX_SECONDS}, got {seconds!r}"
-            )
+        if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                or not MIN_SECONDS <= seconds <= MAX_SECONDS):
+            raise ConfigError("trigger_config.seconds", f"must be a number of seconds from {MIN_SECONDS} to "
+                                                        f"{MAX_SECONDS} (the largest allowed), got {seconds!r}")
         if isinstance(seconds, float) and seconds.is_integer():
             config["seconds"] = int(seconds)
         anchor = config.get("anchor")

@@ -3,22 +3,24 @@ finishes a batch's runs together, each in its own savepoint, with one downstream
 from __future__ import annotations
 
 import re
-import time
+import threading
 from datetime import timedelta
 from unittest import mock
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from scheduler.core import Pipeline
 from scheduler.models import Run, RunLogLine, RunStatus, Schedule, WorkloadClass
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services import dispatch, finish
+from scheduler.services import dispatch, execution, finish
 from scheduler.services.dispatch import admit_runs, hand_off, message_sizes
 from scheduler.services.execution import HeartbeatPump, execute_runs
 from scheduler.services.finish import Ending, run_cancel, runs_finish
+from scheduler.services.governance import stuck_runs
 from scheduler.services.runs import run_build
 from tests.services.semantics_helpers import tick
 
@@ -275,39 +277,89 @@ def test_a_batch_past_its_budget_sends_the_runs_it_did_not_begin_again(make_sche
     assert execute_runs(pairs[1:], clock=lambda: now) == {rid: S.SUCCEEDED for rid, _ in pairs[1:]}
 
 
-def test_a_finished_runs_end_is_written_within_the_flush_interval_while_its_neighbour_runs(make_schedule, now,
-                                                                                          settings):
-    """ETL_BATCH_FLUSH_SECONDS is a promise: run 1 of a batch is SUCCEEDED in the database while run 2 still runs."""
+class _Neighbour:
+    """A long second run of a batch: while it runs, `during` looks at the batch's first run.
+
+    It waits for the batch's first write of finished ends (an event the test sets when `_flush` returns, in
+    whatever thread) rather than for a time: without the promise that write comes only after this run ends,
+    and the wait gives up (a safety net, not a measure) with the first run still RUNNING.
+    """
+
+    def __init__(self, during):
+        self.during = during
+        self.written = threading.Event()
+        self.flush_threads: list[str] = []
+
+    def extract(self):
+        self.written.wait(timeout=10)
+        self.during()
+        return []
+
+
+def _batch_with_a_long_neighbour(make_schedule, now, during, *, settings):
+    """A batch of a quick run then a long one; returns (first run id, second run id, outcome, neighbour, timers)."""
     settings.ETL_BATCH_FLUSH_SECONDS = 0.05
-    seen: dict = {}
+    neighbour = _Neighbour(during)
+    real_flush, timers = execution._flush, []
 
-    class WatchFirst:
-        def extract(self):
-            # run 2 looks at run 1 from its own connection (what a page, a downstream or governance sees);
-            # the wait ends as soon as it is written, and fails the test if it never is
-            first = seen["first"]
-            deadline = time.monotonic() + 10
-            status = None
-            while time.monotonic() < deadline:
-                status = Run.objects.filter(pk=first).values_list("status", flat=True).first()
-                if status != S.RUNNING:
-                    break
-                time.sleep(0.01)
-            seen["first_status_while_second_ran"] = status
-            return []
+    def flush(pending, pump):
+        out = real_flush(pending, pump)
+        neighbour.flush_threads.append(threading.current_thread().name)
+        neighbour.written.set()
+        return out
 
-    registry.register_pipeline("test.watch_first", lambda ctx: Pipeline(WatchFirst(), None, NoopSink()), replace=True)
+    class RecordedTimer(threading.Timer):
+        def __init__(self, interval, function):
+            timers.append(interval)
+            super().__init__(interval, function)
+
+    registry.register_pipeline("test.long_neighbour", lambda ctx: Pipeline(neighbour, None, NoopSink()), replace=True)
     try:
         quick = make_schedule("quick")
-        slow = make_schedule("slow", target_id="test.watch_first")
+        slow = make_schedule("slow", target_id="test.long_neighbour")
         WorkloadClass.objects.filter(name="standard").update(concurrency_limit=4)
         first = run_build(schedule=quick, trigger_kind="manual", trigger_key="a", now=now)
         second = run_build(schedule=slow, trigger_kind="manual", trigger_key="b", now=now + timedelta(microseconds=1))
         Run.objects.bulk_create([first, second])
         pairs = tick(now)
-        seen["first"] = pairs[0][0]
-        out = execute_runs(pairs, clock=lambda: now)
+        assert [rid for rid, _ in pairs] == sorted(rid for rid, _ in pairs), "the quick run goes first"
+        with mock.patch.object(execution, "_flush", side_effect=flush), \
+                mock.patch.object(execution.threading, "Timer", RecordedTimer):
+            out = execute_runs(pairs, clock=lambda: now)
     finally:
-        registry._pipelines.pop("test.watch_first", None)
-    assert seen["first_status_while_second_ran"] == S.SUCCEEDED
-    assert set(out.values()) == {S.SUCCEEDED}
+        registry._pipelines.pop("test.long_neighbour", None)
+    return pairs[0][0], pairs[1][0], out, neighbour, timers
+
+
+def test_a_finished_runs_end_is_written_within_the_flush_interval_while_its_neighbour_runs(make_schedule, now,
+                                                                                          settings):
+    """ETL_BATCH_FLUSH_SECONDS is a promise: run 1 of a batch is SUCCEEDED in the database while run 2 still runs,
+    written by the batch's timer, which was set for at most the interval."""
+    seen: dict = {}
+
+    def during():
+        # what a page, a downstream's verdict or governance reads while run 2 still runs
+        seen["first"] = Run.objects.filter(schedule__name="quick").values_list("status", "finished_at").get()
+
+    first, _second, out, neighbour, timers = _batch_with_a_long_neighbour(make_schedule, now, during,
+                                                                         settings=settings)
+    assert seen["first"] == (S.SUCCEEDED, now), "committed while its neighbour ran"
+    assert neighbour.flush_threads[0] != threading.current_thread().name, "the timer wrote it, not the next end"
+    assert timers and max(timers) <= settings.ETL_BATCH_FLUSH_SECONDS
+    assert set(out.values()) == {S.SUCCEEDED} and out[first] == S.SUCCEEDED
+
+
+def test_a_worker_lost_while_the_neighbour_runs_does_not_run_the_finished_run_again(make_schedule, now, settings):
+    """The worker dies while run 2 runs, after run 1 finished: governance re-queues run 2 only."""
+    lost: dict = {}
+
+    def during():
+        # the worker falls silent here: governance looks later than any heartbeat (the pump beats in real time)
+        lost.update(stuck_runs(now=timezone.now() + timedelta(hours=1)))
+
+    first, second, _out, _neighbour, _timers = _batch_with_a_long_neighbour(make_schedule, now, during,
+                                                                           settings=settings)
+    assert lost["requeued"] == [second], lost
+    stored = Run.objects.get(pk=first)
+    assert (stored.status, stored.attempt) == (S.SUCCEEDED, 1), "its end stands; it is not run again"
+    assert list(Run.objects.filter(status__in=[S.QUEUED, S.RUNNING]).values_list("id", flat=True)) == [second]

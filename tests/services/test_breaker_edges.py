@@ -7,9 +7,12 @@ never decides a half-open (or open) breaker.
 """
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import BreakerStatus, Run, RunStatus, Schedule, WorkloadClass
 from scheduler.services.finish import Ending, run_finish, runs_finish
@@ -71,7 +74,9 @@ def test_bare_successes_together_zero_a_count_written_after_their_claim(flaky, m
     assert _breaker(flaky) == (BreakerStatus.CLOSED, 0) and _breaker(other) == (BreakerStatus.CLOSED, 0)
 
 
-def test_a_success_leaves_a_breaker_opened_after_its_claim_open(flaky, now):
+@pytest.mark.parametrize("failures_at_claim", [0, 1])
+def test_a_success_leaves_a_breaker_opened_after_its_claim_open(flaky, now, failures_at_claim):
+    Schedule.objects.filter(pk=flaky.pk).update(breaker_failures=failures_at_claim)
     late = _claimed(flaky, 1, now)[0]
     opened = now - timedelta(seconds=5)
     Schedule.objects.filter(pk=flaky.pk).update(breaker_status=BreakerStatus.OPEN, breaker_failures=2,
@@ -116,4 +121,28 @@ def test_the_test_runs_success_still_closes_a_half_open_breaker(flaky, now):
     assert trial.schedule.breaker_status == BreakerStatus.HALF_OPEN and trial.schedule.breaker_trial_run_id == rid
     Run.objects.filter(pk=rid).update(started_at=now)
     assert run_finish(run=trial, status=S.SUCCEEDED, now=now, token=token)
+    assert _breaker(flaky) == (BreakerStatus.CLOSED, 0)
+
+
+def _schedule_row_statements(queries) -> list[str]:
+    """Statements that read, lock or write schedule rows (the breaker's); not the dependency table's."""
+    return [q["sql"] for q in queries if re.search(r'(UPDATE|FROM) "?scheduler_schedule"? ', q["sql"])]
+
+
+def test_on_the_hot_path_the_breaker_is_one_statement_for_a_batch(flaky, make_schedule, now):
+    other = make_schedule("other")
+    runs = _claimed(flaky, 3, now) + _claimed(other, 2, now)
+    with CaptureQueriesContext(connection) as queries:
+        runs_finish(endings=[_end(r, S.SUCCEEDED, now) for r in runs])
+    (statement,) = _schedule_row_statements(queries)  # no read, no lock: one UPDATE
+    assert statement.startswith('UPDATE "scheduler_schedule" SET "breaker_failures" = 0'), statement
+
+
+def test_on_the_hot_path_a_lone_success_is_one_breaker_statement(flaky, now):
+    (run,) = _claimed(flaky, 1, now)
+    Schedule.objects.filter(pk=flaky.pk).update(breaker_failures=1)  # a failure that ended meanwhile
+    with CaptureQueriesContext(connection) as queries:
+        assert run_finish(run=run, status=S.SUCCEEDED, now=now, token=run.dispatch_token)
+    (statement,) = _schedule_row_statements(queries)  # no read, no lock: one UPDATE
+    assert statement.startswith('UPDATE "scheduler_schedule" SET "breaker_failures" = 0'), statement
     assert _breaker(flaky) == (BreakerStatus.CLOSED, 0)

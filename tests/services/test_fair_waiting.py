@@ -6,6 +6,7 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.db.models import Count
 
 from scheduler.models import Run, RunStatus
 from scheduler.services import waiting
@@ -51,21 +52,18 @@ def test_a_flood_of_waiting_runs_does_not_hold_back_another_schedules_release(ma
     assert Run.objects.filter(schedule=flood, status=S.WAITING).count() == flood_size
 
 
-def test_release_looks_at_a_bounded_number_of_runs_per_tick(make_schedule, now, small_bound):
-    make_schedule("never")
-    flood = make_schedule("flooded", depends_on=["never"])
-    _waiting(flood, 3 * BOUND, now)
-    seen = []
-    real = waiting.waiting_in_turns
-
-    def spy(**kwargs):
-        out = real(**kwargs)
-        seen.append(len(out))
-        return out
-
-    with mock.patch("scheduler.services.dispatch.waiting_in_turns", side_effect=spy):
-        release_waiting(now=now)
-    assert seen == [BOUND]
+def test_release_is_bounded_per_tick_and_shared_in_turns(make_schedule, now, small_bound):
+    ready = make_schedule("ready")
+    a = make_schedule("a", depends_on=["ready"])
+    b = make_schedule("b", depends_on=["ready"])
+    _waiting(a, 2 * BOUND, now)  # older: first in id order
+    _waiting(b, 2 * BOUND, now + timedelta(seconds=1))
+    run_trigger_manual(schedule=ready, actor="tests", now=now)
+    tick_and_execute(now + timedelta(seconds=2))  # every waiting run may now go
+    assert release_waiting(now=now + timedelta(seconds=3)) == BOUND, "a tick releases at most its bound"
+    queued = dict(Run.objects.filter(status=S.QUEUED).values_list("schedule__name").annotate(n=Count("id")))
+    assert queued == {"a": BOUND // 2, "b": BOUND // 2}, "in turns: the newer schedule is not held back"
+    assert release_waiting(now=now + timedelta(seconds=4)) == BOUND, "the rest go in later ticks"
 
 
 def test_turns_take_each_schedules_oldest_first(make_schedule, now, small_bound):

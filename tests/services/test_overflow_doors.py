@@ -8,6 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from scheduler.core.limits import LATEST, MAX_SECONDS
+from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Backfill, Schedule
 from scheduler.services.backfills import backfill_submit
 from scheduler.services.errors import ServiceError
@@ -64,8 +65,8 @@ def test_a_watermark_set_near_the_end_of_the_calendar_is_refused_even_forced(dat
     ("2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", 1e20, "window", str(MAX_SECONDS)),
 ])
 def test_a_backfill_bound_or_window_that_would_overflow_is_refused(dated, start, end, window, field, largest):
-    _refused(lambda: backfill_submit(schedule=dated, start=start, end=end, window=window, reason="old", requested_by="tests"),
-             field, largest)
+    _refused(lambda: backfill_submit(schedule=dated, start=start, end=end, window=window, reason="old",
+                                     requested_by="tests"), field, largest)
     assert not Backfill.objects.exists()
 
 
@@ -85,3 +86,26 @@ def test_the_schedules_file_refuses_it_naming_the_field(tmp_path):
         call_command("apply_schedules", str(path), stdout=StringIO(), stderr=err)
     assert "retry_initial_delay" in err.getvalue() and str(MAX_SECONDS) in err.getvalue(), err.getvalue()
     assert not Schedule.objects.filter(name="big").exists()
+
+
+@pytest.mark.parametrize("start, end, window, field, largest", [
+    ("2026-01-01T00:00:00+00:00", NEAR_MAX, "86400", "to", LATEST.isoformat()),
+    ("2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", "1e20", "window", str(MAX_SECONDS)),
+])
+def test_the_backfill_command_refuses_it_naming_the_field(dated, start, end, window, field, largest):
+    with pytest.raises(CommandError) as info:
+        call_command("backfill", "dated", "--from", start, "--to", end, "--window", window, "--reason", "old",
+                     stdout=StringIO())
+    assert field in str(info.value) and largest in str(info.value), str(info.value)
+    assert not Backfill.objects.exists()
+
+
+def test_the_python_facade_refuses_it_naming_the_field(dated):
+    host = SchedulerHost()
+    _refused(lambda: host.schedules.create("big", target_id="demo.noop", trigger_kind="manual",
+                                           retry_max_delay=1e20), "retry_max_delay", str(MAX_SECONDS))
+    _refused(lambda: host.watermarks.set("dated", NEAR_MAX, reason="far", force=True), "value", LATEST.isoformat())
+    _refused(lambda: host.submit_backfill("dated", "2026-01-01T00:00:00+00:00", NEAR_MAX, 86400, reason="old"),
+             "to", LATEST.isoformat())
+    assert not Schedule.objects.filter(name="big").exists() and watermark_state(dated).value is None
+    assert not Backfill.objects.exists()

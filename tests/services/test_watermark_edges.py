@@ -3,10 +3,12 @@ success advances the mark only from where its window began), integer-watermarked
 integer mark crosses a gap in the ids wider than max_window without skipping a row."""
 from __future__ import annotations
 
+import html
 import sqlite3
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 
 from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
 from scheduler.models import AuditEntry, Run, RunStatus, WatermarkHistory
@@ -45,7 +47,7 @@ def marked(make_schedule, now, counter):
     registry._pipelines.pop("test.moved", None)
 
 
-def test_an_operators_move_during_a_run_is_kept_and_said(marked, now):
+def test_an_operators_move_during_a_run_is_kept_and_said(marked, now, client, viewer):
     run_trigger_manual(schedule=marked, actor="tests", now=now)
     ((run_id, token),) = tick(now)
     march = now - timedelta(days=270)
@@ -60,6 +62,9 @@ def test_an_operators_move_during_a_run_is_kept_and_said(marked, now):
     entry = AuditEntry.objects.get(action="watermark.advance_refused")
     assert entry.after["run"] == run_id and entry.before["value"] == march.isoformat()
     assert not WatermarkHistory.objects.filter(schedule=marked, kind="advance").exists()
+    client.force_login(viewer)
+    page = html.unescape(client.get(reverse("scheduler:run_detail", args=[run_id])).content.decode())
+    assert "watermark not advanced" in page and "reload from March" in page, "the run page says so"
 
 
 def test_a_reset_during_a_run_is_kept(marked, now):
