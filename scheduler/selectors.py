@@ -21,6 +21,7 @@ from scheduler.models import (
     BreakerStatus,
     GovernanceTick,
     LoopLease,
+    NodeRecord,
     Run,
     RunLogLine,
     RunStatus,
@@ -607,15 +608,27 @@ def fold_runs(runs: list[Run], *, limit: int = 10) -> list[dict]:
     return groups
 
 
-def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000):
-    """The run's log lines after seq `after`, oldest first (the run page follows a RUNNING run with this)."""
+def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000, node: str | None = None):
+    """The run's log lines after seq `after`, oldest first (the run page follows a RUNNING run with this).
 
-    return list(RunLogLine.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit])
+    `node`: only the lines of that workflow (or dbt) node."""
+    lines = RunLogLine.objects.filter(run=run, seq__gt=after)
+    if node is not None:
+        lines = lines.filter(node=node)
+    return list(lines.order_by("seq")[:limit])
+
+
+def run_log_nodes(run: Run) -> list[str]:
+    """The nodes a run's log lines or node records name, in the order of their first record, then of the log."""
+    named = list(NodeRecord.objects.filter(run=run).order_by("id").values_list("task_id", flat=True))
+    logged = RunLogLine.objects.filter(run=run).exclude(node="").values_list("node", flat=True).distinct()
+    return list(dict.fromkeys(named + sorted(logged)))
 
 
 def log_line_text(line: RunLogLine) -> str:
-    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source, message."""
-    return f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {line.source}: {line.message}"
+    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source [node], message."""
+    source = f"{line.source} [{line.node}]" if line.node else line.source
+    return f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {source}: {line.message}"
 
 
 def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) -> list[Run]:

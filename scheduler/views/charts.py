@@ -280,3 +280,92 @@ def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: in
     height = top + max(len(ordered), 1) * row_h + 6
     zone = end.astimezone(tz).tzname() or "UTC"
     return Timeline(ordered, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, x_of(end), zone)
+
+
+# --- a run's nodes in time (workflow nodes, dbt models and tests) -----------
+
+GANTT_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+DBT_KINDS = {"model", "seed", "snapshot", "test", "unit_test", "source", "analysis", "operation", "exposure"}
+GANTT_STATUS = {"SUCCESS": "succeeded", "FAILED": "failed", "SKIPPED": "skipped"}
+
+
+@dataclass
+class GanttBar:
+    node: str
+    label: str
+    status: str
+    x: float
+    y: float
+    w: float
+    title: str
+
+
+@dataclass
+class Gantt:
+    bars: list[GanttBar]
+    ticks: list[tuple[float, str]]
+    width: float
+    height: float
+    label_w: float
+    plot_w: float
+    row_h: float
+    span_seconds: float
+    left_out: int = 0
+    resumed: int = 0
+
+
+def node_label(task_id: str) -> str:
+    """A node's short name: a dbt unique id `model.shop.orders` is "model orders"; a workflow node is itself."""
+    parts = task_id.split(".")
+    if len(parts) >= 3 and parts[0] in DBT_KINDS:
+        return f"{parts[0]} {parts[2]}"
+    return task_id
+
+
+def _offset(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:g} s"
+    if seconds < 3600:
+        return f"{seconds / 60:g} min"
+    return f"{seconds / 3600:g} h"
+
+
+def node_gantt(records: Iterable, *, plot_w: int = 640, label_w: int = 210, row_h: int = 16,
+               max_rows: int = 300) -> Gantt:
+    """One row per node record that ran in this run (in the order they started): a bar from its start to its end.
+
+    The x axis is the run's own span, from the first node's start to the last one's end. A resumed node (it
+    succeeded in an earlier attempt) did not run here and is only counted. Past `max_rows` rows the rest are
+    counted in `left_out`, so a dbt project of thousands of nodes keeps the page small.
+    """
+    records = list(records)
+    ran = [r for r in records if not getattr(r, "resumed", False)]
+    resumed = len(records) - len(ran)
+    ran.sort(key=lambda r: (r.started_at, r.finished_at))
+    drawn, left_out = ran[:max_rows], max(len(ran) - max_rows, 0)
+    if not ran:
+        return Gantt([], [], label_w + plot_w, 0, label_w, plot_w, row_h, 0, 0, resumed)
+    start = min(r.started_at for r in ran)
+    end = max(max(r.finished_at for r in ran), start)
+    span = (end - start).total_seconds()
+    scale = plot_w / span if span > 0 else 0.0
+    top = 18
+    attempts = len({getattr(r, "run_attempt", 1) for r in ran}) > 1
+    bars = []
+    for i, r in enumerate(drawn):
+        begin = (r.started_at - start).total_seconds()
+        took = max((r.finished_at - r.started_at).total_seconds(), 0.0)
+        status = GANTT_STATUS.get(str(r.outcome).upper(), str(r.outcome).lower())
+        label = node_label(r.task_id) + (f" (attempt {r.run_attempt})" if attempts else "")
+        title = f"{r.task_id}: {status}, {took:.1f} s from +{begin:.1f} s"
+        if getattr(r, "reason", ""):
+            title += f": {r.reason}"
+        bars.append(GanttBar(r.task_id, label, status, round(label_w + begin * scale, 1), top + i * row_h,
+                             round(max(took * scale, 2.0) if span > 0 else plot_w, 1), title))
+    step = next((s for s in GANTT_STEPS if span / s <= 8), GANTT_STEPS[-1])
+    ticks, t = [], 0
+    while t <= span and span > 0:
+        ticks.append((round(label_w + t * scale, 1), _offset(t)))
+        t += step
+    height = top + len(bars) * row_h + 4
+    return Gantt(bars, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, span, left_out, resumed)

@@ -105,6 +105,7 @@ def run_detail(request, run_id: int):
         context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, deps)
     if run.schedule.target_kind in (TargetKind.WORKFLOW, TargetKind.DBT):
         context["nodes"] = node_records(run)
+        context["gantt"] = charts.node_gantt(context["nodes"])
         context["can_resume"] = run.status in RERUNNABLE and run.backfill_id is None
     if run.stopping:
         context["stop"] = _stop_context(run)
@@ -116,10 +117,22 @@ def run_detail(request, run_id: int):
     context["offers"] = rerun_offers(run)
     context["rerun_form"] = RerunForm()
     if not request.htmx:
-        context["log_lines"] = selectors.run_log_lines(run)
+        context.update(_log_filter(request, run))
+        context["log_lines"] = [] if context["node_error"] else selectors.run_log_lines(run, node=context["log_node"])
         context["last_seq"] = context["log_lines"][-1].seq if context["log_lines"] else 0
         context["log_done"] = _log_done(run, now)
     return render(request, partial(request, "scheduler/run_detail.html", "live"), context)
+
+
+def _log_filter(request, run: Run) -> dict:
+    """`?node=NAME`: the log of one node. The choices are the nodes the run recorded; another name is an error."""
+    nodes = selectors.run_log_nodes(run)
+    node = request.GET.get("node") or None
+    error = ""
+    if node is not None and node not in nodes:
+        error = f"node: no node named '{node[:200]}' in run {run.pk}" + (
+            f" (its nodes: {', '.join(nodes[:10])}{' …' if len(nodes) > 10 else ''})" if nodes else "")
+    return {"log_nodes": nodes, "log_node": node, "node_error": error}
 
 
 # A timeout's reason, as the stop token words it: the run's own limit or a workflow node's
@@ -174,15 +187,16 @@ def run_log(request, run_id: int):
     """The run's log: new lines for the follower on the run page (htmx), the whole log as text otherwise."""
     run = get_object_or_404(Run.objects.only("id", "status", "stop_requested_at", "finished_at"), pk=run_id)
     if not request.htmx:
-        lines = selectors.run_log_lines(run, limit=100_000)
+        lines = selectors.run_log_lines(run, limit=100_000, node=request.GET.get("node") or None)
         text = "".join(selectors.log_line_text(line) + "\n" for line in lines)
         response = HttpResponse(text, content_type="text/plain; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}.log"'
         return response
     after = int_or_none(request.GET.get("after")) or 0
-    lines = selectors.run_log_lines(run, after=after)
+    node = request.GET.get("node") or None
+    lines = selectors.run_log_lines(run, after=after, node=node)
     context = {"run": run, "log_lines": lines, "last_seq": lines[-1].seq if lines else after,
-               "log_done": _log_done(run, timezone.now()), "oob": True}
+               "log_done": _log_done(run, timezone.now()), "oob": True, "log_node": node}
     return render(request, "scheduler/run_log_more.html", context)
 
 
