@@ -122,8 +122,38 @@ class RerunForm(forms.Form):
     reason = forms.CharField(required=False, max_length=500, label="Reason")
 
 
-TIMELINE_HOURS = [(1, "1 hour"), (3, "3 hours"), (6, "6 hours"), (12, "12 hours"), (24, "24 hours"), (48, "48 hours")]
+# the timeline's ranges: the value in the URL, what the select says, the seconds drawn
+TIMELINE_RANGES = [("15m", "15 minutes", 900), ("1h", "1 hour", 3600), ("3h", "3 hours", 3 * 3600),
+                   ("6h", "6 hours", 6 * 3600), ("12h", "12 hours", 12 * 3600), ("24h", "24 hours", 24 * 3600),
+                   ("48h", "48 hours", 48 * 3600)]
+
+
+def timeline_ranges(default_hours: int) -> list[tuple[str, str, int]]:
+    """The ranges offered: the fixed ones, and the configured default (ETL_TIMELINE_HOURS) when it is none of them."""
+    ranges = list(TIMELINE_RANGES)
+    if not any(seconds == default_hours * 3600 for _, _, seconds in ranges):
+        ranges.append((f"{default_hours}h", f"{default_hours} hours", default_hours * 3600))
+        ranges.sort(key=lambda r: r[2])
+    return ranges
 
 
 class TimelineForm(forms.Form):
-    hours = forms.TypedChoiceField(choices=TIMELINE_HOURS, coerce=int, required=False, label="Last")
+    """The range the timeline draws. Unbound or invalid, the select shows the default: what is drawn then."""
+
+    range = forms.ChoiceField(choices=[], required=False, label="Last")
+
+    def __init__(self, data=None, *, default_hours: int):
+        self.ranges = timeline_ranges(default_hours)
+        self.default = next(value for value, _, seconds in self.ranges if seconds == default_hours * 3600)
+        if data is not None and "hours" in data and "range" not in data:  # links from before 15 minutes was a range
+            data = data.copy()
+            data["range"] = f"{data['hours']}h"
+        super().__init__(data, initial={"range": self.default})
+        self.fields["range"].choices = [(value, text) for value, text, _ in self.ranges]
+
+    def chosen(self) -> tuple[str, str, int]:
+        """(value, words, seconds) of the range to draw: the valid choice, else the default."""
+        value = self.default
+        if self.is_bound and self.is_valid() and self.cleaned_data["range"]:
+            value = self.cleaned_data["range"]
+        return next(r for r in self.ranges if r[0] == value)

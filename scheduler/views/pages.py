@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -284,21 +285,33 @@ def skipped_list(request):
     return _reason_list(request, RunStatus.SKIPPED, "Skipped runs")
 
 
+# Past this many runs in the range the timeline groups them (a bar per schedule and time slice): each run's bar
+# costs ~350 bytes of HTML, and the page must stay under 100 KB whatever the history (issue 23).
+TIMELINE_MAX_BARS = 200
+TIMELINE_MAX_GROUPS = 300  # groups on the whole page; each row gets its share of time slices
+
+
 @page("scheduler.view_run")
 def timeline(request):
-    """A Gantt of the last hours: one row per schedule, queue wait pale, execution solid."""
-    form = TimelineForm(request.GET or None)
-    hours = settings.ETL_TIMELINE_HOURS
-    if form.is_bound and form.is_valid() and form.cleaned_data["hours"]:
-        hours = form.cleaned_data["hours"]
+    """A Gantt of the chosen range: one row per schedule, queue wait pale, execution solid; grouped when crowded."""
+    form = TimelineForm(request.GET or None, default_hours=settings.ETL_TIMELINE_HOURS)
+    value, words, seconds = form.chosen()
     now = timezone.now()
-    start = now - timedelta(hours=hours)
+    start = now - timedelta(seconds=seconds)
     scope = team_scope(request)
-    chart = charts.timeline_chart(
-        selectors.timeline_runs(start=start, end=now, team_ids=scope["team_ids"]), start=start, end=now,
-        href=lambda run: reverse("scheduler:run_detail", args=[run.pk]),
-        schedule_href=lambda pk: reverse("scheduler:schedule_detail", args=[pk]),
-        tz=timezone.get_current_timezone(),
-    )
-    context = {"form": form, "chart": chart, "hours": hours, "start": start, "now": now, **scope}
+    options = {"start": start, "end": now, "tz": timezone.get_current_timezone(),
+               "schedule_href": lambda pk: reverse("scheduler:schedule_detail", args=[pk])}
+    total = selectors.timeline_count(start=start, end=now, team_ids=scope["team_ids"])
+    if total <= TIMELINE_MAX_BARS:
+        chart = charts.timeline_chart(
+            selectors.timeline_runs(start=start, end=now, team_ids=scope["team_ids"]),
+            href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
+    else:
+        runs_url = reverse("scheduler:runs")
+        chart = charts.timeline_groups(
+            selectors.timeline_facts(start=start, end=now, team_ids=scope["team_ids"]), max_groups=TIMELINE_MAX_GROUPS,
+            group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
+            **options)
+    context = {"form": form, "chart": chart, "range_value": value, "range_words": words, "seconds": seconds,
+               "start": start, "now": now, "total": total, "total_text": f"{total:,}", **scope}
     return render(request, partial(request, "scheduler/timeline.html", "chart"), context)
