@@ -7,6 +7,7 @@ from datetime import date, datetime, time, timedelta
 from datetime import timezone as dt_timezone
 
 from django import forms
+from django.utils import timezone as django_timezone
 
 from scheduler.models import RunStatus, Schedule, Team, TriggerKind, WorkloadClass
 
@@ -93,9 +94,35 @@ class RunNowForm(forms.Form):
 
 
 class WatermarkForm(forms.Form):
+    """A datetime mark is typed in the viewer's zone (a date-time picker, to the second) or with an offset."""
+
     value = forms.CharField(required=False, max_length=64, help_text="Empty resets the mark to its initial value.")
     reason = forms.CharField(max_length=500, help_text="Why: kept in the audit log.")
     force = forms.BooleanField(required=False, label="Allow a mark in the future")
+
+    def __init__(self, *args, datetime_mark: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.datetime_mark = datetime_mark
+        if datetime_mark:
+            self.fields["value"].widget = forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"})
+            self.fields["value"].help_text = ("In your display zone, to the second; empty resets the mark to its "
+                                              "initial value.")
+
+    def clean_value(self):
+        value = self.cleaned_data["value"].strip()
+        if not (self.datetime_mark and value):
+            return value
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value  # the service names what is wrong with it
+        if moment.tzinfo is None:  # the picker's value: a wall time in the zone the pages show
+            try:
+                moment = django_timezone.make_aware(moment, django_timezone.get_current_timezone())
+            except (OverflowError, ValueError):
+                return value
+            return moment.isoformat()
+        return value
 
 
 class ReasonForm(forms.Form):
