@@ -679,6 +679,15 @@ def recent_runs_by_schedule(schedule_ids, *, n: int = STRIP_LENGTH) -> dict[int,
     return out
 
 
+def typical_run_seconds(schedule: Schedule, *, last: int = 20) -> float | None:
+    """The median duration of the schedule's last `last` successful runs (None: it has none yet)."""
+    rows = (Run.objects.filter(schedule=schedule, status=RunStatus.SUCCEEDED, started_at__isnull=False,
+                               finished_at__isnull=False)
+            .order_by("-finished_at").values_list("started_at", "finished_at")[:last])
+    durations = [max((end - start).total_seconds(), 0.0) for start, end in rows]
+    return median(durations) if durations else None
+
+
 def strip_summary(runs: list[Run]) -> dict:
     """Last success and typical (median) duration of successful runs among `runs`."""
 

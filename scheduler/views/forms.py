@@ -184,3 +184,69 @@ class TimelineForm(forms.Form):
         if self.is_bound and self.is_valid() and self.cleaned_data["range"]:
             value = self.cleaned_data["range"]
         return next(r for r in self.ranges if r[0] == value)
+
+
+WINDOW_UNITS = [("minutes", "minutes"), ("hours", "hours"), ("days", "days")]
+UNIT_SECONDS = {"minutes": 60, "hours": 3600, "days": 86400}
+ORDERS = [("oldest", "oldest first"), ("newest", "newest first")]
+
+
+class ScheduleBackfillForm(forms.Form):
+    """A backfill of one schedule. A datetime mark: dates and times in the schedule's zone and a window of N
+    minutes, hours or days. An integer mark: the values. `range()` gives what the service takes."""
+
+    max_parallel = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Windows at a time")
+    order = forms.ChoiceField(choices=ORDERS, initial="oldest", label="Order",
+                              help_text="Newest first brings the latest data back soonest.")
+    params = JSONObjectField(required=False, label="Params (JSON object)",
+                             help_text='Given to every window\'s run, e.g. {"table": "fact_orders_replay"}')
+    reason = forms.CharField(max_length=500, help_text="Why: kept in the audit log.")
+
+    def __init__(self, *args, zone, datetime_mark: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.zone, self.datetime_mark = zone, datetime_mark
+        if datetime_mark:
+            day = {"input_formats": ["%Y-%m-%d"], "widget": forms.DateInput(attrs={"type": "date"})}
+            clock = {"input_formats": ["%H:%M", "%H:%M:%S"], "required": False,
+                     "widget": forms.TimeInput(attrs={"type": "time"}, format="%H:%M")}
+            fields = {
+                "from_date": forms.DateField(label="From (day)", **day),
+                "from_time": forms.TimeField(label="at", help_text="included", **clock),
+                "to_date": forms.DateField(label="To (day)", **day),
+                "to_time": forms.TimeField(label="at", help_text="excluded", **clock),
+                "window_count": forms.IntegerField(min_value=1, max_value=100_000, initial=1, label="Windows of"),
+                "window_unit": forms.ChoiceField(choices=WINDOW_UNITS, initial="days", label="unit"),
+            }
+        else:
+            fields = {
+                "from_value": forms.IntegerField(label="From (excluded)"),
+                "to_value": forms.IntegerField(label="To (included)"),
+                "window_size": forms.IntegerField(min_value=1, label="Values per window"),
+            }
+        self.fields = {**fields, **self.fields}
+
+    def _moment(self, day: str, clock: str):
+        moment = datetime.combine(self.cleaned_data[day], self.cleaned_data.get(clock) or time.min)
+        return moment.replace(tzinfo=self.zone)
+
+    def range(self) -> tuple:
+        """(start, end, window) for backfill_submit: aware datetimes and a timedelta, or integers."""
+        data = self.cleaned_data
+        if self.datetime_mark:
+            size = timedelta(seconds=data["window_count"] * UNIT_SECONDS[data["window_unit"]])
+            return self._moment("from_date", "from_time"), self._moment("to_date", "to_time"), size
+        return data["from_value"], data["to_value"], data["window_size"]
+
+    def window_words(self) -> str:
+        data = self.cleaned_data
+        if self.datetime_mark:
+            count, unit = data["window_count"], data["window_unit"]
+            return f"{count} {unit[:-1] if count == 1 else unit}"
+        return f"{data['window_size']} value{'' if data['window_size'] == 1 else 's'}"
+
+    # the service's names for its inputs -> this form's field
+    def field_for(self, name: str) -> str | None:
+        mapping = ({"from": "from_date", "to": "to_date", "window": "window_count"} if self.datetime_mark
+                   else {"from": "from_value", "to": "to_value", "window": "window_size"})
+        field = mapping.get(name, name)
+        return field if field in self.fields else None
