@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_safe
 from django_htmx.http import HttpResponseStopPolling
 
@@ -101,8 +103,10 @@ def _about(seconds: float) -> str:
 
 def _preview(schedule: Schedule, form: ScheduleBackfillForm) -> dict:
     """How many windows, of what size, and how long at the schedule's recent run time; or the first problem."""
-    if not form.is_valid():
-        field, errors = next(iter(form.errors.items()))
+    form.is_valid()
+    problems = [(f, e) for f, e in form.errors.items() if f != "reason"]  # the reason is asked at submit only
+    if problems:
+        field, errors = problems[0]
         return {"error": f"{field}: {errors[0]}" if field != "__all__" else errors[0]}
     start, end, size = form.range()
     try:
@@ -127,7 +131,12 @@ def _preview(schedule: Schedule, form: ScheduleBackfillForm) -> dict:
 def schedule_backfill(request, schedule_id: int):
     """The backfill form of this schedule, for anyone who sees the schedule (it says who may submit)."""
     schedule = get_object_or_404(Schedule, pk=schedule_id)
-    return _backfill_page(request, schedule, _backfill_form(schedule))
+    form = _backfill_form(schedule)
+    if form is not None and form.datetime_mark:  # the last seven whole days in the schedule's zone
+        today = timezone.now().astimezone(form.zone).date()
+        form.initial.update(from_date=today - timedelta(days=7), to_date=today, from_time="00:00",
+                            to_time="00:00", window_count=1, window_unit="days")
+    return _backfill_page(request, schedule, form)
 
 
 def _backfill_page(request, schedule: Schedule, form, *, status: int = 200):
