@@ -225,6 +225,16 @@ class ScheduleBackfillForm(forms.Form):
             }
         self.fields = {**fields, **self.fields}
 
+    def clean(self):
+        cleaned = super().clean()
+        names = (("from_date", "to_date", "window_count", "window_unit") if self.datetime_mark
+                 else ("from_value", "to_value", "window_size"))
+        if all(cleaned.get(n) is not None for n in names):
+            start, end, _ = self.range()
+            if start >= end:  # said in the form's words, not in the UTC the service would quote
+                raise forms.ValidationError("to: must be after from")
+        return cleaned
+
     def _moment(self, day: str, clock: str):
         moment = datetime.combine(self.cleaned_data[day], self.cleaned_data.get(clock) or time.min)
         return moment.replace(tzinfo=self.zone)
