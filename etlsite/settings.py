@@ -286,6 +286,8 @@ AUTHENTICATION_BACKENDS = [
 ]
 ETL_DEFAULT_TEAM = envstr("ETL_DEFAULT_TEAM", "default")  # owner of schedules made without one
 ETL_TEAMS_VIEW_ALL = envbool("ETL_TEAMS_VIEW_ALL", True)  # viewers and operators see other teams read-only
+# a refusal is one audit entry per actor, permission, object and window; repeats in the window are only counted
+ETL_AUDIT_REFUSAL_WINDOW_SECONDS = envint("ETL_AUDIT_REFUSAL_WINDOW_SECONDS", 300, minimum=1)
 # --- end teams settings ---
 
 # --- hardening settings (continued) ---

@@ -40,6 +40,7 @@ from scheduler.services.schedules import (
     schedule_spec,
     validate_schedule,
 )
+from scheduler.services.teams import authorize, authorize_create, authorize_owner_change
 
 FILE_VERSION = 1
 CREATE, UPDATE, UNCHANGED, DELETE = "create", "update", "unchanged", "delete"
@@ -226,7 +227,8 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
     """
     problems: list[Problem] = []
     classes = {wc.name: wc for wc in WorkloadClass.objects.all()}
-    existing = {s.name: s for s in Schedule.objects.select_related("workload_class").prefetch_related("depends_on")}
+    existing = {s.name: s for s in
+                Schedule.objects.select_related("workload_class", "owner").prefetch_related("depends_on")}
     wanted: dict[str, dict] = {}  # name -> spec, in file order
     for index, entry in enumerate(entries):
         label = _label(index, entry)
@@ -245,7 +247,11 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
             continue
         wanted[schedule.name] = schedule_spec(schedule, depends_on=upstreams)
 
-    kept = set(wanted) if prune else set(wanted) | set(existing)
+    # prune touches only the teams the file speaks for: another team's schedules are not this file's business
+    file_teams = {spec["owner"] for spec in wanted.values()}
+    pruned = {name for name, s in existing.items()
+              if name not in wanted and s.owner.name in file_teams} if prune else set()
+    kept = (set(wanted) | set(existing)) - pruned
     # entries refused above already have their problem: do not report them again as missing upstreams
     listed = {e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)}
     for index, entry in enumerate(entries):
@@ -257,7 +263,7 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
             if upstream == name:
                 problems.append(Problem(_label(index, entry), "depends_on", "a schedule cannot depend on itself"))
             elif upstream not in kept and upstream not in listed:
-                why = ("is not in the file and --prune would delete it" if upstream in existing
+                why = ("is not in the file and --prune would delete it" if upstream in pruned
                        else "is neither in the file nor in the database")
                 problems.append(Problem(_label(index, entry), "depends_on", f"upstream '{upstream}' {why}"))
     graph = {name: list(wanted[name]["depends_on"]) if name in wanted else
@@ -288,11 +294,28 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
         diff = {f: (before[f], spec[f]) for f in SCHEDULE_FIELDS if before[f] != spec[f]}
         changes.append(Change(UPDATE if diff else UNCHANGED, name, diff))
     if prune:
-        changes.extend(Change(DELETE, name) for name in sorted(set(existing) - set(wanted)))
+        changes.extend(Change(DELETE, name) for name in sorted(pruned))
     return Plan(changes)
 
 
 # --- applying ---------------------------------------------------------------------
+
+def _authorize_plan(plan: Plan, *, actor: Any) -> None:
+    """`teams.authorize` for every change of the plan; the first refusal (audited) refuses the whole file."""
+    targets = {s.name: s for s in Schedule.objects.select_related("owner").filter(
+        name__in=[c.name for c in plan.changes if c.action in (UPDATE, DELETE)])}
+    teams = {t.name: t for t in Team.objects.all()}
+    for change in plan.changes:
+        if change.action == CREATE:
+            authorize_create(actor=actor, name=change.name, team=teams[change.changes["owner"]])
+        elif change.action == UPDATE:
+            authorize(actor=actor, perm="scheduler.change_schedule", obj=targets[change.name])
+            if "owner" in change.changes:
+                authorize_owner_change(actor=actor, schedule=targets[change.name],
+                                       team=teams[change.changes["owner"][1]])
+        elif change.action == DELETE:
+            authorize(actor=actor, perm="scheduler.delete_schedule", obj=targets[change.name])
+
 
 def schedules_apply(*, text: str | None = None, entries: list | None = None, actor: Any, prune: bool = False,
                     dry_run: bool = False, reason: str = "", now: datetime | None = None) -> Plan:
@@ -305,10 +328,13 @@ def schedules_apply(*, text: str | None = None, entries: list | None = None, act
         entries = parse_schedules_file(text if text is not None else "")
     now = now or timezone.now()
     reason = reason or "applied from a schedules file"
+    # asked outside the transaction, so that a refusal's audit entry stays when nothing else does
+    _authorize_plan(schedules_plan(entries, prune=prune), actor=actor)
     with transaction.atomic():
         plan = schedules_plan(entries, prune=prune)
         if dry_run or not plan.has_changes:
             return plan
+        _authorize_plan(plan, actor=actor)  # the database may have moved since the first look
         try:
             for change in plan.changes:
                 if change.action == CREATE:

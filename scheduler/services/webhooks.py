@@ -26,8 +26,7 @@ from django.utils import timezone
 
 from scheduler.models import Run, Schedule, TriggerKind, WebhookDelivery, WebhookRefusal
 from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError
-from scheduler.services.events import check_storable
+from scheduler.services.errors import ServiceError, check_storable
 from scheduler.services.runs import run_enqueue, validate_params
 
 TIMESTAMP_HEADER = "X-Etl-Timestamp"

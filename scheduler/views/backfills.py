@@ -20,7 +20,7 @@ from scheduler.models import Backfill, BackfillStatus, Schedule, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
 from scheduler.views.common import action, can, int_or_none, page, partial, require, team_scope
-from scheduler.views.forms import BackfillForm, ReasonForm, ScheduleBackfillForm
+from scheduler.views.forms import BackfillForm, ReasonForm, ScheduleBackfillForm, scoped
 
 # the service names its inputs from / to / window; the form's fields are longer
 SERVICE_FIELDS = {"from": "range_from", "to": "range_to", "window": "window_size"}
@@ -40,7 +40,8 @@ def backfill_list(request):
     initial = {"schedule": request.GET.get("schedule")} if request.GET.get("schedule") else None
     scope = team_scope(request)
     context = {"backfills": selectors.backfills_with_progress(scope["team_ids"])[:100],
-               "form": BackfillForm(initial=initial), "watermarked": _watermarked(scope["team_ids"]), **scope}
+               "form": scoped(BackfillForm(initial=initial), request.user),
+               "watermarked": _watermarked(scope["team_ids"]), **scope}
     return render(request, partial(request, "scheduler/backfills.html", "table"), context)
 
 
@@ -52,7 +53,7 @@ def _watermarked(team_ids) -> list[Schedule]:
 
 @action("scheduler.manage_backfill")
 def backfill_submit(request):
-    form = BackfillForm(request.POST)
+    form = scoped(BackfillForm(request.POST), request.user)
     if form.is_valid():
         data = form.cleaned_data
         require(request, "scheduler.manage_backfill", data["schedule"])

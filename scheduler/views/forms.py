@@ -10,12 +10,26 @@ from django import forms
 from django.utils import timezone as django_timezone
 
 from scheduler.models import RunStatus, Schedule, Team, TriggerKind, WorkloadClass
+from scheduler.services.teams import visible_team_ids
 
 _ONE_DAY = timedelta(days=1)
 
 
 def _day_start(day) -> datetime | None:
     return datetime.combine(day, time.min, tzinfo=dt_timezone.utc) if day else None
+
+
+def scoped(form: forms.Form, user) -> forms.Form:
+    """`form` with its schedule and team choices narrowed to the teams `user` may see (ETL_TEAMS_VIEW_ALL off)."""
+    visible = visible_team_ids(user)
+    if visible is None:
+        return form
+    for field in form.fields.values():
+        if isinstance(field, forms.ModelChoiceField) and field.queryset.model is Schedule:
+            field.queryset = field.queryset.filter(owner_id__in=visible)
+        elif isinstance(field, forms.ModelChoiceField) and field.queryset.model is Team:
+            field.queryset = field.queryset.filter(pk__in=visible)
+    return form
 
 
 class RunFilterForm(forms.Form):

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0018_dbt_target'),
+        ('scheduler', '0020_refusal_counts'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0019_runlog_node_and_node_error'),
+        ('scheduler', '0021_runlog_node_and_node_error'),
     ]
 
     operations = [
