@@ -23,6 +23,7 @@ from scheduler.models import (
     BreakerStatus,
     GovernanceTick,
     LoopLease,
+    NodeRecord,
     Run,
     RunLogLine,
     RunStatus,
@@ -651,28 +652,56 @@ def fold_runs(runs: list[Run], *, limit: int = 10) -> list[dict]:
     return groups
 
 
-def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000):
-    """The run's log lines after seq `after`, oldest first (the run page follows a RUNNING run with this)."""
+def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000, node: str | None = None):
+    """The run's log lines after seq `after`, oldest first (the run page follows a RUNNING run with this).
 
-    return list(RunLogLine.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit])
+    `node`: only the lines of that workflow (or dbt) node."""
+    lines = RunLogLine.objects.filter(run=run, seq__gt=after)
+    if node is not None:
+        lines = lines.filter(node=node)
+    return list(lines.order_by("seq")[:limit])
+
+
+def run_log_nodes(run: Run) -> list[str]:
+    """The nodes a run's log lines or node records name, in the order of their first record, then of the log."""
+    named = list(NodeRecord.objects.filter(run=run).order_by("id").values_list("task_id", flat=True))
+    logged = RunLogLine.objects.filter(run=run).exclude(node="").values_list("node", flat=True).distinct()
+    return list(dict.fromkeys(named + sorted(logged)))
 
 
 def log_line_text(line: RunLogLine) -> str:
-    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source, message."""
-    return f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {line.source}: {line.message}"
+    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source [node], message."""
+    source = f"{line.source} [{line.node}]" if line.node else line.source
+    return f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {source}: {line.message}"
+
+
+def _timeline_qs(*, start: datetime, end: datetime, team_ids=None):
+    """Runs that overlap [start, end]: queued before the end and not finished before the start."""
+    return (owned_by(Run.objects.filter(queued_at__lt=end, queued_at__gte=start - timedelta(days=2)), team_ids)
+            .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=start)))
+
+
+def timeline_count(*, start: datetime, end: datetime, team_ids=None) -> int:
+    return _timeline_qs(start=start, end=end, team_ids=team_ids).count()
 
 
 def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) -> list[Run]:
     """Runs that overlap [start, end]: queued before the end and not finished before the start."""
 
     return list(
-        owned_by(Run.objects.filter(queued_at__lt=end, queued_at__gte=start - timedelta(days=2)), team_ids)
-        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=start))
+        _timeline_qs(start=start, end=end, team_ids=team_ids)
         .select_related("schedule")
         .only("id", "status", "stop_requested_at", "queued_at", "started_at", "finished_at", "schedule__id",
               "schedule__name")
         .order_by("queued_at", "id")[:limit]
     )
+
+
+def timeline_facts(*, start: datetime, end: datetime, team_ids=None) -> list[tuple]:
+    """(schedule id, schedule name, status, queued, started) of every run in the range: what grouping needs."""
+    return list(_timeline_qs(start=start, end=end, team_ids=team_ids)
+                .values_list("schedule_id", "schedule__name", "status", "queued_at", "started_at")
+                .order_by("queued_at", "id"))
 
 
 STRIP_LENGTH = 20
@@ -692,6 +721,15 @@ def recent_runs_by_schedule(schedule_ids, *, n: int = STRIP_LENGTH) -> dict[int,
     for run in ranked:
         out.setdefault(run.schedule_id, []).append(run)
     return out
+
+
+def typical_run_seconds(schedule: Schedule, *, last: int = 20) -> float | None:
+    """The median duration of the schedule's last `last` successful runs (None: it has none yet)."""
+    rows = (Run.objects.filter(schedule=schedule, status=RunStatus.SUCCEEDED, started_at__isnull=False,
+                               finished_at__isnull=False)
+            .order_by("-finished_at").values_list("started_at", "finished_at")[:last])
+    durations = [max((end - start).total_seconds(), 0.0) for start, end in rows]
+    return median(durations) if durations else None
 
 
 def strip_summary(runs: list[Run]) -> dict:

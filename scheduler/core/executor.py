@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
@@ -62,6 +63,13 @@ class RunReport:
 
 def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+ERROR_CHARS = 8000  # a node's traceback keeps its end: the frame that raised and the message
+
+
+def _traceback(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()[-ERROR_CHARS:]
 
 
 class Executor:
@@ -175,7 +183,8 @@ class Executor:
             with stop.current().node_timeout(task_id, pipeline.timeout_seconds):
                 result = pipeline.run(sleep=self.sleep)
         except Exception as exc:  # any pipeline error is a recorded failure, not a crash
-            return RunRecord(task_id, Outcome.FAILED, started, self.clock(), reason=_reason(exc), attempts=tries[0])
+            return RunRecord(task_id, Outcome.FAILED, started, self.clock(), reason=_reason(exc), attempts=tries[0],
+                             error=_traceback(exc))
         finally:
             pipeline.on_retry = hook
         return RunRecord(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Protocol, runtime_checkable
 
@@ -47,6 +47,9 @@ class RunRecord:
     reason: str = ""
     attempts: int = 1  # tries of the node under its retry policy
     resumed: bool = False  # succeeded in an earlier attempt of the run; not run again
+    # a failed node's traceback: kept in its node record, not in the run's report (which stays small);
+    # diagnostic text, so two records of the same outcome are equal with or without it
+    error: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +76,7 @@ class RunRecord:
             reason=data.get("reason", ""),
             attempts=int(data.get("attempts", 1)),
             resumed=bool(data.get("resumed", False)),
+            error=str(data.get("error", "")),
         )
 
 

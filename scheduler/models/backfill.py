@@ -18,6 +18,9 @@ class Backfill(models.Model):
     reason = models.CharField(max_length=500)
     requested_by = models.CharField(max_length=150)
     max_parallel = models.PositiveIntegerField(default=1)
+    newest_first = models.BooleanField(
+        default=False, help_text="Queue the windows newest first (the latest data back soonest); default oldest first."
+    )
     params = models.JSONField(
         default=dict, blank=True, help_text="Params given to every window's run (e.g. a different target table)."
     )

@@ -23,6 +23,7 @@ class NodeRecord(models.Model):
     rows = models.BigIntegerField(default=0)
     watermark = models.CharField(max_length=64, blank=True, help_text="Largest watermark value the node loaded.")
     reason = models.CharField(max_length=500, blank=True, help_text="Why it failed.")
+    error = models.TextField(blank=True, default="", help_text="A failed node's traceback (its last 8,000 characters).")
 
     class Meta:
         ordering = ["run", "id"]

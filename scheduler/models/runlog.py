@@ -10,6 +10,8 @@ class RunLogLine(models.Model):
     level = models.CharField(max_length=8, help_text="INFO, WARNING, ERROR ...")
     source = models.CharField(max_length=100, help_text="Logger name, or 'scheduler' for the scheduler's notes.")
     message = models.TextField(help_text="The line, with its traceback when it carried one.")
+    node = models.CharField(max_length=200, blank=True, default="",
+                            help_text="The workflow node (or dbt node) the line came from; empty: the run itself.")
 
     class Meta:
         ordering = ["run", "seq"]

@@ -71,14 +71,15 @@ def _positive_int(value: Any, field: str) -> int:
 
 def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, window: Any, reason: str,
                     requested_by: Any, max_parallel: Any = 1, params: dict | None = None,
-                    now: datetime | None = None) -> Backfill:
+                    newest_first: bool = False, now: datetime | None = None) -> Backfill:
     """Split the range into windows, store them all, and let the dispatcher pump them.
 
     Datetime ranges are [start, end): a backfill of March is from March 1
     00:00 to April 1 00:00 and loads exactly March. Integer ranges are
     (start, end], like an integer mark. `params` go to every window's run
     over the schedule's own (a different target table, say); the pipeline
-    sees `ctx.backfill` set.
+    sees `ctx.backfill` set. `newest_first` queues the latest window first (the
+    most recent data comes back soonest); by default the oldest goes first.
     """
     schedule = schedule_get(schedule)
     config = watermark_config(schedule)
@@ -98,6 +99,9 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
         parallel = _positive_int(max_parallel, "max_parallel")
     with found.check():
         params = check_target_params(schedule, validate_params(params))
+    with found.check():
+        if not isinstance(newest_first, bool):
+            raise ServiceError(f"must be true or false, got {newest_first!r}", field="newest_first")
     with found.check():
         if not reason or not str(reason).strip():
             raise ServiceError("a reason is required", field="reason")
@@ -119,13 +123,13 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
         backfill = Backfill.objects.create(
             schedule=schedule, range_from=encode_value(low), range_to=encode_value(high), window_size=window_text,
             reason=str(reason).strip()[:500], requested_by=who[:150], max_parallel=parallel,
-            total_windows=len(pairs), created_at=now, params=params,
+            total_windows=len(pairs), created_at=now, params=params, newest_first=newest_first,
         )
         _insert_windows(backfill.pk, pairs)
         audit_record(actor=requested_by, action="backfill.submit", target=backfill,
                      after={"schedule": schedule.name, "from": backfill.range_from, "to": backfill.range_to,
                             "window": window_text, "windows": len(pairs), "max_parallel": parallel,
-                            "params": params},
+                            "params": params, **({"order": "newest first"} if newest_first else {})},
                      reason=backfill.reason, at=now)
     return backfill
 
@@ -142,7 +146,8 @@ def backfill_pump(*, now: datetime) -> int:
         free = backfill.max_parallel - in_flight
         if free <= 0:
             continue
-        pending = list(BackfillWindow.objects.filter(backfill=backfill, status=WindowStatus.PENDING).order_by("seq")[:free])
+        pending = list(BackfillWindow.objects.filter(backfill=backfill, status=WindowStatus.PENDING)
+                       .order_by("-seq" if backfill.newest_first else "seq")[:free])
         if not pending:
             with transaction.atomic():
                 backfill_complete_if_done(backfill, now=now)

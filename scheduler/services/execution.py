@@ -42,7 +42,7 @@ from scheduler.services.lineage import datasets_of, lineage_atomic, lineage_atta
 from scheduler.services.nodes import NodeLedger, nodes_done
 from scheduler.services.finish import Ending, Loaded, run_finish, run_stop_request, runs_finish, stop_outcome
 from scheduler.services.runlogs import (
-    captures_store, run_log_capture, run_start_notes, save_pending, window_note,
+    captures_store, node_logger, run_log_capture, run_start_notes, save_pending, window_note,
 )
 from scheduler.services.runs import with_schedules
 from scheduler.services.watermarks import decode_value, encode_value, watermark_config, watermark_state
@@ -605,7 +605,7 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
         # each node's record is written by NodeLedger as the node finishes; nodes that
         # already succeeded for this run (an earlier attempt, or the run it re-runs) are skipped
         ledger = NodeLedger(run)
-        executor = Executor(ledger, clock=clock, done=nodes_done(run))
+        executor = Executor(ledger, clock=clock, done=nodes_done(run), on_node=node_logger(logs))
         lineage = lineage_enabled()
         for node_id, factory in workflow.nodes.items():
             node = _prepare_node(factory(ctx), schedule)

@@ -40,7 +40,7 @@ def _text(value: Any) -> str:
 
 
 _COLUMNS = ("run_id", "run_attempt", "task_id", "outcome", "attempts", "resumed", "started_at", "finished_at",
-            "rows", "watermark", "reason")
+            "rows", "watermark", "reason", "error")
 _INSERT = 'INSERT INTO "{table}" ({columns}) VALUES ({marks})'.format(
     table=NodeRecord._meta.db_table, columns=", ".join(f'"{c}"' for c in _COLUMNS),
     marks=", ".join(["%s"] * len(_COLUMNS)),
@@ -87,7 +87,7 @@ class NodeLedger:
             cursor.execute(sql, [
                 self.run.pk, self.run.attempt, record.task_id[:200], Outcome(record.outcome).value, record.attempts,
                 bool(record.resumed), adapt(record.started_at), adapt(record.finished_at), int(record.rows or 0),
-                _text(record.watermark), (record.reason or "")[:500],
+                _text(record.watermark), (record.reason or "")[:500], (record.error or "").replace("\x00", "\\x00"),
             ])
 
     def last_success(self, task_id: str) -> RunRecord | None:

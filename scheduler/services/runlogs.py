@@ -16,7 +16,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from django.conf import settings
 from django.db import connection
@@ -51,6 +51,8 @@ class RunLogCapture(logging.Handler):
         self._seq = (max(1, attempt) - 1) * ATTEMPT_SEQ_SPAN
         self._bytes = 0
         self.dropped = 0
+        # the workflow node running now (set by the executor's node hook): its lines are filed under it
+        self.node = ""
 
     # -- collecting --------------------------------------------------------
     def filter(self, record: logging.LogRecord) -> bool:
@@ -65,11 +67,12 @@ class RunLogCapture(logging.Handler):
         at = datetime.fromtimestamp(record.created, tz=dt_timezone.utc)
         self.add(text, level=record.levelname, source=record.name, at=at)
 
-    def note(self, message: str, *, level: str = "INFO", force: bool = False) -> None:
-        """A line of the scheduler's own about this run (`force`: kept even past the cap)."""
-        self.add(message, level=level, source=SCHEDULER, at=self.clock(), force=force)
+    def note(self, message: str, *, level: str = "INFO", force: bool = False, node: str | None = None) -> None:
+        """A line of the scheduler's own about this run (`force`: kept even past the cap; `node`: filed under it)."""
+        self.add(message, level=level, source=SCHEDULER, at=self.clock(), force=force, node=node)
 
-    def add(self, message: str, *, level: str, source: str, at: datetime, force: bool = False) -> None:
+    def add(self, message: str, *, level: str, source: str, at: datetime, force: bool = False,
+            node: str | None = None) -> None:
         if len(message) > self.max_line:
             message = message[: self.max_line] + f" … [{len(message) - self.max_line} characters cut]"
         size = len(message.encode("utf-8", "replace"))
@@ -82,6 +85,7 @@ class RunLogCapture(logging.Handler):
             self._pending.append(RunLogLine(
                 run_id=self.run_id, seq=self._seq, at=at, level=level[:8], source=source[:100],
                 message=message.replace("\x00", "\\x00"),  # PostgreSQL text cannot hold NUL
+                node=(self.node if node is None else node)[:200],
             ))
 
     # -- storing -----------------------------------------------------------
@@ -108,10 +112,11 @@ class RunLogCapture(logging.Handler):
         """The closing notes, from the run's final `row` (None: the run is gone)."""
         # the closing lines go in whatever the cap says: they are what a reader needs most
         if row is not None:
-            self.note(_outcome_text(row), level="ERROR" if row["status"] == RunStatus.FAILED else "INFO", force=True)
+            self.note(_outcome_text(row), level="ERROR" if row["status"] == RunStatus.FAILED else "INFO", force=True,
+                      node="")
         if self.dropped:
             self.note(f"log cap of {self.max_bytes} bytes reached: {self.dropped} later line(s) not kept",
-                      level="WARNING", force=True)
+                      level="WARNING", force=True, node="")
 
     def take(self) -> list[RunLogLine]:
         with self._mutex:
@@ -138,16 +143,16 @@ def captures_store(captures: list[RunLogCapture]) -> int:
     adapt = connection.ops.adapt_datetimefield_value
     for start in range(0, len(lines), INSERT_ROWS):
         chunk = lines[start:start + INSERT_ROWS]
-        values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
         params = [x for line in chunk for x in (line.run_id, line.seq, adapt(line.at), line.level, line.source,
-                                                line.message)]
+                                                line.message, line.node)]
         with connection.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {RunLogLine._meta.db_table} (run_id, seq, at, level, source, message) "
+            cursor.execute(f"INSERT INTO {RunLogLine._meta.db_table} (run_id, seq, at, level, source, message, node) "
                            f"VALUES {values} ON CONFLICT DO NOTHING", params)
     return len(lines)
 
 
-INSERT_ROWS = 150  # 6 parameters a row: under SQLite's 999-parameter floor
+INSERT_ROWS = 140  # 7 parameters a row: under SQLite's 999-parameter floor
 
 
 def _outcome_text(row: dict) -> str:
@@ -225,6 +230,30 @@ def run_start_notes(capture: RunLogCapture, run: Run, *, now: datetime) -> None:
         capture.note(f"re-run of run {run.rerun_of_id}" + ("" if run.propagate else " (downstream not started)"))
     if run.attempt > 1 and run.reason:
         capture.note(f"previous attempt: {run.reason}", level="WARNING")
+
+
+def node_logger(capture: RunLogCapture) -> Callable[[str, str, Any], None]:
+    """The workflow executor's `on_node` hook: files the lines a node logs under its name, and notes its end.
+
+    The executor runs nodes one at a time in the worker thread, so "the node running now" is one value.
+    """
+    def on_node(event: str, task_id: str, record: Any) -> None:
+        if event == "start":
+            capture.node = task_id
+            capture.note("node started", node=task_id)
+            return
+        capture.node = ""
+        if event == "failed" and record is not None:
+            # the traceback, as a line of the node's: the log filtered by node reads like that node's own log
+            capture.note(f"node failed after {record.attempts} tr{'y' if record.attempts == 1 else 'ies'}: "
+                         f"{record.reason}" + (f"\n{record.error}" if record.error else ""), level="ERROR",
+                         node=task_id)
+        elif event == "success" and record is not None:
+            capture.note(f"node succeeded: {record.rows} row(s)", node=task_id)
+        elif event in ("blocked", "skipped", "resumed"):
+            capture.note({"blocked": "node blocked: an upstream node failed", "skipped": "node skipped: still fresh",
+                          "resumed": "node resumed: it succeeded in an earlier attempt"}[event], node=task_id)
+    return on_node
 
 
 def window_note(capture: RunLogCapture, window) -> None:

@@ -7,7 +7,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.core import INT64_MAX, INT64_MIN, ConfigError, WatermarkConfig, WatermarkState, Window
+from scheduler.core import (INT64_MAX, INT64_MIN, ConfigError, WatermarkConfig, WatermarkState, Window,
+                            compute_window, compute_windows)
 from scheduler.core.limits import LATEST
 from scheduler.models import Run, Schedule, WatermarkChange, WatermarkHistory
 from scheduler.models import WatermarkState as WatermarkRow
@@ -144,17 +145,8 @@ def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, no
     stamped before it once it arrives (or read nothing until then): refused
     unless `force`.
     """
-    config = watermark_config(schedule)
-    if config is None:
-        raise ServiceError(f"schedule '{schedule.name}' has no watermark", field="schedule")
-    if not reason or not str(reason).strip():
-        raise ServiceError("a reason is required", field="reason")
-    check_text(reason, field="reason")
-    parsed = None if value in (None, "") else parse_user_value(config, value)
     now = now or timezone.now()
-    if isinstance(parsed, datetime) and parsed > now and not force:
-        raise ServiceError(f"{encode_value(parsed)} is in the future (now {encode_value(now)}); "
-                           "force it to set a future mark anyway", field="value")
+    config, parsed = _checked_move(schedule, value=value, reason=reason, now=now, force=force)
     encoded = encode_value(parsed)
     kind = WatermarkChange.RESET if parsed is None else WatermarkChange.SET
     with transaction.atomic():
@@ -172,6 +164,44 @@ def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, no
     return encoded
 
 
+def _checked_move(schedule: Schedule, *, value: Any, reason: str, now: datetime, force: bool
+                  ) -> tuple[WatermarkConfig, Any]:
+    """The checks of a set or reset, shared by the move and its preview: (config, parsed value or None)."""
+    config = watermark_config(schedule)
+    if config is None:
+        raise ServiceError(f"schedule '{schedule.name}' has no watermark", field="schedule")
+    if not reason or not str(reason).strip():
+        raise ServiceError("a reason is required", field="reason")
+    check_text(reason, field="reason")
+    parsed = None if value in (None, "") else parse_user_value(config, value)
+    if isinstance(parsed, datetime) and parsed > now and not force:
+        raise ServiceError(f"{encode_value(parsed)} is in the future (now {encode_value(now)}); "
+                           "force it to set a future mark anyway", field="value")
+    return config, parsed
+
+
+PREVIEW_WINDOWS = 10_000  # counted ahead for "then N more windows to catch up"; past it the preview says "over"
+
+
+def watermark_preview(*, schedule: Schedule, value: Any, reason: str, now: datetime, force: bool = False) -> dict:
+    """What a set (or, with value None, a reset) would do, checked as the move itself is, changing nothing.
+
+    {"old": stored text, "new": the mark it stores (a datetime, an int, or None: the initial value),
+    "start": the mark the next run starts from, "window": the next window it causes (None: nothing to read
+    yet), "windows": how many windows until it has caught up to now (datetime marks), "more": True past
+    PREVIEW_WINDOWS}.
+    """
+    config, parsed = _checked_move(schedule, value=value, reason=reason, now=now, force=force)
+    row = WatermarkRow.objects.filter(schedule=schedule).first()
+    start = effective_mark(config, encode_value(parsed))
+    state = WatermarkState(start)
+    window = compute_window(config, state, now)
+    windows = compute_windows(config, state, now, limit=PREVIEW_WINDOWS + 1) if config.is_datetime else []
+    return {"old": row.value if row else "", "new": parsed, "start": start, "window": window,
+            "windows": min(len(windows), PREVIEW_WINDOWS), "more": len(windows) > PREVIEW_WINDOWS,
+            "is_datetime": config.is_datetime}
+
+
 def watermark_reset(*, schedule: Schedule, actor: Any, reason: str, now: datetime | None = None) -> str:
     """Forget the mark: the next run starts again from the configured initial value."""
     return watermark_set(schedule=schedule, value=None, actor=actor, reason=reason, now=now)
@@ -179,5 +209,5 @@ def watermark_reset(*, schedule: Schedule, actor: Any, reason: str, now: datetim
 
 __all__ = [
     "ConfigError", "decode_value", "effective_mark", "encode_value", "watermark_advance", "window_start_mark",
-    "watermark_config", "watermark_reset", "watermark_set", "watermark_state", "window_encode",
+    "watermark_config", "watermark_preview", "watermark_reset", "watermark_set", "watermark_state", "window_encode",
 ]

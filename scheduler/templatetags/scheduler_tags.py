@@ -97,6 +97,40 @@ def when(context, value, relative: bool = True) -> str:
     return html
 
 
+def _parse_mark(value) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt_timezone.utc)
+    if not isinstance(value, str) or len(value) < 10 or not value[:4].isdigit() or value[4:5] != "-":
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt_timezone.utc)
+
+
+def mark_text(value) -> str:
+    """A watermark value as plain text: a datetime in the viewer's zone to the second, anything else as it is."""
+    moment = _parse_mark(value)
+    if moment is None:
+        return "" if value is None else str(value)
+    local = timezone.localtime(moment)
+    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname() or ''}".strip()
+
+
+@register.simple_tag
+def mark(value, empty: str = "—") -> str:
+    """A watermark value: a datetime (stored as UTC ISO text) in the viewer's zone to the second, UTC on hover."""
+    if value in (None, ""):
+        return empty
+    moment = _parse_mark(value)
+    if moment is None:
+        return str(value)
+    utc = moment.astimezone(dt_timezone.utc)
+    return format_html('<time datetime="{}" title="{} UTC">{}</time>', utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       utc.strftime("%Y-%m-%d %H:%M:%S"), mark_text(moment))
+
+
 def _now(context) -> datetime | None:
     now = context.get("now")
     return now if isinstance(now, datetime) else None

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import math
+from datetime import timedelta
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from scheduler import selectors
-from scheduler.models import Backfill, BackfillStatus, WindowStatus
+from scheduler.core import ConfigError, split_windows
+from scheduler.models import Backfill, BackfillStatus, Schedule, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
-from scheduler.views.common import action, int_or_none, page, partial, require, team_scope
-from scheduler.views.forms import BackfillForm, ReasonForm, scoped
+from scheduler.views.common import action, can, int_or_none, page, partial, require, team_scope
+from scheduler.views.forms import BackfillForm, ReasonForm, ScheduleBackfillForm, scoped
 
 # the service names its inputs from / to / window; the form's fields are longer
 SERVICE_FIELDS = {"from": "range_from", "to": "range_to", "window": "window_size"}
@@ -32,8 +40,15 @@ def backfill_list(request):
     initial = {"schedule": request.GET.get("schedule")} if request.GET.get("schedule") else None
     scope = team_scope(request)
     context = {"backfills": selectors.backfills_with_progress(scope["team_ids"])[:100],
-               "form": scoped(BackfillForm(initial=initial), request.user), **scope}
+               "form": scoped(BackfillForm(initial=initial), request.user),
+               "watermarked": _watermarked(scope["team_ids"]), **scope}
     return render(request, partial(request, "scheduler/backfills.html", "table"), context)
+
+
+def _watermarked(team_ids) -> list[Schedule]:
+    """The schedules a backfill can replay (those with a watermark), for the links to their forms."""
+    schedules = selectors.owned_by(Schedule.objects.order_by("name"), team_ids, path="owner_id")
+    return [s for s in schedules.only("id", "name", "watermark_config", "timezone") if s.watermark_config]
 
 
 @action("scheduler.manage_backfill")
@@ -65,8 +80,110 @@ def backfill_submit(request):
             messages.success(request, f"Backfill {backfill.pk} submitted with {backfill.total_windows} windows.")
             return redirect("scheduler:backfill_detail", backfill_id=backfill.pk)
     scope = team_scope(request)
-    context = {"backfills": selectors.backfills_with_progress(scope["team_ids"])[:100], "form": form, **scope}
+    context = {"backfills": selectors.backfills_with_progress(scope["team_ids"])[:100], "form": form,
+               "watermarked": _watermarked(scope["team_ids"]), **scope}
     return render(request, "scheduler/backfills.html", context, status=400)
+
+
+def _backfill_form(schedule: Schedule, data=None) -> ScheduleBackfillForm | None:
+    """The schedule's backfill form (None: it has no watermark, so nothing to backfill)."""
+    config = schedule.watermark_config or None
+    if config is None:
+        return None
+    return ScheduleBackfillForm(data, zone=ZoneInfo(schedule.timezone or "UTC"),
+                                datetime_mark=config.get("type") == "datetime")
+
+
+def _about(seconds: float) -> str:
+    if seconds < 90:
+        return f"about {max(round(seconds), 1)} s"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
+def _preview(schedule: Schedule, form: ScheduleBackfillForm) -> dict:
+    """How many windows, of what size, and how long at the schedule's recent run time; or the first problem."""
+    form.is_valid()
+    problems = [(f, e) for f, e in form.errors.items() if f != "reason"]  # the reason is asked at submit only
+    if problems:
+        field, errors = problems[0]
+        return {"error": f"{field}: {errors[0]}" if field != "__all__" else errors[0]}
+    start, end, size = form.range()
+    try:
+        if start >= end:
+            return {"error": "to: must be after from"}
+        pairs = split_windows(start, end, size, max_windows=settings.ETL_MAX_BACKFILL_WINDOWS)
+    except ConfigError as exc:
+        return {"error": f"{exc.field}: {str(exc).removeprefix(exc.field + ': ')}"}
+    except (OverflowError, ValueError) as exc:
+        return {"error": f"to: {exc}"}
+    count = len(pairs)
+    typical = selectors.typical_run_seconds(schedule)
+    preview = {"count": count, "words": form.window_words(), "typical": typical,
+               "shorter": count > 1 and pairs[-1][1] - pairs[-1][0] != pairs[0][1] - pairs[0][0],
+               "parallel": form.cleaned_data["max_parallel"], "first": pairs[0], "last": pairs[-1]}
+    if typical is not None:
+        preview["eta"] = _about(math.ceil(count / preview["parallel"]) * typical)
+    return preview
+
+
+@page("scheduler.view_schedule")
+def schedule_backfill(request, schedule_id: int):
+    """The backfill form of this schedule, for anyone who sees the schedule (it says who may submit)."""
+    schedule = get_object_or_404(Schedule, pk=schedule_id)
+    form = _backfill_form(schedule)
+    if form is not None and form.datetime_mark:  # the last seven whole days in the schedule's zone
+        today = timezone.now().astimezone(form.zone).date()
+        form.initial.update(from_date=today - timedelta(days=7), to_date=today, from_time="00:00",
+                            to_time="00:00", window_count=1, window_unit="days")
+    return _backfill_page(request, schedule, form)
+
+
+def _backfill_page(request, schedule: Schedule, form, *, status: int = 200):
+    context = {"schedule": schedule, "form": form, "zone": schedule.timezone or "UTC",
+               "preview": _preview(schedule, form) if form is not None and form.is_bound else None}
+    return render(request, "scheduler/schedule_backfill.html", context, status=status)
+
+
+@action("scheduler.manage_backfill")
+def schedule_backfill_submit(request, schedule_id: int):
+    """Submit the form: a backfill, or the form again with each bad field named (and nothing created)."""
+    schedule = get_object_or_404(Schedule, pk=schedule_id)
+    form = _backfill_form(schedule, request.POST)
+    if form is None:
+        messages.error(request, f"schedule: '{schedule.name}' has no watermark config; nothing to backfill")
+        return redirect("scheduler:schedule_backfill", schedule_id=schedule.pk)
+    if form.is_valid():
+        start, end, size = form.range()
+        try:
+            backfill = _service("backfill_submit")(
+                schedule=schedule, start=start, end=end, window=size, reason=form.cleaned_data["reason"],
+                max_parallel=form.cleaned_data["max_parallel"], params=form.cleaned_data["params"],
+                newest_first=form.cleaned_data["order"] == "newest", requested_by=request.user,
+            )
+        except ServiceError as exc:
+            for error in exc.errors:
+                name = (error.field or "").split(".")[0]
+                field = form.field_for(name)
+                if field is not None and name not in ("from", "to"):
+                    form.add_error(field, error.message_under(name))
+                else:
+                    form.add_error(None, str(error))
+        else:
+            messages.success(request, f"Backfill {backfill.pk} submitted with {backfill.total_windows} windows.")
+            return redirect("scheduler:backfill_detail", backfill_id=backfill.pk)
+    return _backfill_page(request, schedule, form, status=400)
+
+
+@require_safe
+@can("scheduler.view_schedule")
+def schedule_backfill_preview(request, schedule_id: int):
+    """The live preview under the form (htmx): the window count and an ETA; nothing is created."""
+    schedule = get_object_or_404(Schedule, pk=schedule_id)
+    form = _backfill_form(schedule, request.GET)
+    context = {"schedule": schedule, "preview": _preview(schedule, form) if form is not None else None}
+    return render(request, "scheduler/schedule_backfill.html#preview", context)
 
 
 GRID_CELLS = 400  # the grid never draws more cells than this: larger backfills get a cell per block of windows

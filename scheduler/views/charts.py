@@ -7,7 +7,7 @@ they can be tested without rendering anything.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Hashable, Iterable
 
 from scheduler.core import CycleError, topological_order
@@ -201,6 +201,7 @@ class TimelineBar:
     wait_w: float
     title: str
     href: str = ""
+    count: int = 0  # a group of runs (a crowded range): how many
 
 
 @dataclass
@@ -222,6 +223,9 @@ class Timeline:
     row_h: float
     now_x: float
     zone: str = "UTC"
+    span_seconds: float = 0
+    grouped: int = 0  # runs drawn in groups (0: each run is its own bar)
+    group_seconds: float = 0
 
 
 def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: int = 170, row_h: int = 24,
@@ -268,6 +272,13 @@ def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: in
     top = 22
     for i, row in enumerate(ordered):
         row.y = top + i * row_h
+    ticks = _ticks(start, end, span=span, label_w=label_w, plot_w=plot_w, tz=tz)
+    height = top + max(len(ordered), 1) * row_h + 6
+    zone = end.astimezone(tz).tzname() or "UTC"
+    return Timeline(ordered, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, x_of(end), zone, span)
+
+
+def _ticks(start, end, *, span: float, label_w: float, plot_w: float, tz) -> list[tuple[float, str]]:
     step = next((s for s in TICK_STEPS if span / s <= 12), TICK_STEPS[-1])
     # ticks on round local times: a whole-hour zone offset keeps UTC's round marks round
     offset = end.astimezone(tz).utcoffset().total_seconds()
@@ -275,8 +286,150 @@ def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: in
     ticks = []
     while t < end.timestamp():
         moment = datetime.fromtimestamp(t, tz=tz)
-        ticks.append((x_of(moment), moment.strftime("%H:%M" if step < 86400 else "%m-%d")))
+        x = round(label_w + plot_w * (t - start.timestamp()) / span, 1)
+        ticks.append((x, moment.strftime("%H:%M" if step < 86400 else "%m-%d")))
         t += step
-    height = top + max(len(ordered), 1) * row_h + 6
+    return ticks
+
+
+# how bad a group is: the worst run in it colours it
+SEVERITY = ["succeeded", "skipped", "cancelled", "queued", "waiting", "running", "stopping", "blocked", "failed"]
+GROUP_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
+
+
+def timeline_groups(facts: Iterable[tuple], *, start, end, max_groups: int, plot_w: int = 900, label_w: int = 170,
+                    row_h: int = 24, group_href=lambda name, status: "", schedule_href=lambda schedule_id: "",
+                    tz=timezone.utc) -> Timeline:
+    """A crowded range: per schedule, one bar per time slice holding runs, coloured by its worst run.
+
+    `facts` are (schedule id, name, status, queued, started). A run falls in the slice of its start (its queue
+    time when it never started). The slice is the smallest round length that keeps the groups of the whole
+    page under `max_groups`, so the page's size has a bound whatever the history.
+    """
+    span = max((end - start).total_seconds(), 1.0)
+    by_schedule: dict[int, tuple[str, list[tuple]]] = {}
+    for schedule_id, name, status, queued, started in facts:
+        by_schedule.setdefault(schedule_id, (name, []))[1].append((str(status).lower(), started or queued))
+    rows_n = max(len(by_schedule), 1)
+    # each row may hold up to span / step groups; pick the step that keeps them all under the bound
+    step = next((s for s in GROUP_STEPS if rows_n * span / s <= max_groups), None)
+    if step is None:
+        step = max(span * rows_n / max_groups, GROUP_STEPS[-1])
+    rows = []
+    total = 0
+    for schedule_id, (name, runs) in sorted(by_schedule.items(), key=lambda item: item[1][0]):
+        row = TimelineRow(name, schedule_href(schedule_id), 0)
+        slices: dict[int, dict[str, int]] = {}
+        for status, moment in runs:
+            offset = min(max((moment - start).total_seconds(), 0.0), span - 0.001)
+            counts = slices.setdefault(int(offset // step), {})
+            counts[status] = counts.get(status, 0) + 1
+        for index, counts in sorted(slices.items()):
+            worst = max(counts, key=lambda s: SEVERITY.index(s) if s in SEVERITY else 0)
+            n = sum(counts.values())
+            total += n
+            x0 = label_w + plot_w * index * step / span
+            x1 = label_w + plot_w * min((index + 1) * step, span) / span
+            low = (start + timedelta(seconds=index * step)).astimezone(tz)
+            words = ", ".join(f"{c} {s}" for s, c in sorted(counts.items(), key=lambda kv: -kv[1]))
+            title = f"{name}: {n} run{'s' if n != 1 else ''} from {low:%H:%M} {low.tzname()}: {words}"
+            row.bars.append(TimelineBar(0, worst, round(x0, 1), round(max(x1 - x0 - 1, 1.0), 1), 0, 0, title,
+                                        group_href(name, worst.upper()), n))
+        rows.append(row)
+    top = 22
+    for i, row in enumerate(rows):
+        row.y = top + i * row_h
+    height = top + max(len(rows), 1) * row_h + 6
     zone = end.astimezone(tz).tzname() or "UTC"
-    return Timeline(ordered, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, x_of(end), zone)
+    ticks = _ticks(start, end, span=span, label_w=label_w, plot_w=plot_w, tz=tz)
+    return Timeline(rows, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, label_w + plot_w, zone, span,
+                    grouped=total, group_seconds=step)
+
+
+# --- a run's nodes in time (workflow nodes, dbt models and tests) -----------
+
+GANTT_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+DBT_KINDS = {"model", "seed", "snapshot", "test", "unit_test", "source", "analysis", "operation", "exposure"}
+GANTT_STATUS = {"SUCCESS": "succeeded", "FAILED": "failed", "SKIPPED": "skipped"}
+
+
+@dataclass
+class GanttBar:
+    node: str
+    label: str
+    status: str
+    x: float
+    y: float
+    w: float
+    title: str
+
+
+@dataclass
+class Gantt:
+    bars: list[GanttBar]
+    ticks: list[tuple[float, str]]
+    width: float
+    height: float
+    label_w: float
+    plot_w: float
+    row_h: float
+    span_seconds: float
+    left_out: int = 0
+    resumed: int = 0
+
+
+def node_label(task_id: str) -> str:
+    """A node's short name: a dbt unique id `model.shop.orders` is "model orders"; a workflow node is itself."""
+    parts = task_id.split(".")
+    if len(parts) >= 3 and parts[0] in DBT_KINDS:
+        return f"{parts[0]} {parts[2]}"
+    return task_id
+
+
+def _offset(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:g} s"
+    if seconds < 3600:
+        return f"{seconds / 60:g} min"
+    return f"{seconds / 3600:g} h"
+
+
+def node_gantt(records: Iterable, *, plot_w: int = 640, label_w: int = 210, row_h: int = 16,
+               max_rows: int = 300) -> Gantt:
+    """One row per node record that ran in this run (in the order they started): a bar from its start to its end.
+
+    The x axis is the run's own span, from the first node's start to the last one's end. A resumed node (it
+    succeeded in an earlier attempt) did not run here and is only counted. Past `max_rows` rows the rest are
+    counted in `left_out`, so a dbt project of thousands of nodes keeps the page small.
+    """
+    records = list(records)
+    ran = [r for r in records if not getattr(r, "resumed", False)]
+    resumed = len(records) - len(ran)
+    ran.sort(key=lambda r: (r.started_at, r.finished_at))
+    drawn, left_out = ran[:max_rows], max(len(ran) - max_rows, 0)
+    if not ran:
+        return Gantt([], [], label_w + plot_w, 0, label_w, plot_w, row_h, 0, 0, resumed)
+    start = min(r.started_at for r in ran)
+    end = max(max(r.finished_at for r in ran), start)
+    span = (end - start).total_seconds()
+    scale = plot_w / span if span > 0 else 0.0
+    top = 18
+    attempts = len({getattr(r, "run_attempt", 1) for r in ran}) > 1
+    bars = []
+    for i, r in enumerate(drawn):
+        begin = (r.started_at - start).total_seconds()
+        took = max((r.finished_at - r.started_at).total_seconds(), 0.0)
+        status = GANTT_STATUS.get(str(r.outcome).upper(), str(r.outcome).lower())
+        label = node_label(r.task_id) + (f" (attempt {r.run_attempt})" if attempts else "")
+        title = f"{r.task_id}: {status}, {took:.1f} s from +{begin:.1f} s"
+        if getattr(r, "reason", ""):
+            title += f": {r.reason}"
+        bars.append(GanttBar(r.task_id, label, status, round(label_w + begin * scale, 1), top + i * row_h,
+                             round(max(took * scale, 2.0) if span > 0 else plot_w, 1), title))
+    step = next((s for s in GANTT_STEPS if span / s <= 8), GANTT_STEPS[-1])
+    ticks, t = [], 0
+    while t <= span and span > 0:
+        ticks.append((round(label_w + t * scale, 1), _offset(t)))
+        t += step
+    height = top + len(bars) * row_h + 4
+    return Gantt(bars, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, span, left_out, resumed)

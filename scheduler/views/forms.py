@@ -7,6 +7,7 @@ from datetime import date, datetime, time, timedelta
 from datetime import timezone as dt_timezone
 
 from django import forms
+from django.utils import timezone as django_timezone
 
 from scheduler.core import ConfigError
 from scheduler.core.userdata import parse_json
@@ -113,9 +114,35 @@ class RunNowForm(forms.Form):
 
 
 class WatermarkForm(forms.Form):
+    """A datetime mark is typed in the viewer's zone (a date-time picker, to the second) or with an offset."""
+
     value = forms.CharField(required=False, max_length=64, help_text="Empty resets the mark to its initial value.")
     reason = forms.CharField(max_length=500, help_text="Why: kept in the audit log.")
     force = forms.BooleanField(required=False, label="Allow a mark in the future")
+
+    def __init__(self, *args, datetime_mark: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.datetime_mark = datetime_mark
+        if datetime_mark:
+            self.fields["value"].widget = forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"})
+            self.fields["value"].help_text = ("In your display zone, to the second; empty resets the mark to its "
+                                              "initial value.")
+
+    def clean_value(self):
+        value = self.cleaned_data["value"].strip()
+        if not (self.datetime_mark and value):
+            return value
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value  # the service names what is wrong with it
+        if moment.tzinfo is None:  # the picker's value: a wall time in the zone the pages show
+            try:
+                moment = django_timezone.make_aware(moment, django_timezone.get_current_timezone())
+            except (OverflowError, ValueError):
+                return value
+            return moment.isoformat()
+        return value
 
 
 class ReasonForm(forms.Form):
@@ -142,8 +169,114 @@ class RerunForm(forms.Form):
     reason = forms.CharField(required=False, max_length=500, label="Reason")
 
 
-TIMELINE_HOURS = [(1, "1 hour"), (3, "3 hours"), (6, "6 hours"), (12, "12 hours"), (24, "24 hours"), (48, "48 hours")]
+# the timeline's ranges: the value in the URL, what the select says, the seconds drawn
+TIMELINE_RANGES = [("15m", "15 minutes", 900), ("1h", "1 hour", 3600), ("3h", "3 hours", 3 * 3600),
+                   ("6h", "6 hours", 6 * 3600), ("12h", "12 hours", 12 * 3600), ("24h", "24 hours", 24 * 3600),
+                   ("48h", "48 hours", 48 * 3600)]
+
+
+def timeline_ranges(default_hours: int) -> list[tuple[str, str, int]]:
+    """The ranges offered: the fixed ones, and the configured default (ETL_TIMELINE_HOURS) when it is none of them."""
+    ranges = list(TIMELINE_RANGES)
+    if not any(seconds == default_hours * 3600 for _, _, seconds in ranges):
+        ranges.append((f"{default_hours}h", f"{default_hours} hours", default_hours * 3600))
+        ranges.sort(key=lambda r: r[2])
+    return ranges
 
 
 class TimelineForm(forms.Form):
-    hours = forms.TypedChoiceField(choices=TIMELINE_HOURS, coerce=int, required=False, label="Last")
+    """The range the timeline draws. Unbound or invalid, the select shows the default: what is drawn then."""
+
+    range = forms.ChoiceField(choices=[], required=False, label="Last")
+
+    def __init__(self, data=None, *, default_hours: int):
+        self.ranges = timeline_ranges(default_hours)
+        self.default = next(value for value, _, seconds in self.ranges if seconds == default_hours * 3600)
+        if data is not None and "hours" in data and "range" not in data:  # links from before 15 minutes was a range
+            data = data.copy()
+            data["range"] = f"{data['hours']}h"
+        super().__init__(data, initial={"range": self.default})
+        self.fields["range"].choices = [(value, text) for value, text, _ in self.ranges]
+
+    def chosen(self) -> tuple[str, str, int]:
+        """(value, words, seconds) of the range to draw: the valid choice, else the default."""
+        value = self.default
+        if self.is_bound and self.is_valid() and self.cleaned_data["range"]:
+            value = self.cleaned_data["range"]
+        return next(r for r in self.ranges if r[0] == value)
+
+
+WINDOW_UNITS = [("minutes", "minutes"), ("hours", "hours"), ("days", "days")]
+UNIT_SECONDS = {"minutes": 60, "hours": 3600, "days": 86400}
+ORDERS = [("oldest", "oldest first"), ("newest", "newest first")]
+
+
+class ScheduleBackfillForm(forms.Form):
+    """A backfill of one schedule. A datetime mark: dates and times in the schedule's zone and a window of N
+    minutes, hours or days. An integer mark: the values. `range()` gives what the service takes."""
+
+    max_parallel = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Windows at a time")
+    order = forms.ChoiceField(choices=ORDERS, initial="oldest", label="Order",
+                              help_text="Newest first brings the latest data back soonest.")
+    params = JSONObjectField(required=False, label="Params (JSON object)",
+                             help_text='Given to every window\'s run, e.g. {"table": "fact_orders_replay"}')
+    reason = forms.CharField(max_length=500, help_text="Why: kept in the audit log.")
+
+    def __init__(self, *args, zone, datetime_mark: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.zone, self.datetime_mark = zone, datetime_mark
+        if datetime_mark:
+            day = {"input_formats": ["%Y-%m-%d"], "widget": forms.DateInput(attrs={"type": "date"})}
+            clock = {"input_formats": ["%H:%M", "%H:%M:%S"], "required": False,
+                     "widget": forms.TimeInput(attrs={"type": "time"}, format="%H:%M")}
+            fields = {
+                "from_date": forms.DateField(label="From (day)", **day),
+                "from_time": forms.TimeField(label="at", help_text="included", **clock),
+                "to_date": forms.DateField(label="To (day)", **day),
+                "to_time": forms.TimeField(label="at", help_text="excluded", **clock),
+                "window_count": forms.IntegerField(min_value=1, max_value=100_000, initial=1, label="Windows of"),
+                "window_unit": forms.ChoiceField(choices=WINDOW_UNITS, initial="days", label="unit"),
+            }
+        else:
+            fields = {
+                "from_value": forms.IntegerField(label="From (excluded)"),
+                "to_value": forms.IntegerField(label="To (included)"),
+                "window_size": forms.IntegerField(min_value=1, label="Values per window"),
+            }
+        self.fields = {**fields, **self.fields}
+
+    def clean(self):
+        cleaned = super().clean()
+        names = (("from_date", "to_date", "window_count", "window_unit") if self.datetime_mark
+                 else ("from_value", "to_value", "window_size"))
+        if all(cleaned.get(n) is not None for n in names):
+            start, end, _ = self.range()
+            if start >= end:  # said in the form's words, not in the UTC the service would quote
+                raise forms.ValidationError("to: must be after from")
+        return cleaned
+
+    def _moment(self, day: str, clock: str):
+        moment = datetime.combine(self.cleaned_data[day], self.cleaned_data.get(clock) or time.min)
+        return moment.replace(tzinfo=self.zone)
+
+    def range(self) -> tuple:
+        """(start, end, window) for backfill_submit: aware datetimes and a timedelta, or integers."""
+        data = self.cleaned_data
+        if self.datetime_mark:
+            size = timedelta(seconds=data["window_count"] * UNIT_SECONDS[data["window_unit"]])
+            return self._moment("from_date", "from_time"), self._moment("to_date", "to_time"), size
+        return data["from_value"], data["to_value"], data["window_size"]
+
+    def window_words(self) -> str:
+        data = self.cleaned_data
+        if self.datetime_mark:
+            count, unit = data["window_count"], data["window_unit"]
+            return f"{count} {unit[:-1] if count == 1 else unit}"
+        return f"{data['window_size']} value{'' if data['window_size'] == 1 else 's'}"
+
+    # the service's names for its inputs -> this form's field
+    def field_for(self, name: str) -> str | None:
+        mapping = ({"from": "from_date", "to": "to_date", "window": "window_count"} if self.datetime_mark
+                   else {"from": "from_value", "to": "to_value", "window": "window_size"})
+        field = mapping.get(name, name)
+        return field if field in self.fields else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -108,6 +109,7 @@ def run_detail(request, run_id: int):
         context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, deps)
     if run.schedule.target_kind in (TargetKind.WORKFLOW, TargetKind.DBT):
         context["nodes"] = node_records(run)
+        context["gantt"] = charts.node_gantt(context["nodes"])
         context["can_resume"] = run.status in RERUNNABLE and run.backfill_id is None
     if run.stopping:
         context["stop"] = _stop_context(run)
@@ -119,10 +121,22 @@ def run_detail(request, run_id: int):
     context["offers"] = rerun_offers(run)
     context["rerun_form"] = RerunForm()
     if not request.htmx:
-        context["log_lines"] = selectors.run_log_lines(run)
+        context.update(_log_filter(request, run))
+        context["log_lines"] = [] if context["node_error"] else selectors.run_log_lines(run, node=context["log_node"])
         context["last_seq"] = context["log_lines"][-1].seq if context["log_lines"] else 0
         context["log_done"] = _log_done(run, now)
     return render(request, partial(request, "scheduler/run_detail.html", "live"), context)
+
+
+def _log_filter(request, run: Run) -> dict:
+    """`?node=NAME`: the log of one node. The choices are the nodes the run recorded; another name is an error."""
+    nodes = selectors.run_log_nodes(run)
+    node = request.GET.get("node") or None
+    error = ""
+    if node is not None and node not in nodes:
+        error = f"node: no node named '{node[:200]}' in run {run.pk}" + (
+            f" (its nodes: {', '.join(nodes[:10])}{' …' if len(nodes) > 10 else ''})" if nodes else "")
+    return {"log_nodes": nodes, "log_node": node, "node_error": error}
 
 
 # A timeout's reason, as the stop token words it: the run's own limit or a workflow node's
@@ -177,15 +191,16 @@ def run_log(request, run_id: int):
     """The run's log: new lines for the follower on the run page (htmx), the whole log as text otherwise."""
     run = get_object_or_404(Run.objects.only("id", "status", "stop_requested_at", "finished_at"), pk=run_id)
     if not request.htmx:
-        lines = selectors.run_log_lines(run, limit=100_000)
+        lines = selectors.run_log_lines(run, limit=100_000, node=request.GET.get("node") or None)
         text = "".join(selectors.log_line_text(line) + "\n" for line in lines)
         response = HttpResponse(text, content_type="text/plain; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}.log"'
         return response
     after = int_or_none(request.GET.get("after")) or 0
-    lines = selectors.run_log_lines(run, after=after)
+    node = request.GET.get("node") or None
+    lines = selectors.run_log_lines(run, after=after, node=node)
     context = {"run": run, "log_lines": lines, "last_seq": lines[-1].seq if lines else after,
-               "log_done": _log_done(run, timezone.now()), "oob": True}
+               "log_done": _log_done(run, timezone.now()), "oob": True, "log_node": node}
     return render(request, "scheduler/run_log_more.html", context)
 
 
@@ -273,21 +288,33 @@ def skipped_list(request):
     return _reason_list(request, RunStatus.SKIPPED, "Skipped runs")
 
 
+# Past this many runs in the range the timeline groups them (a bar per schedule and time slice): each run's bar
+# costs ~350 bytes of HTML, and the page must stay under 100 KB whatever the history (issue 23).
+TIMELINE_MAX_BARS = 200
+TIMELINE_MAX_GROUPS = 300  # groups on the whole page; each row gets its share of time slices
+
+
 @page("scheduler.view_run")
 def timeline(request):
-    """A Gantt of the last hours: one row per schedule, queue wait pale, execution solid."""
-    form = TimelineForm(request.GET or None)
-    hours = settings.ETL_TIMELINE_HOURS
-    if form.is_bound and form.is_valid() and form.cleaned_data["hours"]:
-        hours = form.cleaned_data["hours"]
+    """A Gantt of the chosen range: one row per schedule, queue wait pale, execution solid; grouped when crowded."""
+    form = TimelineForm(request.GET or None, default_hours=settings.ETL_TIMELINE_HOURS)
+    value, words, seconds = form.chosen()
     now = timezone.now()
-    start = now - timedelta(hours=hours)
+    start = now - timedelta(seconds=seconds)
     scope = team_scope(request)
-    chart = charts.timeline_chart(
-        selectors.timeline_runs(start=start, end=now, team_ids=scope["team_ids"]), start=start, end=now,
-        href=lambda run: reverse("scheduler:run_detail", args=[run.pk]),
-        schedule_href=lambda pk: reverse("scheduler:schedule_detail", args=[pk]),
-        tz=timezone.get_current_timezone(),
-    )
-    context = {"form": form, "chart": chart, "hours": hours, "start": start, "now": now, **scope}
+    options = {"start": start, "end": now, "tz": timezone.get_current_timezone(),
+               "schedule_href": lambda pk: reverse("scheduler:schedule_detail", args=[pk])}
+    total = selectors.timeline_count(start=start, end=now, team_ids=scope["team_ids"])
+    if total <= TIMELINE_MAX_BARS:
+        chart = charts.timeline_chart(
+            selectors.timeline_runs(start=start, end=now, team_ids=scope["team_ids"]),
+            href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
+    else:
+        runs_url = reverse("scheduler:runs")
+        chart = charts.timeline_groups(
+            selectors.timeline_facts(start=start, end=now, team_ids=scope["team_ids"]), max_groups=TIMELINE_MAX_GROUPS,
+            group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
+            **options)
+    context = {"form": form, "chart": chart, "range_value": value, "range_words": words, "seconds": seconds,
+               "start": start, "now": now, "total": total, "total_text": f"{total:,}", **scope}
     return render(request, partial(request, "scheduler/timeline.html", "chart"), context)

@@ -17,7 +17,8 @@ from scheduler.services.retention import schedule_runs_retention
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_set_enabled
 from scheduler.services.teams import visible_team_ids
-from scheduler.services.watermarks import watermark_reset, watermark_set
+from scheduler.services.watermarks import watermark_config, watermark_preview, watermark_reset, watermark_set
+from scheduler.templatetags.scheduler_tags import mark_text
 from scheduler.views import charts
 from scheduler.views.common import action, command_context, dbt_command_context, page, team_scope
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
@@ -63,7 +64,8 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
         for key in ("upstream", "downstream"):
             context[key] = [s if s.owner_id in visible else HIDDEN for s in context[key]]
     context.setdefault("run_now_form", RunNowForm())
-    context.setdefault("watermark_form", WatermarkForm())
+    config = watermark_config(schedule)
+    context.setdefault("watermark_form", WatermarkForm(datetime_mark=bool(config and config.is_datetime)))
     context.update(extra)
     return context
 
@@ -126,18 +128,27 @@ def schedule_run_now(request, schedule_id: int):
 
 @action("scheduler.manage_watermark")
 def schedule_watermark(request, schedule_id: int):
+    """Set or reset the mark in two steps: the first POST previews (the next window it causes), `confirm=1` moves."""
     schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
-    form = WatermarkForm(request.POST)
+    config = watermark_config(schedule)
+    form = WatermarkForm(request.POST, datetime_mark=bool(config and config.is_datetime))
     if form.is_valid():
-        value, reason = form.cleaned_data["value"].strip(), form.cleaned_data["reason"]
+        reset = request.POST.get("op") == "reset" or not form.cleaned_data["value"]
+        value = None if reset else form.cleaned_data["value"]
+        reason, force = form.cleaned_data["reason"], form.cleaned_data["force"]
         try:
-            if request.POST.get("op") == "reset" or not value:
+            if request.POST.get("confirm") != "1":
+                preview = watermark_preview(schedule=schedule, value=value, reason=reason, force=force,
+                                            now=timezone.now())
+                context = {"schedule": schedule, "preview": preview, "reset": reset, "value": value or "",
+                           "typed": request.POST.get("value", ""), "reason": reason, "force": force}
+                return render(request, "scheduler/watermark_confirm.html", context)
+            if reset:
                 watermark_reset(schedule=schedule, actor=request.user, reason=reason)
                 messages.success(request, f"Watermark of {schedule.name} reset.")
             else:
-                stored = watermark_set(schedule=schedule, value=value, actor=request.user, reason=reason,
-                                       force=form.cleaned_data["force"])
-                messages.success(request, f"Watermark of {schedule.name} set to {stored}.")
+                stored = watermark_set(schedule=schedule, value=value, actor=request.user, reason=reason, force=force)
+                messages.success(request, f"Watermark of {schedule.name} set to {mark_text(stored)}.")
             return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
         except ServiceError as exc:
             for error in exc.errors:

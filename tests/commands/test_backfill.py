@@ -72,3 +72,15 @@ def test_a_malformed_param_names_the_option_and_creates_nothing(marked):
         call_command("backfill", "marked", "--from", "0", "--to", "100", "--window", "50", "--reason", "r",
                      "--param", "table")
     assert info.value.returncode == 2 and not Backfill.objects.exists()
+
+
+def test_newest_first_queues_the_latest_window_first(marked, now):
+    from scheduler.models import BackfillWindow
+    from scheduler.services.backfills import backfill_pump
+
+    call_command("backfill", "marked", "--from", "0", "--to", "1000", "--window", "250", "--reason", "replay",
+                 "--newest-first", stdout=StringIO())
+    backfill = Backfill.objects.get()
+    assert backfill.newest_first
+    backfill_pump(now=now)
+    assert BackfillWindow.objects.get(backfill=backfill, status="QUEUED").high == "1000"

@@ -99,9 +99,9 @@ def test_setting_a_watermark_asks_for_a_reason(operator_client, make_schedule):
 def test_an_operator_sets_and_resets_the_watermark_with_audit_entries(operator_client, operator, make_schedule):
     schedule = make_schedule("orders", watermark_config=WM)
     url = reverse("scheduler:schedule_watermark", args=[schedule.pk])
-    operator_client.post(url, {"value": "500", "op": "set", "reason": "skip bad rows"})
+    operator_client.post(url, {"value": "500", "op": "set", "reason": "skip bad rows", "confirm": "1"})
     assert WatermarkState.objects.get(schedule=schedule).value == "500"
-    operator_client.post(url, {"value": "500", "op": "reset", "reason": "reload all"})
+    operator_client.post(url, {"value": "500", "op": "reset", "reason": "reload all", "confirm": "1"})
     assert WatermarkState.objects.get(schedule=schedule).value == ""
     actions = list(AuditEntry.objects.filter(actor=operator.username).order_by("id").values_list("action", "reason"))
     assert actions == [("watermark.set", "skip bad rows"), ("watermark.reset", "reload all")]
@@ -172,6 +172,6 @@ def test_a_future_watermark_is_refused_on_the_page_unless_forced(operator_client
     assert response.status_code == 400 and "is in the future" in response.context["watermark_form"].errors["value"][0]
     assert not WatermarkState.objects.filter(schedule=schedule).exclude(value="").exists()
     response = operator_client.post(url, {"value": "2999-01-01T00:00:00+00:00", "op": "set", "reason": "x",
-                                          "force": "on"})
+                                          "force": "on", "confirm": "1"})
     assert response.status_code == 302
     assert WatermarkState.objects.get(schedule=schedule).value == "2999-01-01T00:00:00+00:00"

@@ -39,11 +39,11 @@ def test_the_timeline_period_is_chosen_and_a_bad_one_is_named(viewer_client, mak
     run = make_run(make_schedule("orders"), RunStatus.SUCCEEDED, queued_at=now - timedelta(hours=10),
                    started_at=now - timedelta(hours=10), finished_at=now - timedelta(hours=9))
     assert viewer_client.get(URL).context["chart"].rows == []
-    wide = viewer_client.get(URL, {"hours": "12"})
+    wide = viewer_client.get(URL, {"range": "12h"})
     assert [b.run_id for row in wide.context["chart"].rows for b in row.bars] == [run.pk]
-    bad = viewer_client.get(URL, {"hours": "1000"})
-    assert bad.status_code == 200 and "hours: Select a valid choice" in bad.content.decode()
-    assert bad.context["hours"] == 6
+    bad = viewer_client.get(URL, {"range": "1000h"})
+    assert bad.status_code == 200 and "range: Select a valid choice" in bad.content.decode()
+    assert bad.context["seconds"] == 6 * 3600
 
 
 def test_a_run_that_never_started_is_a_thin_mark(now):

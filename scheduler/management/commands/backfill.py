@@ -58,6 +58,8 @@ class Command(BaseCommand):
         parser.add_argument("--window", required=True, help="Window size: seconds (datetime marks) or a count.")
         parser.add_argument("--reason", required=True, help="Why (kept with the backfill and in the audit log).")
         parser.add_argument("--max-parallel", default="1", help="Windows running at once (default 1).")
+        parser.add_argument("--newest-first", action="store_true",
+                            help="Queue the latest window first (default: oldest first).")
         parser.add_argument("--actor", default="cli", help="Who asks for it (default: cli); a user is held to their teams.")
         parser.add_argument("--wait", action="store_true", help="Show a progress bar until the backfill ends.")
         parser.add_argument("--poll", type=float, default=1.0, help="Seconds between progress checks with --wait.")
@@ -71,7 +73,7 @@ class Command(BaseCommand):
             backfill = backfill_submit(
                 schedule=schedule, start=options["start"], end=options["end"], window=options["window"],
                 reason=options["reason"], requested_by=options["actor"], max_parallel=options["max_parallel"],
-                params=parse_params(options["param"]),
+                params=parse_params(options["param"]), newest_first=options["newest_first"],
             )
         except EtlError as exc:
             raise bad_input(exc) from None
