@@ -22,6 +22,7 @@ from scheduler.models.choices import (
     WatermarkType,
     WindowStatus,
 )
+from scheduler.models.failure import FailureAck
 from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
 from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
@@ -36,7 +37,7 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
+    "BackfillWindow", "BreakerStatus", "FailureAck", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
     "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
     "WatermarkHistory",

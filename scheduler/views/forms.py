@@ -127,3 +127,11 @@ TIMELINE_HOURS = [(1, "1 hour"), (3, "3 hours"), (6, "6 hours"), (12, "12 hours"
 
 class TimelineForm(forms.Form):
     hours = forms.TypedChoiceField(choices=TIMELINE_HOURS, coerce=int, required=False, label="Last")
+
+
+class AckForm(forms.Form):
+    """Acknowledge a schedule's failures: why they are handled."""
+
+    note = forms.CharField(max_length=500, strip=True, label="Note (required)",
+                           widget=forms.Textarea(attrs={"rows": 3, "placeholder": "a ticket, a cause, a plan"}))
+    up_to = forms.IntegerField(min_value=1, widget=forms.HiddenInput)

@@ -27,6 +27,7 @@ from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
 )
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
+from scheduler.worklist import failure_worklist
 
 PAGE_SIZE = 50
 
@@ -34,7 +35,9 @@ PAGE_SIZE = 50
 @page("scheduler.view_run")
 def overview(request):
     scope = team_scope(request)
-    context = {**selectors.overview(timezone.now(), team_ids=scope["team_ids"]), **scope}
+    now = timezone.now()
+    context = {**selectors.overview(now, team_ids=scope["team_ids"]),
+               "failures": failure_worklist(now, team_ids=scope["team_ids"]), **scope}
     return render(request, partial(request, "scheduler/overview.html", "live"), context)
 
 

@@ -46,24 +46,10 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(autouse=True)
 def groups(transactional_db):
-    """The flush after a transactional test drops migration 0002's groups; put them back the same way."""
-    from importlib import import_module
+    """The flush after a transactional test drops the migrations' groups and classes; put them back the same way."""
+    from tests.conftest import restore_migration_data
 
-    from django.contrib.auth.models import Group, Permission
-
-    from scheduler.models import WorkloadClass
-
-    spec = import_module("scheduler.migrations.0002_groups_and_classes")
-    crud = [f"{a}_{m}" for m in spec.CRUD_MODELS for a in ("add", "change", "delete")]
-    for name, codenames in [
-        ("viewer", spec.VIEW),
-        ("operator", spec.VIEW + spec.OPERATE),
-        ("admin", spec.VIEW + spec.OPERATE + crud),
-    ]:
-        group, _ = Group.objects.get_or_create(name=name)
-        group.permissions.set(Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames))
-    for name, limit in [("standard", 4), ("heavy", 1), ("critical", 2)]:
-        WorkloadClass.objects.get_or_create(name=name, defaults={"concurrency_limit": limit})
+    restore_migration_data()
 
 
 @pytest.fixture
