@@ -215,6 +215,8 @@ ETL_ALERTS_SYNC = envbool("ETL_ALERTS_SYNC", False)  # deliver alerts inline (te
 ETL_PIPELINE_MODULES = envlist("ETL_PIPELINE_MODULES", ["scheduler.pipelines.demo"])
 ETL_DEMO_SOURCE_DB = envstr("ETL_DEMO_SOURCE_DB", str(VAR_DIR / "demo_source.sqlite3"))
 ETL_DEMO_WAREHOUSE_DB = envstr("ETL_DEMO_WAREHOUSE_DB", str(VAR_DIR / "demo_warehouse.sqlite3"))
+# setup_demo writes the logins it creates here (mode 0600); `serve` shows them in a box once the cluster is up
+ETL_DEMO_LOGINS_FILE = envstr("ETL_DEMO_LOGINS_FILE", str(VAR_DIR / "demo-logins.txt"))
 ETL_DEMO_REPORT_DIR = envstr("ETL_DEMO_REPORT_DIR", str(VAR_DIR / "reports"))
 # dbt targets (docs/dbt.md): the program (empty: the `dbt` beside this Python, else the one on PATH), and where each
 # run's --target-path and --log-path go (one directory per run and attempt, so concurrent runs never share one)
