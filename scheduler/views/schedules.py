@@ -15,6 +15,7 @@ from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_set_enabled
+from scheduler.services.teams import actable_team_ids
 from scheduler.services.watermarks import watermark_reset, watermark_set
 from scheduler.views import charts
 from scheduler.views.common import action, command_context, dbt_command_context, page, team_scope
@@ -37,7 +38,10 @@ def schedule_list(request):
         }
         for s in schedules
     ]
-    return render(request, "scheduler/schedules.html", {"rows": rows, "run_now_form": RunNowForm(), **scope})
+    actable = actable_team_ids(request.user) if request.user.has_perm("scheduler.trigger_schedule") else None
+    view_only = [] if actable is None else sorted({s.owner.name for s in schedules if s.owner_id not in actable})
+    return render(request, "scheduler/schedules.html",
+                  {"rows": rows, "run_now_form": RunNowForm(), "view_only_teams": view_only, **scope})
 
 
 def _detail_context(request, schedule: Schedule, **extra) -> dict:
