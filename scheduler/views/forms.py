@@ -119,6 +119,7 @@ class BackfillForm(forms.Form):
 
 class RerunForm(forms.Form):
     downstream = forms.BooleanField(required=False, label="and then its downstream")
+    reset_breaker = forms.BooleanField(required=False, label="reset the breaker first")
     reason = forms.CharField(required=False, max_length=500, label="Reason")
 
 

@@ -116,7 +116,7 @@ def run_detail(request, run_id: int):
         context["command"] = command_context(run.schedule.command)
     elif run.schedule.target_kind == TargetKind.DBT:
         context["command"] = dbt_command_context(run.schedule.dbt)
-    context["offers"] = rerun_offers(run)
+    context["offers"] = rerun_offers(run, now=now)
     context["rerun_form"] = RerunForm()
     if not request.htmx:
         context["log_lines"] = selectors.run_log_lines(run)
@@ -197,14 +197,16 @@ def run_rerun(request, run_id: int):
         for field, errors in form.errors.items():
             messages.error(request, f"{field}: {' '.join(errors)}")
         return redirect("scheduler:run_detail", run_id=run.pk)
-    downstream = form.cleaned_data["downstream"]
+    downstream, reset = form.cleaned_data["downstream"], form.cleaned_data["reset_breaker"]
     try:
-        new = run_rerun_service(run=run, actor=request.user, downstream=downstream, reason=form.cleaned_data["reason"])
+        new = run_rerun_service(run=run, actor=request.user, downstream=downstream, reason=form.cleaned_data["reason"],
+                                reset_breaker=reset)
     except ServiceError as exc:
         messages.error(request, str(exc))
         return redirect("scheduler:run_detail", run_id=run.pk)
     messages.success(
-        request, f"Run {new.pk} queued: a re-run of run {run.pk}" + (" and then its downstream." if downstream else ".")
+        request, ("Breaker reset. " if reset else "") + f"Run {new.pk} queued: a re-run of run {run.pk}"
+        + (" and then its downstream." if downstream else ".")
     )
     return redirect("scheduler:run_detail", run_id=new.pk)
 

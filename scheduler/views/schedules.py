@@ -10,7 +10,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from scheduler import selectors
 from scheduler.models import Schedule, TargetKind
-from scheduler.services.breakers import breaker_reset
+from scheduler.services.breakers import breaker_forecast, breaker_reset
 from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
 from scheduler.services.runs import run_trigger_manual
@@ -56,6 +56,7 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
     elif schedule.target_kind == TargetKind.DBT:
         context["command"] = dbt_command_context(schedule.dbt)
     context["channels"] = channel_rows(schedule)
+    context["breaker_forecast"] = breaker_forecast(schedule, now=now)
     context.setdefault("run_now_form", RunNowForm())
     context.setdefault("watermark_form", WatermarkForm())
     context.update(extra)
