@@ -26,6 +26,7 @@ from scheduler.models import (
 from scheduler.services import schedules as schedule_services
 from scheduler.services import teams as team_services
 from scheduler import admin_tokens  # noqa: F401  (registers ApiToken)
+from scheduler import admin_users  # noqa: F401  (users and groups for the admin group)
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_reset
 from scheduler.services.channels import channels_text, mask_url, split_channels, unmask_channels
