@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
@@ -55,6 +56,14 @@ def audit_report(request):
     return render(request, "scheduler/audit.html", context)
 
 
+JSON_COLUMNS = {"before", "after"}
+
+
+def json_cell(value) -> str:
+    """A before/after value as JSON (what a script parses), not Python's repr; empty when there is none."""
+    return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
 class _Echo:
     def write(self, value):
         return value
@@ -77,7 +86,8 @@ def audit_csv(request):
             yield writer.writerow(
                 [
                     entry.at.isoformat(),
-                    *(csv_safe(getattr(entry, c)) for c in CSV_COLUMNS[1:]),
+                    *(csv_safe(json_cell(getattr(entry, c)) if c in JSON_COLUMNS else getattr(entry, c))
+                      for c in CSV_COLUMNS[1:]),
                 ]
             )
 
