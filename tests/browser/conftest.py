@@ -136,6 +136,47 @@ def phone(browser, server):
     context.close()
 
 
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory):
+    """Where setup_demo writes its demo databases and logins file in the browser tests (made once a session)."""
+    return tmp_path_factory.mktemp("demo")
+
+
+@pytest.fixture
+def demo(settings, demo_dir):
+    """`setup_demo` as `make run` runs it, on the test database: {"operator": password, "admin": password}, read
+    from what it printed. The browser tests log in as these users, not as users they made."""
+    import re
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.ETL_DEMO_SOURCE_DB = str(demo_dir / "source.sqlite3")
+    settings.ETL_DEMO_WAREHOUSE_DB = str(demo_dir / "warehouse.sqlite3")
+    settings.ETL_DEMO_REPORT_DIR = str(demo_dir / "reports")
+    settings.ETL_DEMO_LOGINS_FILE = str(demo_dir / "demo-logins.txt")
+    out = StringIO()
+    call_command("setup_demo", "--no-kickoff", stdout=out)
+    found = dict(re.findall(r"login: (\w+) / (\S+)", out.getvalue()))
+    assert set(found) == {"operator", "admin"}, out.getvalue()
+    return found
+
+
+@pytest.fixture
+def login_demo(page, demo):
+    """login_demo("operator", on=page): log in with the password setup_demo printed."""
+    def do(username, on=None):
+        on = on or page
+        on.goto("/accounts/login/")
+        on.fill("input[name=username]", username)
+        on.fill("input[name=password]", demo[username])
+        on.click("button[type=submit]")
+        on.wait_for_url(lambda url: "/accounts/login" not in url)
+        return on
+
+    return do
+
+
 @pytest.fixture
 def login(page):
     def do(user):

@@ -34,10 +34,11 @@ json.dump({"rows": steps * 1000}, open(os.environ["ETL_RESULT_FILE"], "w"))
 # The demo's two teams and what each owns: the operator login is in the first, so the second's schedules
 # show their owner and say they are view-only (docs: README, "On call with the demo logins").
 DEMO_TEAMS = {
-    "ingest": ("Syncs and feeds from the sources",
-               ["customer_sync", "order_sync", "order_confirmed", "webhook_ingest", "heartbeat", "flaky_feed"]),
-    "analytics": ("Transforms, reports and warehouse upkeep",
-                  ["revenue_transform", "daily_report", "nightly", "warehouse_compact"]),
+    # warehouse_compact is the demo's command target to try Cancel on: the operator's team owns it
+    "ingest": ("Syncs, feeds and warehouse upkeep",
+               ["customer_sync", "order_sync", "order_confirmed", "webhook_ingest", "heartbeat", "flaky_feed",
+                "warehouse_compact"]),
+    "analytics": ("Transforms and reports", ["revenue_transform", "daily_report", "nightly"]),
 }
 OPERATOR_TEAM = "ingest"
 
