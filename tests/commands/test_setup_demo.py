@@ -115,7 +115,8 @@ def test_an_older_demo_in_the_default_team_is_moved_into_the_demo_teams_once(dem
     Schedule.objects.update(owner=default)  # what setup_demo made before it had teams
     User.objects.get(username="operator").etl_teams.clear()
     call_command("setup_demo", "--no-kickoff", stdout=StringIO())
-    assert set(Schedule.objects.filter(owner__name="analytics").values_list("name", flat=True)) == DEMO_TEAMS["analytics"]
+    analytics = set(Schedule.objects.filter(owner__name="analytics").values_list("name", flat=True))
+    assert analytics == DEMO_TEAMS["analytics"]
     assert list(User.objects.get(username="operator").etl_teams.values_list("name", flat=True)) == ["ingest"]
     entries = AuditEntry.objects.count()
     call_command("setup_demo", "--no-kickoff", stdout=StringIO())

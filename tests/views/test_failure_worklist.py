@@ -36,9 +36,10 @@ def test_acknowledging_with_a_note_moves_it_under_acknowledged(operator_client, 
 def test_a_missing_note_is_named_and_changes_nothing(operator_client, make_schedule, make_run):
     schedule = make_schedule("orders")
     failed = make_run(schedule, RunStatus.FAILED)
-    response = operator_client.post(reverse("scheduler:failure_ack", args=[schedule.pk]), {"note": " ", "up_to": failed.pk})
+    ack = reverse("scheduler:failure_ack", args=[schedule.pk])
+    response = operator_client.post(ack, {"note": " ", "up_to": failed.pk})
     assert response.status_code == 400 and "note: This field is required." in response.content.decode()
-    response = operator_client.post(reverse("scheduler:failure_ack", args=[schedule.pk]), {"note": "x", "up_to": 999999})
+    response = operator_client.post(ack, {"note": "x", "up_to": 999999})
     assert response.status_code == 400 and "run: 999999 is not a failed run of schedule" in response.content.decode()
     assert not FailureAck.objects.exists()
 
@@ -52,7 +53,8 @@ def test_another_teams_schedule_says_why_there_is_no_button_and_refuses_a_post(o
     assert reverse("scheduler:schedule_failures", args=[theirs.pk]) not in page
     form = operator_client.get(reverse("scheduler:schedule_failures", args=[theirs.pk])).content.decode()
     assert "Owned by analytics; you can view it but not act on it." in form and 'id="ack-form"' not in form
-    response = operator_client.post(reverse("scheduler:failure_ack", args=[theirs.pk]), {"note": "x", "up_to": failed.pk})
+    response = operator_client.post(reverse("scheduler:failure_ack", args=[theirs.pk]),
+                                   {"note": "x", "up_to": failed.pk})
     assert response.status_code == 403 and not FailureAck.objects.exists()
     assert AuditEntry.objects.filter(action="permission.denied", actor="olivia").exists()
 
