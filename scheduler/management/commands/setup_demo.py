@@ -90,10 +90,12 @@ def demo_schedules(now: datetime) -> list[dict]:
 
 
 class Command(BaseCommand):
-    help = "Create demo data, demo schedules, an operator login and an admin login (idempotent)."
+    help = ("Create demo data, two demo teams (ingest, analytics) owning the demo schedules, an operator login in "
+            "ingest and an admin login (idempotent); new logins also go to ETL_DEMO_LOGINS_FILE (mode 0600).")
 
     def add_arguments(self, parser):
-        parser.add_argument("--username", default="operator", help="The operator login (operator group, not staff).")
+        parser.add_argument("--username", default="operator",
+                            help="The operator login (operator group, team ingest, not staff).")
         parser.add_argument("--admin-username", default="admin",
                             help="The admin login (staff, admin group: the Django admin); '' creates none.")
         parser.add_argument("--no-kickoff", action="store_true", help="Do not trigger the first syncs.")
