@@ -12,7 +12,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     # browsers ask for /favicon.ico on pages that name no icon (the Django admin's)
-    path("favicon.ico", RedirectView.as_view(url=static("scheduler/favicon.svg"), permanent=True)),
+    path("favicon.ico", RedirectView.as_view(url=static("scheduler/favicon.svg"), permanent=True),
+         name="favicon"),
     # the REST API v1; any other path under it is a problem+json 404, never the HTML page
     path("api/v1/", api_v1.urls),
     re_path(r"^api/v1/(?P<rest>.*)$", route_not_found, name="api_v1_not_found"),
