@@ -51,3 +51,12 @@ def test_a_backfill_of_another_team_says_why_there_are_no_buttons(operator_clien
     backfill = backfill_submit(schedule=theirs, start=0, end=20, window=10, reason="r", requested_by="tests")
     page = operator_client.get(reverse("scheduler:backfill_detail", args=[backfill.pk])).content.decode()
     assert VIEW_ONLY in page and 'id="backfill-actions"' not in page
+
+
+def test_the_blocked_list_says_why_there_is_no_breaker_reset(operator_client, theirs, make_run):
+    from scheduler.models import BreakerStatus, Schedule
+
+    Schedule.objects.filter(pk=theirs.pk).update(breaker_status=BreakerStatus.OPEN, breaker_failures=3)
+    make_run(theirs, RunStatus.BLOCKED, reason="circuit open", blocked_by=theirs)
+    page = operator_client.get(reverse("scheduler:blocked") + "?team=all").content.decode()
+    assert VIEW_ONLY in page and "Reset breaker of theirs" not in page
