@@ -8,6 +8,7 @@ import ipaddress
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 from pathlib import Path
@@ -39,15 +40,25 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host, port
 
 
-def logins_box(text: str, *, path: str, url: str) -> str:
-    """The demo logins framed so that they stand out of the cluster's log lines, with where they are kept."""
-    lines = ["Demo logins (setup_demo shows a password once; save it now):", "",
-             *[line for line in text.splitlines() if line.strip()], "",
-             f"Open {url} and log in. These lines are kept (readable only by you) in",
-             f"  {path}", "Delete that file once you have saved them."]
-    width = max(len(line) for line in lines)
-    return "\n".join(["+" + "=" * (width + 2) + "+", *[f"| {line:<{width}} |" for line in lines],
-                      "+" + "=" * (width + 2) + "+"])
+def logins_box(text: str, *, path: str, url: str, width: int = 76) -> str:
+    """The demo logins framed so that they stand out of the cluster's log lines, with where they are kept.
+
+    A line "login: operator / PASSWORD   (what it may do; ...)" shows its login and password on a line of its own
+    and what it may do wrapped below, so the box fits a terminal.
+    """
+    lines = ["Demo logins (setup_demo shows a password once; save it now):", ""]
+    for line in text.splitlines():
+        head, _, rest = line.strip().partition("   (")
+        if not head:
+            continue
+        lines.append(head)
+        lines.extend(textwrap.wrap(rest.rstrip(")"), width=width - 4, initial_indent="    ",
+                                   subsequent_indent="    "))
+    lines += ["", f"Open {url} and log in. These lines are kept", "(readable only by you) in", f"  {path}",
+              "Delete that file once you have saved them."]
+    inner = max(len(line) for line in lines)
+    return "\n".join(["+" + "=" * (inner + 2) + "+", *[f"| {line:<{inner}} |" for line in lines],
+                      "+" + "=" * (inner + 2) + "+"])
 
 
 def _answers(url: str) -> bool:
