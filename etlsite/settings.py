@@ -213,11 +213,14 @@ ETL_ALERT_WEBHOOK_URL = envstr("ETL_ALERT_WEBHOOK_URL", "")
 ETL_ALERT_WEBHOOK_SECRET = envstr("ETL_ALERT_WEBHOOK_SECRET", "")
 ETL_ALERTS_SYNC = envbool("ETL_ALERTS_SYNC", False)  # deliver alerts inline (tests)
 ETL_PIPELINE_MODULES = envlist("ETL_PIPELINE_MODULES", ["scheduler.pipelines.demo"])
-ETL_DEMO_SOURCE_DB = envstr("ETL_DEMO_SOURCE_DB", str(VAR_DIR / "demo_source.sqlite3"))
-ETL_DEMO_WAREHOUSE_DB = envstr("ETL_DEMO_WAREHOUSE_DB", str(VAR_DIR / "demo_warehouse.sqlite3"))
+# Built-in pipelines read and write files only inside this directory (symbolic links resolved first); run params
+# never name a path (docs/security.md). The demo's files default to it.
+ETL_FILES_DIR = envstr("ETL_FILES_DIR", str(VAR_DIR / "files"))
+ETL_DEMO_SOURCE_DB = envstr("ETL_DEMO_SOURCE_DB", str(Path(ETL_FILES_DIR) / "demo_source.sqlite3"))
+ETL_DEMO_WAREHOUSE_DB = envstr("ETL_DEMO_WAREHOUSE_DB", str(Path(ETL_FILES_DIR) / "demo_warehouse.sqlite3"))
+ETL_DEMO_REPORT_DIR = envstr("ETL_DEMO_REPORT_DIR", str(Path(ETL_FILES_DIR) / "reports"))
 # setup_demo writes the logins it creates here (mode 0600); `serve` shows them in a box once the cluster is up
 ETL_DEMO_LOGINS_FILE = envstr("ETL_DEMO_LOGINS_FILE", str(VAR_DIR / "demo-logins.txt"))
-ETL_DEMO_REPORT_DIR = envstr("ETL_DEMO_REPORT_DIR", str(VAR_DIR / "reports"))
 # dbt targets (docs/dbt.md): the program (empty: the `dbt` beside this Python, else the one on PATH), and where each
 # run's --target-path and --log-path go (one directory per run and attempt, so concurrent runs never share one)
 ETL_DBT_EXECUTABLE = envstr("ETL_DBT_EXECUTABLE", "")
@@ -248,7 +251,13 @@ STORAGES = {
 MIDDLEWARE.append("scheduler.middleware.DisplayTimezoneMiddleware")
 ETL_ADDR = envstr("ETL_ADDR", "127.0.0.1:8000")
 ETL_WEB_WORKERS = envint("ETL_WEB_WORKERS", 2, minimum=1)
-ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)
+ETL_WEB_THREADS = envint("ETL_WEB_THREADS", 4, minimum=1)  # gthread only
+# gevent: one greenlet per connection, so clients that send a body a byte at a time hold no thread and cannot
+# starve the dashboard; gthread only behind a front that buffers whole requests (nginx), see docs/security.md
+ETL_WEB_WORKER_CLASS = envstr("ETL_WEB_WORKER_CLASS", "gevent")
+ETL_WEB_WORKER_CONNECTIONS = envint("ETL_WEB_WORKER_CONNECTIONS", 1000, minimum=1)  # gevent: open connections
+ETL_WEB_TIMEOUT = envint("ETL_WEB_TIMEOUT", 30, minimum=1)  # a worker silent this long is restarted
+ETL_WEB_KEEPALIVE = envint("ETL_WEB_KEEPALIVE", 5, minimum=0)  # seconds an idle keep-alive connection stays
 
 # --- authoring settings ---
 # A cron or interval fire older than this when the dispatcher reaches it was missed (the cluster was
@@ -288,6 +297,8 @@ AUTHENTICATION_BACKENDS = [
 ]
 ETL_DEFAULT_TEAM = envstr("ETL_DEFAULT_TEAM", "default")  # owner of schedules made without one
 ETL_TEAMS_VIEW_ALL = envbool("ETL_TEAMS_VIEW_ALL", True)  # viewers and operators see other teams read-only
+# a refusal is one audit entry per actor, permission, object and window; repeats in the window are only counted
+ETL_AUDIT_REFUSAL_WINDOW_SECONDS = envint("ETL_AUDIT_REFUSAL_WINDOW_SECONDS", 300, minimum=1)
 # --- end teams settings ---
 
 # --- hardening settings (continued) ---
@@ -296,6 +307,9 @@ ETL_ALERT_WORKERS = envint("ETL_ALERT_WORKERS", 2, minimum=1)
 ETL_ALERT_INTERVAL = envfloat("ETL_ALERT_INTERVAL", 1.0, minimum=0.05)
 # Alert webhooks into loopback, link-local (169.254.x) or private ranges are refused unless this is set.
 ETL_ALERT_ALLOW_PRIVATE_URLS = envbool("ETL_ALERT_ALLOW_PRIVATE_URLS", False)
+# Networks outgoing requests (alert channels, the HTTP source) may reach although they are not global, as CIDRs
+# separated by commas: "10.20.0.0/16,fd00:1::/64" (docs/security.md).
+ETL_OUTGOING_ALLOWED_NETWORKS = envlist("ETL_OUTGOING_ALLOWED_NETWORKS", [])
 
 # Login throttling (django-axes): after ETL_LOGIN_FAILURE_LIMIT wrong passwords for one user from one address the
 # login is locked for ETL_LOGIN_COOLOFF_MINUTES; admins see and clear lock-outs in the admin (Axes > Access attempts).

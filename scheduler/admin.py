@@ -6,14 +6,17 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.validators import MinValueValidator
-from django.db import transaction
+from django.db import models, transaction
 from django.forms.fields import InvalidJSONInput
 from django.http import HttpResponse
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
 from scheduler.models import (
     AuditEntry,
     Backfill,
     GovernanceTick,
+    RefusalCount,
     Run,
     RunStatus,
     Schedule,
@@ -27,6 +30,7 @@ from scheduler.services import schedules as schedule_services
 from scheduler.services import teams as team_services
 from scheduler import admin_tokens  # noqa: F401  (registers ApiToken)
 from scheduler import admin_users  # noqa: F401  (users and groups for the admin group)
+from scheduler import selectors
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_reset
 from scheduler.services.channels import channels_text, mask_url, split_channels, unmask_channels
@@ -42,6 +46,25 @@ def _visible(queryset, user, team_field: str):
     """Narrow a queryset to the teams `user` may see (every team while ETL_TEAMS_VIEW_ALL is on)."""
     teams = team_services.visible_team_ids(user)
     return queryset if teams is None else queryset.filter(**{f"{team_field}__in": teams})
+
+
+def _scoped_choices(db_field, request, kwargs: dict) -> dict:
+    """A schedule or team choice offers only what the user may see (ETL_TEAMS_VIEW_ALL off)."""
+    teams = team_services.visible_team_ids(request.user)
+    if teams is not None and db_field.related_model in (Schedule, Team) and "queryset" not in kwargs:
+        field = "owner_id" if db_field.related_model is Schedule else "pk"
+        kwargs["queryset"] = db_field.related_model.objects.filter(**{f"{field}__in": teams})
+    return kwargs
+
+
+class ScopedChoicesMixin:
+    """Related-object choices (a schedule, a team, upstreams) narrowed to the teams the user may see."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        return super().formfield_for_foreignkey(db_field, request, **_scoped_choices(db_field, request, kwargs))
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        return super().formfield_for_manytomany(db_field, request, **_scoped_choices(db_field, request, kwargs))
 
 
 def _allowed(request, perm: str, obj) -> bool:
@@ -81,9 +104,18 @@ SCHEDULE_STATE_FIELDS = (
 
 
 class BoundedJSONField(forms.JSONField):
-    """JSON nested deeper than the parser goes is a field error, not a 500."""
+    """JSON nested deeper than the parser goes, or with an oversized number, is a field error, not a 500."""
 
     def to_python(self, value):
+        if isinstance(value, str) and value.strip():
+            try:
+                parse_json(value, field="value")
+            except ConfigError as exc:
+                where = exc.field.removeprefix("value").lstrip(".")
+                raise forms.ValidationError(f"{where}: {exc.problem}" if where else exc.problem,
+                                            code="invalid") from None
+            except (ValueError, RecursionError):
+                pass  # Django's own parse below says what is wrong
         try:
             return super().to_python(value)
         except RecursionError:
@@ -92,7 +124,7 @@ class BoundedJSONField(forms.JSONField):
     def bound_data(self, data, initial):
         try:
             return super().bound_data(data, initial)
-        except RecursionError:
+        except (RecursionError, ValueError):  # ValueError: a number past Python's int-to-str limit
 
             return InvalidJSONInput(data)
 
@@ -123,7 +155,7 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
                          "dbt": BoundedJSONField}
         # what an author needs at the form, said here (the model's texts are the short reference)
         help_texts = {
-            "owner": "The owning team; empty means the default team (ETL_DEFAULT_TEAM).",
+            "owner": "The owning team (required).",
             "target_kind": "pipeline or workflow: a registered id in Target id. command: the Command below "
                            "(leave Target id empty). dbt: the Dbt definition below (leave Target id empty).",
             "target_id": "The registered pipeline or workflow id; empty for a command target.",
@@ -149,8 +181,8 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._mask_channels()
-        if "owner" in self.fields:
-            self.fields["owner"].required = False
+        if "owner" in self.fields:  # required: a schedule never lands in the default team unseen (issue 22)
+            self.fields["owner"].required = True
         for name in ("timeout_seconds", "deadline_seconds"):  # the columns' own minimum is 0; a limit is >= 1 s
             if name in self.fields:
                 field = self.fields[name]
@@ -180,7 +212,7 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
     form = ScheduleForm
     list_display = (
         "name",
@@ -193,7 +225,9 @@ class ScheduleAdmin(admin.ModelAdmin):
         "breaker_status",
         "next_fire_at",
     )
-    list_filter = ("owner", "enabled", "trigger_kind", "workload_class", "breaker_status")
+    # owners offered from the listed (visible) schedules only, never every team
+    list_filter = (("owner", admin.RelatedOnlyFieldListFilter), "enabled", "trigger_kind", "workload_class",
+                   "breaker_status")
     list_select_related = ("owner", "workload_class")
     search_fields = ("name", "target_id", "description")
     readonly_fields = SCHEDULE_STATE_FIELDS
@@ -232,6 +266,9 @@ class ScheduleAdmin(admin.ModelAdmin):
         if db_field.name == "owner":
             teams = team_services.actable_team_ids(request.user)
             kwargs["queryset"] = Team.objects.all() if teams is None else Team.objects.filter(pk__in=teams)
+            names = ", ".join(kwargs["queryset"].order_by("name").values_list("name", flat=True)[:50])
+            kwargs["help_text"] = (f"The owning team (required). You may choose: {names}." if names else
+                                   "The owning team (required). You belong to no team: ask an admin to add you.")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -376,7 +413,7 @@ class AttentionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ScopedChoicesMixin, admin.ModelAdmin):
     list_display = (
         "id",
         "schedule",
@@ -452,6 +489,27 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     search_fields = ("actor", "action", "target_id", "target_repr", "reason")
     show_full_result_count = False
 
+    def get_queryset(self, request):
+        """Viewing scoped: the entries of the user's teams, and the user's own."""
+        teams = team_services.visible_team_ids(request.user)
+        qs = super().get_queryset(request)
+        if teams is None:
+            return qs
+        return qs.filter(models.Q(team_id__in=teams) | models.Q(team_id__isnull=True,
+                                                                actor=request.user.get_username()))
+
+    def get_changelist_instance(self, request):
+        """Names of other teams inside the listed entries are hidden (viewing scoped)."""
+        changelist = super().get_changelist_instance(request)
+        redact = selectors.audit_redactor(team_services.visible_team_ids(request.user))
+        changelist.result_list = [redact(e) for e in changelist.result_list]
+        return changelist
+
+    def get_object(self, request, object_id, from_field=None):
+        """One entry, with other teams' names hidden (viewing scoped)."""
+        entry = super().get_object(request, object_id, from_field)
+        return entry and selectors.audit_redactor(team_services.visible_team_ids(request.user))(entry)
+
 
 @admin.register(Backfill)
 class BackfillAdmin(ReadOnlyAdmin):
@@ -468,11 +526,31 @@ class BackfillAdmin(ReadOnlyAdmin):
     )
     list_filter = ("status",)
 
+    def get_queryset(self, request):
+        return _visible(super().get_queryset(request), request.user, "schedule__owner_id")
+
 
 @admin.register(GovernanceTick)
 class GovernanceTickAdmin(ReadOnlyAdmin):
     list_display = ("started_at", "finished_at", "holder", "error")
     show_full_result_count = False
+
+
+@admin.register(RefusalCount)
+class RefusalCountAdmin(ReadOnlyAdmin):
+    """Permission refusals counted per actor, permission, object and window (the first is the audit entry)."""
+
+    list_display = ("window_start", "actor", "permission", "target", "count", "last_at", "audit_entry_id")
+    list_filter = ("permission",)
+    search_fields = ("actor", "permission", "target")
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        """Viewing scoped: the user's own refusals only (a row may name another team's object)."""
+        qs = super().get_queryset(request)
+        if team_services.visible_team_ids(request.user) is None:
+            return qs
+        return qs.filter(actor=request.user.get_username())
 
 
 @admin.register(WebhookRefusal)
@@ -482,6 +560,15 @@ class WebhookRefusalAdmin(ReadOnlyAdmin):
     list_display = ("window_start", "target", "code", "count", "status", "last_remote", "sample")
     list_filter = ("code", "status")
     show_full_result_count = False
+
+    def get_queryset(self, request):
+        """Viewing scoped: refusals of the user's teams' schedules only (an unknown name may be another's)."""
+        teams = team_services.visible_team_ids(request.user)
+        qs = super().get_queryset(request)
+        if teams is None:
+            return qs
+        ids = Schedule.objects.filter(owner_id__in=teams).values_list("pk", flat=True)
+        return qs.filter(target__in=[f"schedule:{pk}" for pk in ids])
 
 
 class TeamForm(MaskedChannelsMixin, forms.ModelForm):
@@ -513,6 +600,10 @@ class TeamForm(MaskedChannelsMixin, forms.ModelForm):
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
     form = TeamForm
+
+    def get_queryset(self, request):
+        """Viewing scoped: the user's own teams only."""
+        return _visible(super().get_queryset(request), request.user, "pk")
     list_display = ("name", "description", "member_names", "schedule_count", "channels")
     search_fields = ("name", "description", "members__username")
     filter_horizontal = ("members",)
@@ -594,7 +685,7 @@ class WatermarkForm(forms.ModelForm):
 
 
 @admin.register(WatermarkState)
-class WatermarkStateAdmin(admin.ModelAdmin):
+class WatermarkStateAdmin(ScopedChoicesMixin, admin.ModelAdmin):
     form = WatermarkForm
     list_display = ("schedule", "value", "updated_at", "updated_by_run")
     readonly_fields = ("schedule", "updated_at", "updated_by_run")

@@ -40,7 +40,7 @@ from scheduler.services.nodes import run_rerun_from_failure
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedule_files import Plan, schedules_apply, schedules_export
 from scheduler.services.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
-from scheduler.services.teams import authorize, authorize_owner_change, team_get
+from scheduler.services.teams import authorize, authorize_owner_change, owner_for_create, team_get
 from scheduler.services.watermarks import encode_value, watermark_reset, watermark_set, watermark_state
 from scheduler.triggers.registry import get_trigger
 
@@ -158,8 +158,8 @@ class Schedules:
 
     def create(self, name: str, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:
         authorize(actor=actor, perm="scheduler.add_schedule")
-        if fields.get("owner") is not None:
-            authorize_owner_change(actor=actor, schedule=Schedule(name=name), team=team_get(fields["owner"]))
+        # no owner named: ETL_DEFAULT_TEAM, which a user must be allowed to give schedules to like any team
+        authorize_owner_change(actor=actor, schedule=Schedule(name=name), team=owner_for_create(fields.get("owner")))
         return schedule_save(data={"name": name, **fields}, actor=actor, reason=reason)
 
     def update(self, name: str | int, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:
@@ -323,8 +323,9 @@ class SchedulerHost:
 
     def rerun_from_failure(self, run_id: int, *, actor: Any = "api", reason: str = "") -> int:
         """Queue a new run of a failed workflow run that skips its succeeded nodes; returns its id."""
-
-        return run_rerun_from_failure(run=self.storage.get(run_id), actor=actor, reason=reason).pk
+        run = self.storage.get(run_id)
+        authorize(actor=actor, perm="scheduler.trigger_schedule", obj=run)
+        return run_rerun_from_failure(run=run, actor=actor, reason=reason).pk
 
     def cancel_run(self, run_id: int, *, actor: Any, reason: str = "", force: bool = False) -> str:
         """Cancel a run as `actor` (held to their teams); `force` kills its process at once.

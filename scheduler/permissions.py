@@ -142,6 +142,10 @@ def refusal_message(user, perm: str, obj: Any) -> str:
     if schedule is None:
         return f"permission denied: {name} may not use {perm}"
     verb = VERBS.get(perm, "see" if perm in SCOPED_VIEWS else f"use {perm} on")
+    if not (views_all_teams() or acts_for_all(user) or schedule.owner_id in member_team_ids(user)):
+        # viewing is scoped: the refusal itself must not show another team's names (issue 22)
+        return (f"permission denied: {name} may not {verb} schedule #{schedule.pk}: it belongs to another team "
+                f"and {name} is not a member")
     return (
         f"permission denied: {name} may not {verb} schedule '{schedule.name}': it belongs to team "
         f"'{schedule.owner.name}' and {name} is not a member"

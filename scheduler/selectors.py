@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone, UTC
 from statistics import median
@@ -26,6 +28,7 @@ from scheduler.models import (
     RunStatus,
     RunUpstream,
     Schedule,
+    Team,
     WatermarkHistory,
     WatermarkState,
     WindowStatus,
@@ -336,15 +339,19 @@ def schedule_detail(schedule, *, now: datetime) -> dict:
     }
 
 
-def dependency_graph() -> dict:
-    """Every schedule, every edge and each schedule's latest run status."""
+def dependency_graph(team_ids: frozenset[int] | None = None) -> dict:
+    """Every schedule (of `team_ids` when given), the edges among them and each schedule's latest run status."""
 
     schedules = list(
-        Schedule.objects.annotate(last_run_status=_latest_run_subquery("status"))
+        owned_by(Schedule.objects.all(), team_ids, path="owner_id")
+        .annotate(last_run_status=_latest_run_subquery("status"))
         .only("id", "name", "enabled", "target_id")
         .order_by("name")
     )
-    edges = list(Schedule.depends_on.through.objects.values_list("from_schedule_id", "to_schedule_id"))
+    shown = {s.pk for s in schedules}
+    edges = [(down, up) for down, up in
+             Schedule.depends_on.through.objects.values_list("from_schedule_id", "to_schedule_id")
+             if down in shown and up in shown]
     return {"schedules": schedules, "edges": edges}
 
 
@@ -378,8 +385,11 @@ def backfill_windows(backfill) -> list:
 # --- audit -------------------------------------------------------------------
 
 
-def audit_filtered(filters: dict):
+def audit_filtered(filters: dict, *, team_ids: frozenset[int] | None = None, own_actor: str | None = None):
+    """Entries matching `filters`; with `team_ids` (viewing scoped) only those teams' entries and the reader's own."""
     qs = AuditEntry.objects.all()
+    if team_ids is not None:
+        qs = qs.filter(Q(team_id__in=team_ids) | Q(team_id__isnull=True, actor=own_actor or ""))
     if filters.get("team"):
         qs = qs.filter(team_id=filters["team"].pk)
     if filters.get("actor"):
@@ -398,6 +408,40 @@ def audit_filtered(filters: dict):
     if filters.get("until"):
         qs = qs.filter(at__lt=filters["until"])
     return qs
+
+
+def audit_redactor(team_ids: frozenset[int] | None) -> Callable[[AuditEntry], AuditEntry]:
+    """For a reader who may see only `team_ids`: hide other teams' schedule and team names inside an entry.
+
+    An entry of one's own team may still name another team's schedule (an upstream in `depends_on`, a refusal's
+    reason); with viewing scoped those names read "(another team's schedule)" / "(another team)". The entry is
+    changed in memory only (the log is append-only). None for `team_ids`: every entry as it is.
+    """
+    if team_ids is None:
+        return lambda entry: entry
+    names = {n: "(another team's schedule)" for n in
+             Schedule.objects.exclude(owner_id__in=team_ids).values_list("name", flat=True)}
+    names.update({n: "(another team)" for n in Team.objects.exclude(pk__in=team_ids).values_list("name", flat=True)})
+    if not names:
+        return lambda entry: entry
+    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    pattern = re.compile(r"(?<![\w-])(" + alternatives + r")(?![\w-])")
+
+    def hide(value):
+        if isinstance(value, str):
+            return pattern.sub(lambda m: names[m.group(1)], value)
+        if isinstance(value, list):
+            return [hide(v) for v in value]
+        if isinstance(value, dict):
+            return {hide(k): hide(v) for k, v in value.items()}
+        return value
+
+    def redact(entry: AuditEntry) -> AuditEntry:
+        for field in ("target_repr", "reason", "before", "after"):
+            setattr(entry, field, hide(getattr(entry, field)))
+        return entry
+
+    return redact
 
 
 def audit_counts(qs) -> dict:

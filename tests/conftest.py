@@ -31,7 +31,7 @@ def restore_migration_data() -> None:
         Group.objects.get(name=name).permissions.add(
             *Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames))
     # what migration 0019 grants (acknowledging failures; the admin group manages users)
-    for name, wanted in import_module("scheduler.migrations.0019_failure_acks_and_user_admin").GRANTS.items():
+    for name, wanted in import_module("scheduler.migrations.0021_failure_acks_and_user_admin").GRANTS.items():
         Group.objects.get(name=name).permissions.add(*[
             Permission.objects.get(content_type__app_label=app, codename=codename) for app, codename in wanted])
     Team.default_team_id()

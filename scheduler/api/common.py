@@ -61,9 +61,7 @@ def team_ids_for(request, team: str | None) -> frozenset[int] | None:
     visible = visible_team_ids(caller(request))
     if not team:
         return visible
-    found = team_get(_clean(team, "team"))
-    if visible is not None and found.pk not in visible:
-        raise NotFound(f"no team named '{team}' that you may see", field="team")
+    found = team_get(_clean(team, "team"), visible=visible)
     return frozenset({found.pk})
 
 

@@ -13,9 +13,13 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from scheduler.api.parser import BodyUnreadable, UnsupportedMediaType
+from scheduler.core import ConfigError
 from scheduler.services.audit import audit_via_reset, audit_via_set
 from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.teams import PermissionRefused
@@ -84,6 +88,18 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if exc.status_code == 403 and "CSRF" in str(exc):
         return problem(403, "CSRF check failed: a signed-in session must send the X-CSRFToken header for "
                             "unsafe methods (a bearer token needs none)", kind="forbidden")
+    cause = exc.__cause__  # ninja raises "Cannot parse request body" from what our parser raised
+    if isinstance(cause, ConfigError):  # an oversized number, named where it is (e.g. body.params.rows)
+        return problem(400, f"the request body cannot be read: {cause}", kind="malformed-body",
+                       errors=[{"field": cause.field, "message": cause.problem}])
+    if isinstance(cause, UnsupportedMediaType):
+        return problem(415, f"{cause}; send the body as JSON with Content-Type: application/json",
+                       kind="unsupported-media-type",
+                       errors=[{"field": "Content-Type", "message": f"must be application/json, got "
+                                                                   f"{cause.media_type or 'none'}"}])
+    if isinstance(cause, BodyUnreadable):
+        return problem(400, f"the request body cannot be read: {cause}", kind="malformed-body",
+                       errors=[{"field": "body", "message": str(cause)}])
     if exc.status_code == 400:  # ninja's "Cannot parse request body"
         return problem(400, f"the request body cannot be read: {exc}", kind="malformed-body",
                        errors=[{"field": "body", "message": str(exc)}])
@@ -100,6 +116,16 @@ def on_decode_error(request: HttpRequest, exc: ValueError) -> HttpResponse:
 
 
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """Django's own refusals keep their status (as its handler would answer them); anything else is a 500."""
+    if isinstance(exc, Http404):
+        return problem(404, f"no API route {request.path}; see /api/v1/docs", kind="not-found")
+    if isinstance(exc, PermissionDenied):
+        return problem(403, "forbidden", kind="forbidden")
+    if isinstance(exc, RequestDataTooBig):
+        return problem(413, f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
+                       kind="body-too-large", errors=[{"field": "body", "message": "too large"}])
+    if isinstance(exc, SuspiciousOperation):
+        return problem(400, "the request cannot be read", kind="bad-request")
     log.error("API request %s %s failed", request.method, request.path, exc_info=exc)
     return problem(500, "an unexpected error happened; it was logged", kind="server-error")
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 from ninja import NinjaAPI
 from ninja.openapi.docs import Swagger
 
+
 from scheduler.api import errors
 from scheduler.api.auth import AUTH
+from scheduler.api.parser import JsonParser
 from scheduler.api.routers import audit, backfills, marks, runs, schedules
 
 PROBLEM_CODES = {"400", "401", "403", "404", "405", "422", "500"}
+BODY_PROBLEMS = {"413": "Payload Too Large", "415": "Unsupported Media Type"}  # what only a body can cause
 # OpenAPI links: what a created object leads to (clients and schemathesis' stateful tests follow them)
 LINKS = {
     ("/api/v1/schedules/{name}/runs", "post", "201"): {
@@ -42,8 +45,13 @@ class Api(NinjaAPI):
     def get_openapi_schema(self, *args, **kwargs):
         """ninja writes every response as application/json; ours errors are application/problem+json."""
         schema = super().get_openapi_schema(*args, **kwargs)
+        problem_ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
+                if "requestBody" in operation:
+                    for code, title in BODY_PROBLEMS.items():
+                        operation["responses"][code] = {"description": title,
+                                                        "content": {errors.CONTENT_TYPE: problem_ref}}
                 for code, response in operation.get("responses", {}).items():
                     content = response.get("content") or {}
                     if str(code) in PROBLEM_CODES and "application/json" in content:
@@ -69,6 +77,7 @@ api = Api(
     docs=Swagger(settings={"persistAuthorization": False}),
     docs_url="/docs",
     openapi_url="/openapi.json",
+    parser=JsonParser(),
 )
 errors.register(api)
 api.add_router("", schedules.router)

@@ -115,17 +115,22 @@ def failure_summary(nodes: Iterable[DbtNode], *, limit: int = 5) -> str:
     return text + (f" ({skipped} skipped)" if skipped else "")
 
 
-def rerun_selector(previous: Iterable[tuple[str, str]]) -> list[str]:
+def rerun_selector(previous: Iterable[tuple[str, str]], *, within: Iterable[str] = ()) -> list[str]:
     """`--select` items that re-run what failed or was skipped, and everything downstream of it.
 
     `previous` is (unique_id, outcome) of the run being re-run. Each failed or
     skipped node is selected by name with `+` (its children); a test's name is
-    unique, and so is a model's within a project.
+    unique, and so is a model's within a project. `within` is the run's own
+    selection (the schedule's `select` words): each item is intersected with
+    each of them (`orders+,tag:daily`), so a child the run did not select is
+    not built by its re-run, as `dbt retry` would not.
     """
     seen: dict[str, None] = {}
+    scope = list(within)
     for unique_id, outcome in previous:
         if outcome in (FAILED, SKIPPED):
-            seen.setdefault(f"{_name(unique_id)}+")
+            for word in scope or [""]:
+                seen.setdefault(f"{_name(unique_id)}+" + (f",{word}" if word else ""))
     return list(seen)
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
 from scheduler.models import Run
 
 USAGE_ERROR = 2
@@ -47,7 +49,9 @@ def parse_params(items: list[str] | None, *, field: str = "--param") -> dict[str
         if not sep or not key:
             raise fail(f"{field} {item!r}: expected KEY=VALUE")
         try:
-            params[key] = json.loads(raw)
+            params[key] = parse_json(raw, field=key)
+        except ConfigError as exc:  # JSON, but with an oversized number: not to be taken as text either
+            raise fail(f"{field} {exc.field}: {exc.problem}") from None
         except ValueError:
             params[key] = raw
         except RecursionError:  # nested too deep for the parser: refuse, do not crash
@@ -59,7 +63,9 @@ def parse_json_object(text: str | None, *, field: str) -> dict[str, Any]:
     if text in (None, ""):
         return {}
     try:
-        value = json.loads(text)
+        value = parse_json(text, field=field)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
     except RecursionError:
         raise fail(f"{field}: JSON nested too deeply") from None
     except ValueError as exc:

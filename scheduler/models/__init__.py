@@ -1,5 +1,5 @@
 """Models, split by aggregate and re-exported here."""
-from scheduler.models.audit import AuditEntry
+from scheduler.models.audit import AuditEntry, RefusalCount
 from scheduler.models.backfill import Backfill, BackfillWindow
 from scheduler.models.choices import (
     ActorKind,
@@ -23,7 +23,7 @@ from scheduler.models.choices import (
     WindowStatus,
 )
 from scheduler.models.failure import FailureAck
-from scheduler.models.event import Event, WebhookDelivery, WebhookRefusal
+from scheduler.models.event import Event, EventToken, WebhookDelivery, WebhookRefusal
 from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease
@@ -38,7 +38,8 @@ from scheduler.models.workload import WorkloadClass
 __all__ = [
     "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
-    "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
+    "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
+    "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
     "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
     "WatermarkHistory", "FailureAck",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",

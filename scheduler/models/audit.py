@@ -53,3 +53,31 @@ class AuditEntry(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("the audit log is append-only")
+
+
+class RefusalCount(models.Model):
+    """Permission refusals counted per actor, permission, object and window.
+
+    The first refusal of a window is an audit entry (`audit_entry_id`); the
+    repeats only raise `count`, so a script that asks again and again cannot
+    flood the append-only log.
+    """
+
+    actor = models.CharField(max_length=150)
+    permission = models.CharField(max_length=100)
+    target = models.CharField(max_length=140, blank=True, help_text="<type>:<id> of the refused object; empty: none.")
+    window_start = models.DateTimeField(help_text="Start of the window the refusals are counted in.")
+    count = models.PositiveIntegerField(default=1)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField(db_index=True)
+    audit_entry_id = models.BigIntegerField(null=True, blank=True, help_text="The window's audit entry.")
+
+    class Meta:
+        ordering = ["-last_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["actor", "permission", "target", "window_start"],
+                                    name="refusal_count_per_window"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.count} x {self.actor} refused {self.permission} on {self.target or '-'}"

@@ -1,10 +1,13 @@
 """Demo pipelines over the SQLite demo data (see demo_data.py).
 
-File locations come from ctx.params (`source_db`, `warehouse_db`,
-`report_dir`) when given, else from the Django settings
-`ETL_DEMO_SOURCE_DB`, `ETL_DEMO_WAREHOUSE_DB` and `ETL_DEMO_REPORT_DIR`,
-read inside the factories: importing this module touches no database and no
-settings. A missing source database is generated on first use.
+File locations come only from the Django settings `ETL_DEMO_SOURCE_DB`,
+`ETL_DEMO_WAREHOUSE_DB` and `ETL_DEMO_REPORT_DIR`, never from run params, and
+each must resolve (symbolic links followed) inside `ETL_FILES_DIR`: a run
+cannot be pointed at another file, the scheduler's own database included.
+The settings are read inside the factories: importing this module touches no
+database and no settings. A missing source database is generated on first
+use. Each pipeline declares the run params it takes (a `Params` model);
+anything else is refused where the params come in.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import ConfigDict
+
 from scheduler.core import ConfigError, EtlError, IdentityTransform, Pipeline, RetryPolicy
 
 from .context import RunContext
 from .demo_data import create_warehouse_db, generate_source_db
 from .files import CsvSink
 from .noop import FailingSource, NoopSink, NoopSource
+from .params import Params
+from .places import FILES_SETTING, allowed_path, sqlite_files
 from .registry import register_pipeline, register_workflow
 from .sql import SqlSink, SqlSource
 from .transforms import MapTransform
@@ -43,19 +50,18 @@ FLAKY_POLICY_DELAY = 0.1
 FLAKY_MAX_FAILURES = 5
 
 
-def _location(ctx: RunContext, param: str, setting: str) -> Path:
-    value = ctx.params.get(param)
-    if value is None:
-        from django.conf import settings
-        from django.core.exceptions import ImproperlyConfigured
+def _location(setting: str) -> Path:
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
 
-        try:
-            value = getattr(settings, setting, None)
-        except ImproperlyConfigured:
-            value = None
+    try:
+        value = getattr(settings, setting, None)
+    except ImproperlyConfigured:
+        value = None
     if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
-        raise ConfigError(setting, f"is not set (or pass params[{param!r}]) for the demo pipelines")
-    return Path(value).resolve()
+        raise ConfigError(setting, "is not set; the demo pipelines read their files from the settings")
+    return allowed_path(value, field=setting, base=getattr(settings, FILES_SETTING, None),
+                        forbidden=sqlite_files(getattr(settings, "DATABASES", None)))
 
 
 def _sqlite_url(path: Path) -> str:
@@ -63,13 +69,13 @@ def _sqlite_url(path: Path) -> str:
 
 
 def source_url(ctx: RunContext) -> str:
-    path = _location(ctx, "source_db", "ETL_DEMO_SOURCE_DB")
+    path = _location("ETL_DEMO_SOURCE_DB")
     generate_source_db(path)  # returns at once when the file exists
     return _sqlite_url(path)
 
 
 def warehouse_url(ctx: RunContext) -> str:
-    return _sqlite_url(create_warehouse_db(_location(ctx, "warehouse_db", "ETL_DEMO_WAREHOUSE_DB")))
+    return _sqlite_url(create_warehouse_db(_location("ETL_DEMO_WAREHOUSE_DB")))
 
 
 def _now(ctx: RunContext) -> datetime:
@@ -121,7 +127,7 @@ def _report_day(ctx: RunContext) -> date:
 def daily_report(ctx: RunContext) -> Pipeline:
     """Yesterday's revenue by country as a CSV file in ETL_DEMO_REPORT_DIR."""
     day = _report_day(ctx)
-    report_dir = _location(ctx, "report_dir", "ETL_DEMO_REPORT_DIR")
+    report_dir = _location("ETL_DEMO_REPORT_DIR")
     return Pipeline(
         SqlSource(warehouse_url(ctx), query=REPORT_QUERY, params=[day.isoformat()], reads=["revenue_by_country"]),
         IdentityTransform(),
@@ -202,22 +208,51 @@ def noop(ctx: RunContext) -> Pipeline:
     return Pipeline(NoopSource(n=rows), IdentityTransform(), NoopSink())
 
 
+class NoParams(Params):
+    """Takes no run params."""
+
+
+class ReportParams(Params):
+    day: date | None = None
+
+
+class OrderParams(Params):
+    order_id: int | str
+    status: str = "confirmed"
+
+
+class WebhookParams(Params):
+    records: list[dict[str, Any]]
+
+
+class FlakyParams(Params):
+    fail: bool | int | str = False
+
+
+class NoopParams(Params):
+    """demo.noop reads no file and connects nowhere: it is the stand-in target of examples and tests, so any
+    other key passes through as inert data; `rows` is checked."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    rows: int = 0
+
+
 PIPELINES = {
-    "demo.customers_sync": (customers_sync, "last_modified"),
-    "demo.orders_sync": (orders_sync, "last_modified"),
-    "demo.revenue_transform": (revenue_transform, None),
-    "demo.daily_report": (daily_report, None),
-    "demo.order_confirmed": (order_confirmed, None),
-    "demo.webhook_ingest": (webhook_ingest, None),
-    "demo.flaky": (flaky, None),
-    "demo.noop": (noop, None),
+    "demo.customers_sync": (customers_sync, "last_modified", NoParams),
+    "demo.orders_sync": (orders_sync, "last_modified", NoParams),
+    "demo.revenue_transform": (revenue_transform, None, NoParams),
+    "demo.daily_report": (daily_report, None, ReportParams),
+    "demo.order_confirmed": (order_confirmed, None, OrderParams),
+    "demo.webhook_ingest": (webhook_ingest, None, WebhookParams),
+    "demo.flaky": (flaky, None, FlakyParams),
+    "demo.noop": (noop, None, NoopParams),
 }
 
 
 def register() -> None:
     """Register the demo pipelines and the demo.nightly workflow (again, if needed)."""
-    for pipeline_id, (factory, column) in PIPELINES.items():
-        register_pipeline(pipeline_id, factory, watermark_column=column, replace=True)
+    for pipeline_id, (factory, column, schema) in PIPELINES.items():
+        register_pipeline(pipeline_id, factory, watermark_column=column, params=schema, replace=True)
     register_workflow(
         "demo.nightly",
         {
@@ -232,6 +267,7 @@ def register() -> None:
             ("build_revenue", "publish_report"),
         ],
         "Sync customers and orders, rebuild revenue, publish the daily report.",
+        params=ReportParams,
         replace=True,
     )
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from scheduler.core import ConfigError, EtlError, stop
 
+from .netguard import guarded_resolution, parse_networks
 from .values import iso_utc, window_bounds
 
 # 4xx answers that say "try again later" rather than "your request is wrong".
@@ -51,6 +52,11 @@ class HttpJsonSource:
     `records_path` is a dotted path (`data.items`; digits index lists). The
     window goes out as query parameters named by `window_params`
     (`since`, `until` by default); an open upper end sends no `until`.
+
+    The request reaches only global addresses, every redirect hop included,
+    each host pinned to the address checked (pipelines/netguard.py);
+    `allowed_networks` (CIDRs, from the pipeline's definition or settings) lets
+    it reach an internal API.
     """
 
     def __init__(
@@ -63,6 +69,7 @@ class HttpJsonSource:
         timeout: float = 10,
         window: Any = None,
         window_params: Sequence[str] = ("since", "until"),
+        allowed_networks: Sequence[str] = (),
     ) -> None:
         if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise ConfigError("url", f"must be an http:// or https:// URL, got {url!r}")
@@ -86,6 +93,9 @@ class HttpJsonSource:
         ):
             raise ConfigError("window_params", "must be two parameter names, e.g. ('since', 'until')")
         self.window_params = tuple(window_params)
+        if isinstance(allowed_networks, str):
+            raise ConfigError("allowed_networks", "must be a list of networks such as ['10.20.0.0/16']")
+        self.allowed_networks = parse_networks(allowed_networks, field="allowed_networks")
 
     def __repr__(self) -> str:
         return f"HttpJsonSource({self.url!r})"
@@ -105,7 +115,8 @@ class HttpJsonSource:
         url = self.request_url()
         request = urllib.request.Request(url, headers=self.headers, method="GET")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with guarded_resolution(self.allowed_networks), \
+                    urllib.request.urlopen(request, timeout=self.timeout) as response:
                 status = response.status
                 body = response.read()
         except urllib.error.HTTPError as exc:

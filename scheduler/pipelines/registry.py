@@ -23,6 +23,7 @@ from typing import Any
 from scheduler.core import ConfigError, CycleError, EtlError, Pipeline, topological_order
 
 from .context import RunContext
+from .params import check_schema
 from .values import check_identifier
 
 Factory = Callable[[RunContext], Pipeline]
@@ -61,6 +62,8 @@ class PipelineSpec:
     factory: Factory
     description: str = ""
     watermark_column: str | None = None
+    #: the pydantic model its run params must fit (pipelines/params.py); None takes any JSON object
+    params: Any = field(default=None, compare=False)
 
     def build(self, ctx: RunContext) -> Pipeline:
         """Call the factory and check that it returned something runnable."""
@@ -76,6 +79,8 @@ class WorkflowSpec:
     order: tuple[str, ...] = field(default=(), compare=False)
     #: node -> its own time limit in seconds, as declared with register_workflow(timeouts=...)
     timeouts: dict[str, float] = field(default_factory=dict, compare=False)
+    #: the pydantic model its run params must fit (pipelines/params.py); None takes any JSON object
+    params: Any = field(default=None, compare=False)
 
     @property
     def upstreams(self) -> dict[str, list[str]]:
@@ -127,14 +132,19 @@ def register_pipeline(
     *,
     description: str = "",
     watermark_column: str | None = None,
+    params: Any = None,
     replace: bool = False,
 ) -> Any:
-    """Register `factory` under `pipeline_id`; without a factory, return a decorator."""
+    """Register `factory` under `pipeline_id`; without a factory, return a decorator.
+
+    `params` is the schema of its run params (a `Params` model, pipelines/params.py).
+    """
     if factory is None:
 
         def decorator(fn: Factory) -> Factory:
             register_pipeline(
-                pipeline_id, fn, description=description, watermark_column=watermark_column, replace=replace
+                pipeline_id, fn, description=description, watermark_column=watermark_column, params=params,
+                replace=replace,
             )
             return fn
 
@@ -145,9 +155,10 @@ def register_pipeline(
         _check_factory(PIPELINE, pipeline_id, factory)
         if watermark_column is not None:
             check_identifier(watermark_column, "watermark_column")
+        schema = check_schema(params, pipeline_id)
         if not description:
             description = (getattr(factory, "__doc__", None) or "").strip().split("\n")[0]
-        spec = PipelineSpec(pipeline_id, factory, description, watermark_column)
+        spec = PipelineSpec(pipeline_id, factory, description, watermark_column, schema)
         _pipelines[pipeline_id] = spec
     return spec
 
@@ -197,6 +208,7 @@ def register_workflow(
     description: str = "",
     *,
     timeouts: dict[str, float] | None = None,
+    params: Any = None,
     replace: bool = False,
 ) -> WorkflowSpec:
     """Register a DAG of pipeline factories; `deps` are (upstream, downstream) pairs.
@@ -204,7 +216,8 @@ def register_workflow(
     `timeouts` gives nodes their own time limit in seconds ({"build_revenue": 600}),
     the same as building that node's pipeline with `Pipeline(..., timeout_seconds=600)`;
     a node past its limit stops the run, which ends FAILED "node 'build_revenue'
-    timed out after 600 s". The schedule's `timeout_seconds` bounds the whole run.
+    timed out after 600 s". The schedule's `timeout_seconds` bounds the whole run. `params` is the schema
+    of its run params (a `Params` model, pipelines/params.py), as for register_pipeline.
     """
     with _lock:
         _check_id(WORKFLOW, workflow_id, replace)
@@ -229,7 +242,8 @@ def register_workflow(
             raise ConfigError("deps", str(exc)) from exc
         limits = _check_timeouts(nodes, timeouts)
         built = {name: _with_timeout(f, limits[name]) if name in limits else f for name, f in nodes.items()}
-        spec = WorkflowSpec(workflow_id, built, tuple(pairs), description, tuple(order), limits)
+        spec = WorkflowSpec(workflow_id, built, tuple(pairs), description, tuple(order), limits,
+                            check_schema(params, workflow_id))
         _workflows[workflow_id] = spec
     return spec
 

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
-from django.core.mail import send_mail
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.dispatch import receiver
 from django.utils import timezone
@@ -44,10 +42,11 @@ from scheduler.selectors import governance_health
 from scheduler.services.channels import (
     check_channels,
     instantiate,
-    mail_recipients,
+    mail_parties,
     mask_text,
     mask_url,
     send_channel,
+    send_django_mail,
     split_channels,
     uses_django_mail,
 )
@@ -58,8 +57,8 @@ log = logging.getLogger(__name__)
 
 RESEND_AFTER = timedelta(minutes=2)
 MAX_DELIVERIES = 5
-# a delivery takes at most channels.WEBHOOK_ATTEMPTS * WEBHOOK_TIMEOUT plus backoff per channel; a claim older than
-# this died
+# a delivery takes at most channels.WEBHOOK_ATTEMPTS of Apprise's timeouts plus its waits per channel; a claim older
+# than this died
 CLAIM_TIMEOUT = timedelta(minutes=5)
 WATCHDOG_EVERY = timedelta(seconds=60)
 
@@ -237,7 +236,7 @@ def channel_secret(channel: dict) -> str:
     return team_webhook_secret(channel) or settings.ETL_ALERT_WEBHOOK_SECRET
 
 
-def alert_deliver(alert_id: int, *, sleep=time.sleep, now: datetime | None = None) -> str:
+def alert_deliver(alert_id: int, *, now: datetime | None = None) -> str:
     """Send one alert through its channels; returns the new status."""
     close_old_connections()
     alert = Alert.objects.select_related("schedule").filter(pk=alert_id).first()
@@ -248,13 +247,11 @@ def alert_deliver(alert_id: int, *, sleep=time.sleep, now: datetime | None = Non
     subject = f"[etl] {alert.get_kind_display()}: {alert.message.splitlines()[0][:120]}"
     errors: list[str] = []
     channels = [c for stored in alert.channels for c in _current(stored)]
-    # every e-mail that goes through Django is one message to all its recipients
-    recipients = [address for c in channels if uses_django_mail(c["url"])
-                  for address in mail_recipients(instantiate(c["url"]))]
-    if recipients:
+    # every e-mail that goes through Django is one message to all its recipients (to, cc and bcc)
+    parties = [mail_parties(instantiate(c["url"])) for c in channels if uses_django_mail(c["url"])]
+    if parties:
         try:
-            send_mail(subject, alert.message, settings.DEFAULT_FROM_EMAIL, list(dict.fromkeys(recipients)),
-                      fail_silently=False)
+            send_django_mail(subject=subject, body=alert.message, parties=parties)
         except Exception as exc:  # noqa: BLE001
             errors.append(f"e-mail: {exc}"[:500])
     for channel in channels:
@@ -262,7 +259,7 @@ def alert_deliver(alert_id: int, *, sleep=time.sleep, now: datetime | None = Non
             continue
         try:
             send_channel(channel["url"], title=subject, body=alert.message, payload=_payload(alert),
-                         secret=channel_secret(channel), field="alert_channels", sleep=sleep)
+                         secret=channel_secret(channel), field="alert_channels")
         except Exception as exc:  # each channel on its own: a dead webhook must not stop the e-mail  # noqa: BLE001
             errors.append(mask_text(f"{mask_url(channel['url'])}: {exc}", [channel["url"]])[:500])
     status = AlertStatus.FAILED if errors else AlertStatus.SENT

@@ -5,10 +5,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import models
+from datetime import datetime
+from datetime import timezone as dt_timezone
+
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from scheduler.models import ActorKind, AuditEntry, Team
+from scheduler.models import ActorKind, AuditEntry, RefusalCount, Team
 from scheduler.permissions import owner_id_of
 from scheduler.services import bulk
 from scheduler.services.errors import check_text
@@ -115,3 +120,29 @@ def audit_record(
 def audit_record_many(entries: list[AuditEntry]) -> None:
     """Append many built entries in one INSERT (a batch transition). Call inside its transaction."""
     bulk.insert(AuditEntry, entries)
+
+
+def audit_refusal(*, user: Any, perm: str, target: models.Model | None, reason: str, after: dict | None = None,
+                  now: datetime | None = None) -> AuditEntry | None:
+    """Record a permission refusal: an audit entry for the first of its window, a count for the repeats.
+
+    One entry per (actor, permission, object, ETL_AUDIT_REFUSAL_WINDOW_SECONDS window) keeps every refusal on
+    the record (the entry, and the `RefusalCount` row with how many) while a script asking again and again
+    writes one row, not one per request. Returns the entry when one was written.
+    """
+    now = now or timezone.now()
+    name, _ = actor_name(user)
+    seconds = settings.ETL_AUDIT_REFUSAL_WINDOW_SECONDS
+    window_start = datetime.fromtimestamp(int(now.timestamp()) // seconds * seconds, tz=dt_timezone.utc)
+    key = {"actor": name[:150], "permission": perm[:100], "window_start": window_start,
+           "target": (f"{target._meta.model_name}:{target.pk}" if target is not None else reason)[:140]}
+    if RefusalCount.objects.filter(**key).update(count=F("count") + 1, last_at=now):
+        return None
+    entry = audit_record(actor=user, action="permission.denied", target=target, after={"permission": perm,
+                         **(after or {})}, reason=reason, at=now)
+    try:
+        with transaction.atomic():
+            RefusalCount.objects.create(**key, first_at=now, last_at=now, audit_entry_id=entry.pk)
+    except IntegrityError:  # a concurrent refusal made the window's row first: count this one there
+        RefusalCount.objects.filter(**key).update(count=F("count") + 1, last_at=now)
+    return entry

@@ -19,7 +19,7 @@ from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunS
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.finish import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress, run_finish
-from scheduler.services.runs import run_enqueue, validate_params
+from scheduler.services.runs import check_target_params, run_enqueue, validate_params
 from scheduler.services.schedules import schedule_get
 from scheduler.services.watermarks import encode_value, parse_user_value, watermark_config
 
@@ -97,7 +97,7 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
     with found.check():
         parallel = _positive_int(max_parallel, "max_parallel")
     with found.check():
-        params = validate_params(params)
+        params = check_target_params(schedule, validate_params(params))
     with found.check():
         if not reason or not str(reason).strip():
             raise ServiceError("a reason is required", field="reason")

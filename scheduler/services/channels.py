@@ -10,11 +10,11 @@ is saved. Two rules of our own sit on top of Apprise:
   settings stay the one place where the SMTP server is configured, and tests
   read `mail.outbox`. With a password, Apprise's own mailer logs in to the
   SMTP server the URL names.
-- `etlhook://` / `etlhooks://` is our signed JSON webhook (http / https): the
-  body is the alert as JSON, signed like our incoming webhooks
-  (`X-Etl-Timestamp`, `X-Etl-Signature`, see webhooks.sign_webhook) with the
-  team's secret, retried WEBHOOK_ATTEMPTS times. Plain `json://` is Apprise's
-  unsigned JSON.
+- `etlhook://` / `etlhooks://` is our signed JSON webhook (http / https), a
+  subclass of Apprise's JSON plugin: the body is the alert as JSON, signed
+  like our incoming webhooks (`X-Etl-Timestamp`, `X-Etl-Signature`, see
+  webhooks.sign_webhook) with the team's secret; Apprise's dispatcher tries it
+  WEBHOOK_ATTEMPTS times. Plain `json://` is Apprise's unsigned JSON.
 
 The SSRF guard (netcheck.check_outgoing_url) applies to every URL that names a
 host we connect to (json, xml, form, ntfy with a host, gotify, workflows,
@@ -24,105 +24,92 @@ before sending. URLs are shown masked everywhere (`mask_url`).
 """
 from __future__ import annotations
 
-import contextvars
 import json
-import logging
 import re
-import threading
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 import apprise
-from apprise.decorators import notify as apprise_notify
+import requests
+from apprise.plugins import N_MGR
+from apprise.plugins.custom_json import NotifyJSON
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import EmailMessage
 
 from scheduler.services.errors import InvalidInput, ServiceError
-from scheduler.services.netcheck import check_outgoing_url
+from scheduler.services.netcheck import check_outgoing_url, outgoing_guard
 from scheduler.services.webhooks import sign_webhook
 
-log = logging.getLogger(__name__)
-
-WEBHOOK_TIMEOUT = 5.0
-WEBHOOK_ATTEMPTS = 3
-WEBHOOK_BACKOFF = 0.5  # seconds before the 2nd attempt, doubling after
+WEBHOOK_ATTEMPTS = 3  # a signed webhook's tries within one delivery (Apprise's retry); the queue retries later
+WEBHOOK_WAIT = 1.0  # seconds between them (Apprise's wait)
 MAX_CHANNELS = 20
 MAX_URL_LENGTH = 2000
 MAIL_SCHEMES = ("mailto", "mailtos")
-SIGNED_SCHEMES = {"etlhook": "http", "etlhooks": "https"}
+SIGNED_SCHEMES = ("etlhook", "etlhooks")
 # Apprise's generic query keys, dropped from what is shown (they are the defaults and only make URLs long)
 _NOISE = {"overflow", "retry", "wait", "optional", "cto", "format", "emojis", "tz", "method", "verify", "rto"}
 _PASSWORD_RE = re.compile(r"(://[^/:@\s]*:)[^@/\s]*@")
 
-# what the signed webhook sends and signs: set by `send_channel` around one Apprise call on this thread
-_signed: contextvars.ContextVar[dict | None] = contextvars.ContextVar("etl_signed_hook", default=None)
+# --- the signed webhook: Apprise's JSON plugin with our body and signature -------------------
 
+class NotifySignedJSON(NotifyJSON):
+    """`etlhook://` / `etlhooks://`: Apprise's JSON webhook whose body is the alert as JSON, signed.
 
-# --- the signed webhook: a small Apprise plugin -------------------------------------
+    Everything but the body and the signature is Apprise's: URL parsing, the privacy view, custom
+    `+headers` and `-params`, timeouts, certificate checks, throttling, and the retries within one delivery
+    (Apprise's dispatcher: WEBHOOK_ATTEMPTS in all unless the URL says `?retry=N`). Each attempt is signed
+    afresh, so each carries a timestamp inside the receiver's replay window.
+    """
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is an answer, not a new target: following it could lead past the guard."""
+    service_name = "ETL scheduler signed JSON webhook"
+    protocol = "etlhook"
+    secure_protocol = "etlhooks"
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if kwargs.get("retry") is None:
+            self.retry = WEBHOOK_ATTEMPTS - 1
+        if kwargs.get("wait") is None:
+            self.wait = WEBHOOK_WAIT
+        self.redirects = False
+        self.etl_payload: dict | None = None  # the alert: send_channel sets it on this instance
+        self.etl_secret = ""
 
+    @staticmethod
+    def parse_url(url):
+        """Apprise's JSON parsing, and a plain query argument (`?token=abc`, not one of Apprise's own
+        settings) goes along with the POST as the old alert webhook URL's query did (Apprise's `-token=abc`)."""
+        results = NotifyJSON.parse_url(url)
+        if results:
+            own = {key.lower() for key in NotifyJSON.template_args}
+            pairs = [item.partition("=") for item in urllib.parse.urlsplit(url).query.split("&") if item]
+            plain = {urllib.parse.unquote(k): urllib.parse.unquote(v) for k, _eq, v in pairs
+                     if k and k[:1] not in "+-:" and urllib.parse.unquote(k).lower() not in own}
+            results["params"] = {**plain, **results.get("params", {})}
+        return results
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-def post_json(url: str, payload: dict, *, secret: str = "", attempts: int = WEBHOOK_ATTEMPTS,
-              timeout: float = WEBHOOK_TIMEOUT, backoff: float | None = None, sleep=time.sleep) -> None:
-    """POST signed JSON with retries; raises the last error when every attempt failed."""
-    if not url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"alert webhook URL must be http(s), got {url!r}")
-    body = json.dumps(payload, sort_keys=True).encode()
-    headers = {"Content-Type": "application/json", "User-Agent": "etl-scheduler-alerts"}
-    backoff = WEBHOOK_BACKOFF if backoff is None else backoff
-    last: Exception | None = None
-    for attempt in range(attempts):
-        if attempt:
-            sleep(backoff * 2 ** (attempt - 1))
-        if secret:
-            # re-signed per attempt: each carries a fresh timestamp for the receiver's replay window
-            headers.update(sign_webhook(secret, body))
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    def send(self, body, title="", notify_type=apprise.NotifyType.INFO, **kwargs) -> bool:
+        payload = self.etl_payload or {"title": title, "message": body, "type": str(notify_type)}
+        data = json.dumps(payload, sort_keys=True).encode()
+        headers = {"User-Agent": "etl-scheduler-alerts", "Content-Type": "application/json", **self.headers}
+        if self.etl_secret:
+            headers.update(sign_webhook(self.etl_secret, data))
+        self.throttle()
         try:
-            with _OPENER.open(request, timeout=timeout) as response:
-                if 200 <= response.status < 300:
-                    return
-                last = RuntimeError(f"HTTP {response.status}")
-        except urllib.error.HTTPError as exc:
-            last = RuntimeError(f"HTTP {exc.code}" + (" (redirects are not followed)" if 300 <= exc.code < 400 else ""))
-            if 300 <= exc.code < 500 and exc.code not in (408, 429):
-                break  # the receiver refuses this alert; retrying will not change its mind
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            last = exc
-    raise RuntimeError(f"{mask_url(url)}: {last}")
+            response = requests.post(self.request_url, data=data, params=self.params, headers=headers,
+                                     auth=self.request_auth, verify=self.verify_certificate,
+                                     timeout=self.request_timeout, allow_redirects=False)
+        except requests.RequestException as exc:
+            self.logger.warning("signed webhook to %s not reached: %s", self.host, type(exc).__name__)
+            return False
+        if not 200 <= response.status_code < 300:
+            redirect = " (redirects are not followed)" if 300 <= response.status_code < 400 else ""
+            self.logger.warning("signed webhook answered HTTP %s%s", response.status_code, redirect)
+            return False
+        return True
 
 
-def signed_target(url: str) -> str:
-    """The http(s) URL an etlhook(s):// URL posts to."""
-    parts = urllib.parse.urlsplit(url.strip())
-    return urllib.parse.urlunsplit((SIGNED_SCHEMES[parts.scheme.lower()], parts.netloc, parts.path or "/",
-                                    parts.query, ""))
-
-
-def _send_signed(body, title, notify_type, meta, *args, **kwargs) -> bool:
-    job = _signed.get() or {}
-    payload = job.get("payload") or {"title": title, "message": body, "type": str(notify_type)}
-    try:
-        post_json(signed_target(meta["url"]), payload, secret=job.get("secret", ""), sleep=job.get("sleep", time.sleep))
-    except (RuntimeError, ValueError) as exc:
-        job.setdefault("errors", []).append(str(exc))
-        return False
-    return True
-
-
-for _scheme in SIGNED_SCHEMES:
-    apprise_notify(on=_scheme, name="ETL scheduler signed JSON webhook")(_send_signed)
+N_MGR.add(NotifySignedJSON)
 
 
 # --- parsing, checking, masking -------------------------------------------------
@@ -162,8 +149,8 @@ def _shown_raw(url: str) -> str:
 
 
 def _asset() -> apprise.AppriseAsset:
-    # one thread per send (contextvars reach the signed-webhook plugin), nothing written to disk, and no HTTP
-    # redirect followed: a public receiver must not bounce a notification past the guard to an internal address
+    # services one after another (one channel per send), nothing written to disk, and no HTTP redirect
+    # followed: a public receiver must not bounce a notification past the guard to an internal address
     return apprise.AppriseAsset(async_mode=False, storage_mode="memory", http_redirects=False)
 
 
@@ -198,23 +185,37 @@ def uses_django_mail(url: str, plugin=None) -> bool:
     return plugin is not None and not getattr(plugin, "password", None)
 
 
-def mail_recipients(plugin) -> list[str]:
-    return [address for _name, address in getattr(plugin, "targets", []) if address]
+def mail_parties(plugin) -> dict[str, list[str]]:
+    """Whom a mailto:// URL addresses, as Apprise parsed it: to (`?to=`, else the URL's address), cc, bcc."""
+    return {"to": [address for _name, address in getattr(plugin, "targets", []) if address],
+            "cc": sorted(getattr(plugin, "cc", ()) or ()), "bcc": sorted(getattr(plugin, "bcc", ()) or ())}
+
+
+def send_django_mail(*, subject: str, body: str, parties: list[dict[str, list[str]]]) -> None:
+    """One message through Django's EMAIL_BACKEND to everyone the mailto:// channels in `parties` address."""
+    def merged(key: str) -> list[str]:
+        return list(dict.fromkeys(address for party in parties for address in party[key]))
+    EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, merged("to"), cc=merged("cc"), bcc=merged("bcc")).send(
+        fail_silently=False)
 
 
 def mask_url(url: str) -> str:
-    """`url` with its secrets masked (Apprise's privacy view), for pages, the admin, the audit log and logs."""
-    scheme = url.split("://", 1)[0].lower()
-    if scheme in SIGNED_SCHEMES:
-        return _shown_raw(url)
+    """`url` with its secrets masked, for pages, the admin, the audit log and logs.
+
+    Apprise's privacy view (passwords and tokens), and on top of it the values of a URL's custom headers
+    (`+Authorization=...`), query arguments (`-apikey=...`) and payload entries (`:token=...`), which
+    Apprise shows as they are.
+    """
     plugin = instantiate(url)
     if plugin is None:
         return _shown_raw(url)
     shown = plugin.url(privacy=True)
     parts = urllib.parse.urlsplit(shown)
-    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k not in _NOISE]
+    query = [(k, "****" if k[:1] in "+-:" and v else v)
+             for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k not in _NOISE]
     path = "" if parts.path == "/" and not query else parts.path
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, urllib.parse.urlencode(query), parts.fragment))
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, urllib.parse.urlencode(query, safe="+-:*"),
+                                    parts.fragment))
 
 
 def mask_text(text: str, urls: list[str]) -> str:
@@ -233,15 +234,11 @@ def guard(url: str, *, field: str, resolve: bool, plugin=None) -> None:
         if uses_django_mail(url, plugin):
             return  # Django's own SMTP settings, not the URL, say where it goes
         host, port = getattr(plugin, "smtp_host", "") or plugin.host, plugin.port
-    elif scheme in SIGNED_SCHEMES:
-        target = urllib.parse.urlsplit(signed_target(url))
-        host, port = target.hostname or "", target.port
-        if not host:
-            raise ServiceError(f"{mask_url(url)}: a signed webhook needs a host (etlhooks://host/path)", field=field)
     elif "{host}" in " ".join(getattr(type(plugin), "templates", ())):
         host, port = getattr(plugin, "host", "") or "", getattr(plugin, "port", None)
     else:
         return  # a cloud service's fixed address (slack, telegram, ntfy.sh, ...)
+    host = host.strip("[]")  # Apprise keeps an IPv6 literal's brackets
     if not host:
         return
     netloc = f"[{host}]" if ":" in host else host
@@ -275,43 +272,33 @@ def uses_signing(urls: list[str]) -> bool:
 
 # --- sending one channel --------------------------------------------------------------
 
-class _ThreadLog(logging.Handler):
-    """Apprise's warnings on this thread only (the alert pool sends on several threads at once)."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.WARNING)
-        self.thread = threading.get_ident()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread:
-            self.lines.append(record.getMessage())
-
-
-def send_channel(url: str, *, title: str, body: str, payload: dict, secret: str = "", field: str = "channel",
-                 sleep=time.sleep) -> None:
+def send_channel(url: str, *, title: str, body: str, payload: dict, secret: str = "",
+                 field: str = "channel") -> None:
     """Send one notification to `url` through the guard and Apprise; raises RuntimeError/ServiceError on failure.
 
     The guard runs here, after name resolution, right before sending: a name may have come to point inside
-    since the URL was saved.
+    since the URL was saved. Apprise's dispatcher sends (with the URL's retries: ?retry=N, and a signed
+    webhook's WEBHOOK_ATTEMPTS).
     """
     plugin = parse_channel(url, field=field)
-    guard(url, field=field, resolve=True, plugin=plugin)
     if uses_django_mail(url, plugin):
-        send_mail(title, body, settings.DEFAULT_FROM_EMAIL, mail_recipients(plugin), fail_silently=False)
+        guard(url, field=field, resolve=True, plugin=plugin)
+        send_django_mail(subject=title, body=body, parties=[mail_parties(plugin)])
         return
-    job = {"payload": payload, "secret": secret, "sleep": sleep, "errors": []}
-    token = _signed.set(job)
-    capture = _ThreadLog()
-    apprise_log = logging.getLogger(apprise.LOGGER_NAME)
-    apprise_log.addHandler(capture)
-    try:
-        ok = plugin.notify(body=body, title=title, notify_type=apprise.NotifyType.FAILURE)
-    finally:
-        apprise_log.removeHandler(capture)
-        _signed.reset(token)
-    if not ok:
-        reason = "; ".join(job["errors"] or capture.lines[-2:]) or "Apprise reported a failure"
+    if isinstance(plugin, NotifySignedJSON):
+        plugin.etl_payload, plugin.etl_secret = payload, secret
+    dispatcher = apprise.Apprise(asset=_asset())
+    dispatcher.add(plugin)
+    # the guard's resolution pins each host for the send: every later hop and connection is checked
+    # against the same addresses (no DNS rebinding between the check and the connection)
+    with outgoing_guard():
+        guard(url, field=field, resolve=True, plugin=plugin)
+        result = dispatcher.notify(body=body, title=title, notify_type=apprise.NotifyType.FAILURE)
+    if not result:
+        # Apprise's own account of the attempts (its result keeps each service's log lines)
+        lines = [entry.message for service in getattr(result, "results", [])
+                 for entry in service.logs() if entry.level in ("WARNING", "ERROR", "CRITICAL")]
+        reason = "; ".join(dict.fromkeys(lines[-3:])) or "Apprise reported a failure"
         raise RuntimeError(mask_text(f"{mask_url(url)}: {reason}", [url])[:500])
 
 

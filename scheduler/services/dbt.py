@@ -209,7 +209,8 @@ def dbt_run_dir(run: Run) -> Path:
 # --- re-run from failure ------------------------------------------------------------
 
 def dbt_rerun_select(run: Run) -> list[str]:
-    """The `--select` of a re-run of `run` from its failure: what failed or was skipped, with its children.
+    """The `--select` of a re-run of `run` from its failure: what failed or was skipped, with its children,
+    within the schedule's own `select`.
 
     Empty when `run` recorded no node that failed (dbt could not parse, or the
     run was cancelled before dbt wrote its results): then the whole build runs.
@@ -219,7 +220,7 @@ def dbt_rerun_select(run: Run) -> list[str]:
     if attempt is None:
         return []
     rows = NodeRecord.objects.filter(run=run, run_attempt=attempt).order_by("id").values_list("task_id", "outcome")
-    return rerun_selector(rows)
+    return rerun_selector(rows, within=_words((run.schedule.dbt or {}).get("select")))
 
 
 # --- running it ---------------------------------------------------------------------

@@ -107,3 +107,20 @@ def check_json_depth(value: object, *, field: str, limit: int = MAX_JSON_DEPTH) 
         if depth > limit:
             raise ServiceError(f"is nested more than {limit} levels deep", field=field)
         stack.extend((child, depth + 1) for child in children)
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def check_storable(payload: dict, *, field: str) -> dict:
+    """PostgreSQL's jsonb cannot hold the NUL character: refuse it here, naming the field, not with a 500."""
+    if _has_nul(payload):
+        raise ServiceError("must not contain the NUL character (\\u0000)", field=field)
+    return payload

@@ -1,8 +1,12 @@
-"""Events: stored once per (topic, event id); each matching event schedule gets one run.
+"""Events: stored once per (scope, topic, event id); each matching event schedule gets one run.
 
 The HTTP endpoint, the `emit_event` command and Python callers all come
-through `event_emit`, so validation, dedup and matching are the same
-everywhere.
+through `event_emit`, so validation, dedup, matching and the team rule are the
+same everywhere. A sender speaks for a scope: a team's token for its team, a
+user for the teams they belong to, an admin-wide token, a user acting for all
+teams or a system actor for every team. It fires only that scope's schedules,
+and its event ids are that scope's own, so one team cannot take ("squat")
+another team's id and silence its events.
 """
 from __future__ import annotations
 
@@ -17,12 +21,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from scheduler.core import ConfigError
-from scheduler.models import Event, Run, Schedule, TriggerKind
+from scheduler.models import Event, Run, Schedule, Team, TriggerKind
+from scheduler.permissions import acts_for_all, member_team_ids
 from scheduler.services.audit import actor_name, audit_record
-from scheduler.services.errors import ServiceError, check_text
-from scheduler.services.runs import run_enqueue, validate_params
+from scheduler.services.errors import ServiceError, check_storable, check_text
+from scheduler.services.runs import check_target_params, run_enqueue, validate_params
+from scheduler.services.teams import authorize, resolve_user
 from scheduler.triggers.builtin import validate_topic
-from scheduler.triggers.filters import matches
+from scheduler.triggers.filters import check_payload, matches
 
 log = logging.getLogger(__name__)
 
@@ -38,23 +44,6 @@ def _clean_event_id(event_id: Any) -> str:
     return text
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
-
-
-def check_storable(payload: dict, *, field: str) -> dict:
-    """PostgreSQL's jsonb cannot hold the NUL character: refuse it here, naming the field, not with a 500."""
-    if _has_nul(payload):
-        raise ServiceError("must not contain the NUL character (\\u0000)", field=field)
-    return payload
-
-
 def _clean_payload(payload: Any) -> dict:
     payload = check_storable(validate_params(payload, field="payload"), field="payload")
     if len(json.dumps(payload)) > settings.ETL_WEBHOOK_MAX_BYTES:
@@ -62,11 +51,25 @@ def _clean_payload(payload: Any) -> dict:
     return payload
 
 
-def subscribers(topic: str) -> list[Schedule]:
-    """Enabled event schedules subscribed to the topic."""
-    return list(
-        Schedule.objects.filter(enabled=True, trigger_kind=TriggerKind.EVENT, trigger_config__topic=topic).order_by("id")
-    )
+def subscribers(topic: str, team_ids: frozenset[int] | None = None) -> list[Schedule]:
+    """Enabled event schedules subscribed to the topic (of those teams when given)."""
+    qs = Schedule.objects.filter(enabled=True, trigger_kind=TriggerKind.EVENT, trigger_config__topic=topic)
+    if team_ids is not None:
+        qs = qs.filter(owner_id__in=team_ids)
+    return list(qs.order_by("id"))
+
+
+def event_scope(*, actor: Any, team: Team | None = None) -> tuple[str, frozenset[int] | None]:
+    """(dedup scope, the teams whose schedules the sender may fire or None for all) of a sender."""
+    if team is not None:
+        return f"team:{team.pk}", frozenset({team.pk})
+    user = resolve_user(actor)
+    if user is None or acts_for_all(user):
+        return "*", None
+    ids = member_team_ids(user)
+    if len(ids) == 1:
+        return f"team:{next(iter(ids))}", ids
+    return "teams:" + ",".join(str(i) for i in sorted(ids))[:90], ids
 
 
 def _wants(schedule: Schedule, payload: dict, topic: str, event_id: str) -> bool:
@@ -81,13 +84,17 @@ def _wants(schedule: Schedule, payload: dict, topic: str, event_id: str) -> bool
 
 
 def event_emit(
-    *, topic: str, payload: Any, event_id: Any = None, source: str, actor: Any, now: datetime | None = None
+    *, topic: str, payload: Any, event_id: Any = None, source: str, actor: Any, team: Team | None = None,
+    now: datetime | None = None
 ) -> tuple[Event, list[Run]]:
-    """Store an event and start one run per matching schedule.
+    """Store an event and start one run per matching schedule of the sender's teams.
 
-    A repeated (topic, event id) is the same event delivered twice: the stored
-    event comes back (with `duplicate = True`) and no run is created.
+    `team` is the team a team's event token speaks for; without it the actor's
+    teams decide (see `event_scope`). A repeated (scope, topic, event id) is the
+    same event delivered twice: the stored event comes back (with
+    `duplicate = True`) and no run is created.
     """
+    authorize(actor=actor, perm="scheduler.trigger_schedule")
     try:
         topic = validate_topic(topic)
     except ConfigError as exc:
@@ -97,16 +104,32 @@ def event_emit(
     now = now or timezone.now()
     who, _ = actor_name(actor)
     source = check_text(source or who, field="source")[:150]
-    existing = Event.objects.filter(topic=topic, event_id=event_id).first()
+    scope, team_ids = event_scope(actor=actor, team=team)
+    existing = Event.objects.filter(scope=scope, topic=topic, event_id=event_id).first()
     if existing is not None:  # a repeat costs one lookup, never a filter evaluation
         existing.duplicate = True
         return existing, []
+    user = resolve_user(actor)
     # Filters are user text with a bounded but real cost: judge them before the write transaction,
     # so a slow filter never holds the database's write lock while other events wait behind it.
-    matching = [schedule for schedule in subscribers(topic) if _wants(schedule, payload, topic, event_id)]
+    listening = [schedule for schedule in subscribers(topic, team_ids)
+                 if user is None or user.has_perm("scheduler.trigger_schedule", schedule)]
+    if any((schedule.trigger_config or {}).get("filter") for schedule in listening):
+        try:  # a filter is given the payload: bounded before any filter sees it
+            check_payload(payload)
+        except ConfigError as exc:
+            raise ServiceError(exc.problem, field=exc.field) from None
+    matching = [schedule for schedule in listening if _wants(schedule, payload, topic, event_id)]
+    for schedule in matching:  # the payload becomes the run's params: data its pipeline declared, or no event
+        try:
+            check_target_params(schedule, payload, field="payload")
+        except ServiceError as exc:
+            raise ServiceError(f"{exc.problem} (schedule '{schedule.name}' runs {schedule.target_id})",
+                               field=exc.field) from None
     try:
         with transaction.atomic():
-            event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source, received_at=now)
+            event = Event.objects.create(topic=topic, event_id=event_id, payload=payload, source=source,
+                                         received_at=now, scope=scope, team=team)
             runs: list[Run] = []
             for schedule in matching:
                 run = run_enqueue(
@@ -118,10 +141,11 @@ def event_emit(
             Event.objects.filter(pk=event.pk).update(matched=len(runs))
             event.matched = len(runs)
             audit_record(actor=actor, action="event.receive", target=event,
-                         after={"topic": topic, "event_id": event_id, "source": source, "runs": [r.pk for r in runs]},
+                         after={"topic": topic, "event_id": event_id, "source": source, "scope": scope,
+                                "runs": [r.pk for r in runs]},
                          at=now)
     except IntegrityError:
-        existing = Event.objects.filter(topic=topic, event_id=event_id).first()
+        existing = Event.objects.filter(scope=scope, topic=topic, event_id=event_id).first()
         if existing is None:  # the integrity error was something else
             raise
         existing.duplicate = True

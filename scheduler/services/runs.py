@@ -14,7 +14,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from scheduler.models import Run, RunStatus, Schedule, TriggerKind
+from scheduler.core import ConfigError
+from scheduler.core.userdata import check_numbers
+from scheduler.models import Run, RunStatus, Schedule, TargetKind, TriggerKind
+from scheduler.pipelines.params import check_params
+from scheduler.pipelines.registry import get_target, is_registered
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_json_depth, check_text
 
@@ -66,6 +70,10 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
             raise ServiceError("keys must be non-empty strings", field=field)
     check_json_depth(params, field=field)
     try:
+        check_numbers(params, field=field)
+    except ConfigError as exc:
+        raise ServiceError(exc.problem, field=exc.field) from None
+    try:
         encoded = json.dumps(params, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ServiceError(f"is not JSON-serialisable ({exc})", field=field) from None
@@ -74,6 +82,22 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
         raise ServiceError("must not contain NUL (\\u0000) characters", field=field)
     if len(encoded) > 256 * 1024:
         raise ServiceError("is larger than 256 KiB", field=field)
+    return params
+
+
+def check_target_params(schedule: Schedule, params: dict, *, field: str = "params") -> dict:
+    """`params` when they fit the declared params schema of the schedule's pipeline or workflow.
+
+    Run params are data: every door that takes params (run now, trigger, API, facade, events, webhooks,
+    the schedule's own params) asks this, and an unknown key or a wrong type is refused naming the key.
+    """
+    kind, target = schedule.target_kind, schedule.target_id
+    if kind not in (TargetKind.PIPELINE, TargetKind.WORKFLOW) or not target or not is_registered(kind, target):
+        return params  # a command's params are its ETL_PARAMS; an unknown target is refused elsewhere
+    try:
+        check_params(get_target(kind, target).params, params or {}, field=field)
+    except ConfigError as exc:
+        raise ServiceError(exc.problem, field=exc.field) from None
     return params
 
 
@@ -159,7 +183,7 @@ def run_trigger_manual(
     *, schedule: Schedule, actor: Any, params: dict | None = None, now: datetime | None = None, reason: str = ""
 ) -> Run:
     """A person or script asks for a run now, with override params."""
-    params = validate_params(params)
+    params = check_target_params(schedule, validate_params(params))
     reason = check_text(reason, field="reason")
     if not schedule.enabled:
         raise ServiceError(f"schedule '{schedule.name}' is disabled; enable it first", field="schedule")

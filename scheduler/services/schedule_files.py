@@ -20,6 +20,7 @@ they stay in the database (rotate them with `rotate_webhook_secret`).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -28,7 +29,8 @@ import yaml
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.core import EtlError, find_cycle, topological_order
+from scheduler.core import ConfigError, EtlError, find_cycle, topological_order
+from scheduler.core.userdata import check_number_literal, excerpt
 from scheduler.models import Schedule, Team, WorkloadClass
 from scheduler.services.channels import mask_url, split_channels, unmask_channels
 from scheduler.services.errors import ServiceError
@@ -40,8 +42,10 @@ from scheduler.services.schedules import (
     schedule_spec,
     validate_schedule,
 )
+from scheduler.services.teams import authorize, authorize_create, authorize_owner_change
 
 FILE_VERSION = 1
+MAX_FILE_CHARS = 2 * 1024 * 1024  # far above any real schedules file; checked before the YAML is read
 CREATE, UPDATE, UNCHANGED, DELETE = "create", "update", "unchanged", "delete"
 
 
@@ -120,8 +124,24 @@ class Plan:
 
 # --- reading the file ----------------------------------------------------------
 
+class _FileProblem(yaml.YAMLError):
+    """A problem we found in the file ourselves: its message quotes nothing but short, escaped excerpts."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+
+
 class _Loader(yaml.SafeLoader):
-    """Safe YAML (no object tags), dates stay text, a key given twice is an error."""
+    """Safe YAML (no object tags, no aliases), dates stay text, a key given twice is an error."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        # Refused while composing, before any node is built: "billion laughs" expands through aliases,
+        # and a schedules file has no need for them.
+        if self.check_event(yaml.AliasEvent):
+            raise _FileProblem("aliases (*name) are not allowed in a schedules file", self.peek_event().start_mark)
+        return super().compose_node(parent, index)
 
 
 # Dates stay strings: the services parse ISO text themselves, and a datetime
@@ -137,13 +157,23 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
     for key_node, _value in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} is given twice", key_node.start_mark)
+            raise _FileProblem(f"key '{excerpt(key)}' is given twice", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
 
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    try:
+        check_number_literal(str(node.value), field="number")
+    except ConfigError as exc:
+        raise _FileProblem(exc.problem, node.start_mark) from None
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+# PyYAML's own messages quote what it found (a character, a token): the file may be a secret, so none of it is shown.
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
 def parse_schedules_file(text: str) -> list[dict]:
@@ -152,12 +182,16 @@ def parse_schedules_file(text: str) -> list[dict]:
         raise ScheduleFileError([Problem("file", None, "must be YAML text")])
     if "\x00" in text:
         raise ScheduleFileError([Problem("file", None, "must not contain the NUL character")])
+    if len(text) > MAX_FILE_CHARS:
+        raise ScheduleFileError([Problem("file", None, f"is larger than {MAX_FILE_CHARS} characters")])
     try:
         document = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = getattr(exc, "problem", None) or "cannot be read"
+        if not isinstance(exc, _FileProblem):
+            problem = _QUOTED.sub("a character", problem)
         raise ScheduleFileError([Problem("file", None, f"not valid YAML ({where}{problem})")]) from None
     except RecursionError:
         raise ScheduleFileError([Problem("file", None, "is nested too deeply")]) from None
@@ -165,10 +199,11 @@ def parse_schedules_file(text: str) -> list[dict]:
         raise ScheduleFileError([Problem("file", None, "must be a mapping with a 'schedules' list")])
     unknown = sorted(str(k) for k in set(document) - {"version", "schedules"})
     if unknown:
-        raise ScheduleFileError([Problem("file", unknown[0], "unknown key (allowed: version, schedules)")])
+        # the file may be anything YAML reads (a config full of secrets): quote a short excerpt only
+        raise ScheduleFileError([Problem("file", excerpt(unknown[0]), "unknown key (allowed: version, schedules)")])
     version = document.get("version", FILE_VERSION)
     if version != FILE_VERSION:
-        raise ScheduleFileError([Problem("file", "version", f"must be {FILE_VERSION}, got {version!r}")])
+        raise ScheduleFileError([Problem("file", "version", f"must be {FILE_VERSION}, got {excerpt(version)}")])
     entries = document.get("schedules")
     if entries is None:
         entries = []
@@ -181,7 +216,7 @@ def parse_schedules_file(text: str) -> list[dict]:
 
 def _label(index: int, entry: Any) -> str:
     name = entry.get("name") if isinstance(entry, dict) else None
-    return f"schedules[{index}] ({name})" if isinstance(name, str) and name else f"schedules[{index}]"
+    return f"schedules[{index}] ({excerpt(name, 60)})" if isinstance(name, str) and name else f"schedules[{index}]"
 
 
 def _candidate(entry: dict, classes: dict[str, WorkloadClass],
@@ -189,7 +224,7 @@ def _candidate(entry: dict, classes: dict[str, WorkloadClass],
     """An unsaved, validated schedule for `entry` (defaults for what it leaves out) and its upstream names."""
     unknown = sorted(str(k) for k in set(entry) - set(SCHEDULE_FIELDS))
     if unknown:
-        raise ServiceError(f"unknown field (fields: {', '.join(SCHEDULE_FIELDS)})", field=unknown[0])
+        raise ServiceError(f"unknown field (fields: {', '.join(SCHEDULE_FIELDS)})", field=excerpt(unknown[0], 40))
     values = {f: entry[f] if f in entry else field_default(f) for f in SCHEDULE_FIELDS}
     current = (existing or {}).get(values["name"]) if isinstance(values["name"], str) else None
     if current is not None and values["alert_channels"]:
@@ -226,7 +261,8 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
     """
     problems: list[Problem] = []
     classes = {wc.name: wc for wc in WorkloadClass.objects.all()}
-    existing = {s.name: s for s in Schedule.objects.select_related("workload_class").prefetch_related("depends_on")}
+    existing = {s.name: s for s in
+                Schedule.objects.select_related("workload_class", "owner").prefetch_related("depends_on")}
     wanted: dict[str, dict] = {}  # name -> spec, in file order
     for index, entry in enumerate(entries):
         label = _label(index, entry)
@@ -245,7 +281,11 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
             continue
         wanted[schedule.name] = schedule_spec(schedule, depends_on=upstreams)
 
-    kept = set(wanted) if prune else set(wanted) | set(existing)
+    # prune touches only the teams the file speaks for: another team's schedules are not this file's business
+    file_teams = {spec["owner"] for spec in wanted.values()}
+    pruned = {name for name, s in existing.items()
+              if name not in wanted and s.owner.name in file_teams} if prune else set()
+    kept = (set(wanted) | set(existing)) - pruned
     # entries refused above already have their problem: do not report them again as missing upstreams
     listed = {e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)}
     for index, entry in enumerate(entries):
@@ -257,7 +297,7 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
             if upstream == name:
                 problems.append(Problem(_label(index, entry), "depends_on", "a schedule cannot depend on itself"))
             elif upstream not in kept and upstream not in listed:
-                why = ("is not in the file and --prune would delete it" if upstream in existing
+                why = ("is not in the file and --prune would delete it" if upstream in pruned
                        else "is neither in the file nor in the database")
                 problems.append(Problem(_label(index, entry), "depends_on", f"upstream '{upstream}' {why}"))
     graph = {name: list(wanted[name]["depends_on"]) if name in wanted else
@@ -288,11 +328,28 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
         diff = {f: (before[f], spec[f]) for f in SCHEDULE_FIELDS if before[f] != spec[f]}
         changes.append(Change(UPDATE if diff else UNCHANGED, name, diff))
     if prune:
-        changes.extend(Change(DELETE, name) for name in sorted(set(existing) - set(wanted)))
+        changes.extend(Change(DELETE, name) for name in sorted(pruned))
     return Plan(changes)
 
 
 # --- applying ---------------------------------------------------------------------
+
+def _authorize_plan(plan: Plan, *, actor: Any) -> None:
+    """`teams.authorize` for every change of the plan; the first refusal (audited) refuses the whole file."""
+    targets = {s.name: s for s in Schedule.objects.select_related("owner").filter(
+        name__in=[c.name for c in plan.changes if c.action in (UPDATE, DELETE)])}
+    teams = {t.name: t for t in Team.objects.all()}
+    for change in plan.changes:
+        if change.action == CREATE:
+            authorize_create(actor=actor, name=change.name, team=teams[change.changes["owner"]])
+        elif change.action == UPDATE:
+            authorize(actor=actor, perm="scheduler.change_schedule", obj=targets[change.name])
+            if "owner" in change.changes:
+                authorize_owner_change(actor=actor, schedule=targets[change.name],
+                                       team=teams[change.changes["owner"][1]])
+        elif change.action == DELETE:
+            authorize(actor=actor, perm="scheduler.delete_schedule", obj=targets[change.name])
+
 
 def schedules_apply(*, text: str | None = None, entries: list | None = None, actor: Any, prune: bool = False,
                     dry_run: bool = False, reason: str = "", now: datetime | None = None) -> Plan:
@@ -305,10 +362,13 @@ def schedules_apply(*, text: str | None = None, entries: list | None = None, act
         entries = parse_schedules_file(text if text is not None else "")
     now = now or timezone.now()
     reason = reason or "applied from a schedules file"
+    # asked outside the transaction, so that a refusal's audit entry stays when nothing else does
+    _authorize_plan(schedules_plan(entries, prune=prune), actor=actor)
     with transaction.atomic():
         plan = schedules_plan(entries, prune=prune)
         if dry_run or not plan.has_changes:
             return plan
+        _authorize_plan(plan, actor=actor)  # the database may have moved since the first look
         try:
             for change in plan.changes:
                 if change.action == CREATE:

@@ -36,7 +36,7 @@ from scheduler.services.dependencies import cycle_for
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.firing import compute_next_fire
 from scheduler.services.channels import channels_text, check_channels, mask_url, split_channels, unmask_channels
-from scheduler.services.runs import validate_params
+from scheduler.services.runs import check_target_params, validate_params
 from scheduler.services.webhooks import webhook_rotate_secret
 from scheduler.triggers.registry import get_trigger
 
@@ -232,6 +232,9 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         if not found.failed(field):
             with found.check():
                 validate_params(getattr(schedule, field), field=field)
+    if not found.failed("params", "target_id", "target_kind"):
+        with found.check():
+            check_target_params(schedule, schedule.params, field="params")
     with found.check():
         schedule.alert_channels = channels_text(check_channels(schedule.alert_channels, field="alert_channels"))
     if depends_on is not None:

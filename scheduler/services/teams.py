@@ -18,7 +18,7 @@ from django.db import transaction
 
 from scheduler.models import Schedule, Team
 from scheduler.permissions import acts_for_all, member_team_ids, owner_id_of, refusal_message
-from scheduler.services.audit import audit_record
+from scheduler.services.audit import audit_record, audit_refusal
 from scheduler.services.channels import (channels_text, check_channels, mask_url, split_channels, unmask_channels,
                                          uses_signing)
 from scheduler.services.errors import NotFound, ServiceError, check_text
@@ -60,8 +60,7 @@ def authorize(*, actor: Any, perm: str, obj: Any = None) -> None:
     if allowed:
         return
     message = refusal_message(user, perm, obj)
-    audit_record(actor=user, action="permission.denied", target=obj if obj is not None and obj.pk else None,
-                 after={"permission": perm}, reason=message)
+    audit_refusal(user=user, perm=perm, target=obj if obj is not None and obj.pk else None, reason=message)
     raise PermissionRefused(message)
 
 
@@ -74,9 +73,26 @@ def authorize_owner_change(*, actor: Any, schedule: Schedule, team: Team) -> Non
         return
     message = (f"permission denied: {user.get_username()} may not give schedule '{schedule.name}' to team "
                f"'{team.name}': {user.get_username()} is not a member")
-    audit_record(actor=user, action="permission.denied", target=schedule if schedule.pk else None,
-                 after={"permission": "scheduler.change_schedule", "owner": team.name}, reason=message)
+    audit_refusal(user=user, perm="scheduler.change_schedule", target=schedule if schedule.pk else None,
+                  after={"owner": team.name}, reason=message)
     raise PermissionRefused(message)
+
+
+def authorize_create(*, actor: Any, name: str, team: Team) -> None:
+    """Creating schedule `name` owned by `team`: the add permission, and (unless acting for all teams) membership."""
+    user = resolve_user(actor)
+    if user is not None and not user.has_perm("scheduler.add_schedule"):
+        message = (f"permission denied: {user.get_username()} may not create schedule '{name}' of team "
+                   f"'{team.name}': {refusal_message(user, 'scheduler.add_schedule', None)[19:]}")
+        audit_refusal(user=user, perm="scheduler.add_schedule", target=None,
+                      after={"schedule": name, "owner": team.name}, reason=message)
+        raise PermissionRefused(message)
+    authorize_owner_change(actor=actor, schedule=Schedule(name=name), team=team)
+
+
+def owner_for_create(owner: Any) -> Team:
+    """The team a new schedule goes to: the one named, else ETL_DEFAULT_TEAM (a user must be allowed to give to it)."""
+    return team_get(owner) if owner is not None else Team.objects.get(pk=Team.default_team_id())
 
 
 def visible_team_ids(user) -> frozenset[int] | None:
@@ -115,7 +131,8 @@ def team_webhook_secret(channel: dict) -> str | None:
 
 # --- team services -------------------------------------------------------------
 
-def team_get(name_or_id: Any) -> Team:
+def team_get(name_or_id: Any, *, visible: frozenset[int] | None = None) -> Team:
+    """The team of that name or id; with `visible` (viewing scoped) only those, and the error names no other."""
     if isinstance(name_or_id, Team):
         return name_or_id
     found = None
@@ -123,8 +140,11 @@ def team_get(name_or_id: Any) -> Team:
         found = Team.objects.filter(pk=int(name_or_id)).first()
     if found is None and isinstance(name_or_id, str) and "\x00" not in name_or_id:
         found = Team.objects.filter(name=name_or_id).first()
+    if found is not None and visible is not None and found.pk not in visible:
+        found = None
     if found is None:
-        known = ", ".join(Team.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
+        teams = Team.objects.all() if visible is None else Team.objects.filter(pk__in=visible)
+        known = ", ".join(teams.order_by("name").values_list("name", flat=True)[:20]) or "none"
         raise NotFound(f"unknown team '{name_or_id}' (known: {known})", field="team")
     return found
 

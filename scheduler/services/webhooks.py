@@ -24,11 +24,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
 from scheduler.models import Run, Schedule, TriggerKind, WebhookDelivery, WebhookRefusal
 from scheduler.services.audit import audit_record
-from scheduler.services.errors import ServiceError
-from scheduler.services.events import check_storable
-from scheduler.services.runs import run_enqueue, validate_params
+from scheduler.services.errors import ServiceError, check_storable
+from scheduler.services.runs import check_target_params, run_enqueue, validate_params
 
 TIMESTAMP_HEADER = "X-Etl-Timestamp"
 SIGNATURE_HEADER = "X-Etl-Signature"
@@ -153,7 +154,9 @@ def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
     if not hmac.compare_digest(given, expected):
         raise _unauthorised("signature", BAD_SIGNATURE)
     try:
-        data = json.loads(delivery.body.decode("utf-8")) if delivery.body.strip() else {}
+        data = parse_json(delivery.body.decode("utf-8"), field="body") if delivery.body.strip() else {}
+    except ConfigError as exc:
+        raise WebhookRefused(str(exc), status=400, field=exc.field) from None
     except RecursionError:
         raise WebhookRefused("body is nested too deeply", status=400, field="body") from None
     except (UnicodeDecodeError, ValueError) as exc:
@@ -162,8 +165,9 @@ def _check(delivery: Delivery, *, now: datetime) -> tuple[Schedule, str, dict]:
         raise WebhookRefused(f"body must be a JSON object, got {type(data).__name__}", status=400, field="body")
     try:
         params = check_storable(validate_params(data, field="body"), field="body")
+        check_target_params(schedule, params, field="body")
     except ServiceError as exc:
-        raise WebhookRefused(str(exc), status=400, field="body") from None
+        raise WebhookRefused(str(exc), status=400, field=exc.field or "body") from None
     return schedule, given, params
 
 

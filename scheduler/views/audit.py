@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from scheduler import selectors
 from scheduler.views.common import int_or_none, page
-from scheduler.views.forms import AuditFilterForm
+from scheduler.services.teams import visible_team_ids
+from scheduler.views.forms import AuditFilterForm, scoped
 
 PAGE_SIZE = 100
 CSV_COLUMNS = [
@@ -30,11 +31,13 @@ CSV_COLUMNS = [
 
 
 def _filtered(request):
-    form = AuditFilterForm(request.GET or None)
+    form = scoped(AuditFilterForm(request.GET or None), request.user)
     if form.is_bound:
         form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
     filters = form.filters()
-    return form, selectors.audit_filtered(filters)
+    # viewing scoped: only the entries of the reader's teams, and the reader's own
+    return form, selectors.audit_filtered(filters, team_ids=visible_team_ids(request.user),
+                                          own_actor=request.user.get_username())
 
 
 @page("scheduler.view_auditentry")
@@ -43,7 +46,8 @@ def audit_report(request):
     before = int_or_none(request.GET.get("before"))
     page_qs = qs.filter(id__lt=before) if before else qs
     # (id) order rather than (at, id): ids grow with time and the pk index makes the cursor cheap
-    entries = list(page_qs.order_by("-id")[: PAGE_SIZE + 1])
+    redact = selectors.audit_redactor(visible_team_ids(request.user))
+    entries = [redact(e) for e in page_qs.order_by("-id")[: PAGE_SIZE + 1]]
     query = request.GET.copy()
     query.pop("before", None)
     context = {
@@ -84,11 +88,13 @@ def csv_safe(value) -> str:
 @page("scheduler.view_auditentry")
 def audit_csv(request):
     _form, qs = _filtered(request)
+    redact = selectors.audit_redactor(visible_team_ids(request.user))
     writer = csv.writer(_Echo())
 
     def rows():
         yield writer.writerow(CSV_COLUMNS)
         for entry in qs.order_by("-id").iterator(chunk_size=2000):
+            entry = redact(entry)
             yield writer.writerow(csv_row(entry))
 
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")

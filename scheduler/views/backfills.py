@@ -12,7 +12,7 @@ from scheduler.models import Backfill, BackfillStatus, WindowStatus
 from scheduler.services import backfills as backfill_services
 from scheduler.services.errors import ServiceError
 from scheduler.views.common import action, int_or_none, page, partial, require, team_scope
-from scheduler.views.forms import BackfillForm, ReasonForm
+from scheduler.views.forms import BackfillForm, ReasonForm, scoped
 
 # the service names its inputs from / to / window; the form's fields are longer
 SERVICE_FIELDS = {"from": "range_from", "to": "range_to", "window": "window_size"}
@@ -32,13 +32,13 @@ def backfill_list(request):
     initial = {"schedule": request.GET.get("schedule")} if request.GET.get("schedule") else None
     scope = team_scope(request)
     context = {"backfills": selectors.backfills_with_progress(scope["team_ids"])[:100],
-               "form": BackfillForm(initial=initial), **scope}
+               "form": scoped(BackfillForm(initial=initial), request.user), **scope}
     return render(request, partial(request, "scheduler/backfills.html", "table"), context)
 
 
 @action("scheduler.manage_backfill")
 def backfill_submit(request):
-    form = BackfillForm(request.POST)
+    form = scoped(BackfillForm(request.POST), request.user)
     if form.is_valid():
         data = form.cleaned_data
         require(request, "scheduler.manage_backfill", data["schedule"])

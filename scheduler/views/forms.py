@@ -8,13 +8,29 @@ from datetime import timezone as dt_timezone
 
 from django import forms
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
 from scheduler.models import RunStatus, Schedule, Team, TriggerKind, WorkloadClass
+from scheduler.services.teams import visible_team_ids
 
 _ONE_DAY = timedelta(days=1)
 
 
 def _day_start(day) -> datetime | None:
     return datetime.combine(day, time.min, tzinfo=dt_timezone.utc) if day else None
+
+
+def scoped(form: forms.Form, user) -> forms.Form:
+    """`form` with its schedule and team choices narrowed to the teams `user` may see (ETL_TEAMS_VIEW_ALL off)."""
+    visible = visible_team_ids(user)
+    if visible is None:
+        return form
+    for field in form.fields.values():
+        if isinstance(field, forms.ModelChoiceField) and field.queryset.model is Schedule:
+            field.queryset = field.queryset.filter(owner_id__in=visible)
+        elif isinstance(field, forms.ModelChoiceField) and field.queryset.model is Team:
+            field.queryset = field.queryset.filter(pk__in=visible)
+    return form
 
 
 class RunFilterForm(forms.Form):
@@ -69,13 +85,17 @@ class JSONObjectField(forms.CharField):
     """A textarea holding a JSON object; the error names the field and the JSON problem."""
 
     widget = forms.Textarea(attrs={"rows": 3, "spellcheck": "false"})
+    label_field = "params"
 
     def to_python(self, value):
         value = super().to_python(value)
         if not value or not value.strip():
             return {}
         try:
-            parsed = json.loads(value)
+            parsed = parse_json(value, field=self.label_field)
+        except ConfigError as exc:  # an oversized number: where it is, and the bound
+            where = exc.field.removeprefix(self.label_field).lstrip(".")
+            raise forms.ValidationError(f"{where}: {exc.problem}" if where else exc.problem) from None
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"

@@ -8,7 +8,6 @@ CORS preflight this site never grants.
 from __future__ import annotations
 
 import functools
-import hmac
 import json
 import logging
 
@@ -18,7 +17,10 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
+from scheduler.core import ConfigError
+from scheduler.core.userdata import parse_json
 from scheduler.services.errors import ServiceError
+from scheduler.services.event_tokens import EventTokenRefused, event_token_authenticate
 from scheduler.services.events import event_emit
 from scheduler.services.webhooks import (
     WebhookRefused,
@@ -92,29 +94,34 @@ def webhook(request: HttpRequest, name: str):
 
 
 def _event_actor(request: HttpRequest):
-    """(actor, None) when the caller may emit events, else (None, error response)."""
+    """(actor, team, None) when the caller may emit events, else (None, None, error response).
+
+    A team's event token speaks for its team only; an admin-wide token (or one of ETL_EVENT_TOKENS) for every
+    team; a logged-in user for the teams they belong to.
+    """
     token = bearer_token(request)
     if token is not None:
         if not token:
-            return None, _error("Authorization must be 'Bearer <token>'", 401, "Authorization")
-        # compare with every configured token, in constant time
-        hits = [hmac.compare_digest(token.encode(), known.encode()) for known in settings.ETL_EVENT_TOKENS if known]
-        if not any(hits):
-            return None, _error("unknown token", 401, "Authorization")
-        return "api:token", None
+            return None, None, _error("Authorization must be 'Bearer <token>'", 401, "Authorization")
+        try:
+            caller = event_token_authenticate(token)
+        except EventTokenRefused as exc:
+            return None, None, _error(exc.problem, 401, "Authorization")
+        return caller.actor, caller.team, None
     user = request.user
     if not user.is_authenticated:
-        return None, _error("authentication required: send 'Authorization: Bearer <token>' or log in", 401,
-                            "Authorization")
+        return None, None, _error("authentication required: send 'Authorization: Bearer <token>' or log in", 401,
+                                  "Authorization")
     if not user.has_perm("scheduler.trigger_schedule"):
-        return None, _error("your account may not trigger schedules (permission scheduler.trigger_schedule)", 403)
-    return user, None
+        return None, None, _error("your account may not trigger schedules (permission scheduler.trigger_schedule)",
+                                  403)
+    return user, None, None
 
 
 @csrf_exempt
 @post_only
 def event(request: HttpRequest, topic: str):
-    actor, refused = _event_actor(request)
+    actor, team, refused = _event_actor(request)
     if refused is not None:
         return refused
     content_type = (request.content_type or "").lower()
@@ -124,7 +131,9 @@ def event(request: HttpRequest, topic: str):
     if isinstance(body, JsonResponse):
         return body
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = parse_json(body.decode("utf-8"), field="body")
+    except ConfigError as exc:
+        return _error(str(exc), 400, exc.field)
     except RecursionError:
         return _error("body is nested too deeply", 400, "body")
     except (UnicodeDecodeError, ValueError) as exc:
@@ -139,7 +148,7 @@ def event(request: HttpRequest, topic: str):
     who = actor if isinstance(actor, str) else f"user:{actor.get_username()}"
     try:
         stored, runs = event_emit(topic=topic, payload=payload, event_id=event_id, source=f"http {who}"[:150],
-                                  actor=actor)
+                                  actor=actor, team=team)
     except ServiceError as exc:
         return _error(str(exc), 400, exc.field)
     duplicate = getattr(stored, "duplicate", False)

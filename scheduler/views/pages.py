@@ -26,7 +26,7 @@ from scheduler.views import charts
 from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
 )
-from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm
+from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm, scoped
 from scheduler.worklist import failure_worklist
 
 PAGE_SIZE = 50
@@ -43,7 +43,7 @@ def overview(request):
 
 @page("scheduler.view_run")
 def run_list(request):
-    form = RunFilterForm(request.GET or None)
+    form = scoped(RunFilterForm(request.GET or None), request.user)
     if form.is_bound:
         form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
     scope = team_scope(request)

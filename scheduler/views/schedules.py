@@ -15,12 +15,15 @@ from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_set_enabled
-from scheduler.services.teams import actable_team_ids
+from scheduler.services.teams import actable_team_ids, visible_team_ids
 from scheduler.services.watermarks import watermark_reset, watermark_set
 from scheduler.views import charts
 from scheduler.views.common import action, command_context, dbt_command_context, page, team_scope
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
 from scheduler.views.teams import answer_test, channel_rows
+
+
+HIDDEN = {"hidden": True}
 
 
 @page("scheduler.view_schedule")
@@ -57,6 +60,10 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
         context["command"] = dbt_command_context(schedule.dbt)
     context["channels"] = channel_rows(schedule)
     context["breaker_forecast"] = breaker_forecast(schedule, now=now)
+    visible = visible_team_ids(request.user)
+    if visible is not None:  # another team's upstream or downstream is there, but not by name
+        for key in ("upstream", "downstream"):
+            context[key] = [s if s.owner_id in visible else HIDDEN for s in context[key]]
     context.setdefault("run_now_form", RunNowForm())
     context.setdefault("watermark_form", WatermarkForm())
     context.update(extra)
@@ -159,7 +166,7 @@ def schedule_breaker_reset(request, schedule_id: int):
 
 @page("scheduler.view_schedule")
 def dependency_graph(request):
-    data = selectors.dependency_graph()
+    data = selectors.dependency_graph(visible_team_ids(request.user))
     nodes = [
         charts.Node(
             key=s.pk,

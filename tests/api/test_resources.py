@@ -3,6 +3,8 @@ import csv
 import io
 import json
 
+import pytest
+
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule
 from tests.api.conftest import problem_of
 
@@ -210,3 +212,124 @@ def test_a_dbt_target_is_checked_as_at_every_other_door(api, admin_token):
                                               "dbt": {"project_dir": "relative/dir"}}, token=admin_token), 422)
     assert body["errors"][0]["field"].startswith("dbt.")
     assert not Schedule.objects.filter(name="marts").exists()
+
+
+def test_schedules_filter_by_team_and_status_together(api, admin_token, make_schedule, team_b):
+    make_schedule("a_on")
+    make_schedule("a_off", enabled=False)
+    make_schedule("b_on", owner=team_b.name)
+    make_schedule("b_off", owner=team_b.name, enabled=False)
+
+    def names(**filters):
+        return [s["name"] for s in api.get("/schedules", token=admin_token, **filters).json()]
+
+    assert names(team="team-b") == ["b_off", "b_on"]
+    assert names(team="team-b", status="disabled") == ["b_off"]
+    assert names(team="default", status="enabled") == ["a_on"]
+    assert names(status="disabled") == ["a_off", "b_off"]
+    body = problem_of(api.get("/schedules", token=admin_token, status="paused"), 422)
+    assert body["errors"][0]["field"] == "status"
+
+
+def test_an_unknown_owner_is_refused_under_owner_and_nothing_is_made(api, admin_token):
+    body = problem_of(api.post("/schedules", {"name": "made", "target_id": "demo.noop", "trigger_kind": "manual",
+                                              "owner": "nosuchteam"}, token=admin_token), 422)
+    assert body["errors"][0]["field"] == "owner" and "nosuchteam" in body["detail"]
+    assert not Schedule.objects.filter(name="made").exists()
+
+
+# each refused by the admin's schedule form; the API must refuse it too, under the same field
+ADMIN_REFUSES = [
+    ("trigger_config", {"trigger_config": {"cron": "61 * * * *"}}),
+    ("timezone", {"timezone": "Mars/Base"}),
+    ("priority", {"priority": 10}),
+    ("timeout_seconds", {"timeout_seconds": 0}),
+    ("retry_max_attempts", {"retry_max_attempts": 0}),
+    ("workload_class", {"workload_class": "nope"}),
+    ("target_id", {"target_id": "no.such"}),
+    ("trigger_config", {"trigger_kind": "event", "trigger_config": {"topic": "t", "filter": "status =="}}),
+    ("watermark_config", {"watermark_config": {"type": "sometimes"}}),
+    ("depends_on", {"depends_on": ["base"]}),
+]
+
+
+@pytest.mark.parametrize("field, change", ADMIN_REFUSES, ids=[f"{f}-{i}" for i, (f, _) in enumerate(ADMIN_REFUSES)])
+def test_the_api_refuses_what_the_admin_form_refuses(api, admin_token, make_schedule, field, change):
+    import json
+
+    from django.forms.models import model_to_dict
+
+    from scheduler.admin import ScheduleForm
+    from scheduler.models import WorkloadClass
+
+    base = make_schedule("base", trigger_kind="cron", trigger_config={"cron": "0 * * * *"})
+    data = {k: v for k, v in model_to_dict(base).items() if v is not None}
+    for key, value in data.items():
+        if isinstance(value, (dict, list)) and key != "depends_on":
+            data[key] = json.dumps(value)
+    data["depends_on"] = [s.pk for s in base.depends_on.all()]
+    assert ScheduleForm(data=data, instance=base).is_valid(), "the unchanged schedule is valid"
+    bad = {**data}
+    for key, value in change.items():
+        if key == "workload_class":
+            value = WorkloadClass.objects.filter(name=value).values_list("pk", flat=True).first() or 999999
+        elif key == "depends_on":
+            value = [base.pk]
+        bad[key] = json.dumps(value) if isinstance(value, dict) else value
+    form = ScheduleForm(data=bad, instance=Schedule.objects.get(pk=base.pk))
+    assert not form.is_valid() and field in form.errors, form.errors
+
+    before = Schedule.objects.filter(pk=base.pk).values().get()
+    body = problem_of(api.patch("/schedules/base", change, token=admin_token), 422)
+    assert body["errors"][0]["field"].split(".")[0] == field
+    assert Schedule.objects.filter(pk=base.pk).values().get() == before, "nothing changed"
+
+
+def test_audit_filters_by_actor_target_team_and_time_and_pages_by_keyset(api, op_token, admin_token, make_schedule,
+                                                                        team_b):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    orders = make_schedule("orders")
+    make_schedule("theirs", owner=team_b.name)
+    api.post("/schedules/orders/runs", {}, token=op_token)
+    api.post("/schedules/theirs/runs", {}, token=admin_token)
+    api.post("/schedules/orders/runs", {}, token=admin_token)
+
+    def actions(**filters):
+        page = api.get("/audit", token=op_token, action="run.trigger", **filters)
+        assert page.status_code == 200, page.content
+        return [(e["actor"], e["target_repr"]) for e in page.json()["items"]]
+
+    assert actions(actor="olivia") == [("olivia", "orders")]
+    assert actions(target=f"schedule:{orders.pk}") == [("ada", "orders"), ("olivia", "orders")]
+    assert actions(target="theirs") == [("ada", "theirs")]
+    assert actions(team="team-b") == [("ada", "theirs")]
+    later = (timezone.now() + timedelta(minutes=1)).isoformat()
+    assert actions(since=later) == [] and len(actions(until=later)) == 3
+    first = api.get("/audit", token=op_token, action="run.trigger", limit=2).json()
+    rest = api.get("/audit", token=op_token, action="run.trigger", limit=2, cursor=first["next"]).json()
+    assert len(first["items"]) == 2 and len(rest["items"]) == 1 and rest["next"] is None
+    assert first["items"][-1]["id"] > rest["items"][0]["id"]
+    problem_of(api.get("/audit", token=op_token, team="nope"), 404)
+
+
+def test_runs_filter_by_team_and_queue_time(api, admin_token, make_schedule, make_run, team_b, now):
+    from datetime import timedelta
+
+    mine = make_run(make_schedule("mine"), queued_at=now - timedelta(hours=2))
+    theirs = make_run(make_schedule("theirs", owner=team_b.name), queued_at=now - timedelta(minutes=10))
+
+    def ids(**filters):
+        response = api.get("/runs", token=admin_token, **filters)
+        assert response.status_code == 200, response.content
+        return [r["id"] for r in response.json()["items"]]
+
+    assert ids(team="team-b") == [theirs.pk]
+    assert ids(team="default") == [mine.pk]
+    assert ids(since=(now - timedelta(hours=1)).isoformat()) == [theirs.pk]
+    assert ids(until=(now - timedelta(hours=1)).isoformat()) == [mine.pk]
+    naive = (now - timedelta(hours=1)).replace(tzinfo=None).isoformat()  # read as UTC
+    assert ids(since=naive) == [theirs.pk]
+    assert ids(team="team-b", status="FAILED") == []

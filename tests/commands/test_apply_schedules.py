@@ -1,4 +1,5 @@
 """`apply_schedules FILE [--dry-run] [--prune] [--json]` and `export_schedules`."""
+import getpass
 import io
 import json
 from io import StringIO
@@ -38,12 +39,13 @@ def run(*args) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def test_it_prints_the_plan_and_applies_it(schedules_file):
+def test_it_prints_the_plan_and_applies_it(schedules_file, monkeypatch):
+    monkeypatch.setattr(getpass, "getuser", lambda: "shelly")  # no such user: a shell trusted as before
     out, _ = run(schedules_file)
     assert "+ create orders_sync\n+ create report\n" in out
     assert "plan: 2 to create, 0 to update, 0 unchanged, 0 to delete" in out and "applied" in out
     assert Schedule.objects.count() == 2
-    assert set(AuditEntry.objects.values_list("actor", flat=True)) == {"apply_schedules"}
+    assert set(AuditEntry.objects.values_list("actor", flat=True)) == {"shelly"}
 
 
 def test_an_update_shows_the_field_diff_and_json_has_it_too(schedules_file, make_schedule):

@@ -54,6 +54,15 @@ def test_the_rerun_selector_takes_what_failed_or_was_skipped_with_its_children_o
     assert rerun_selector([("model.shop.orders", "SUCCESS")]) == []
 
 
+def test_the_rerun_selector_stays_within_the_runs_own_selection():
+    """A child outside the schedule's `select` was never part of the run: the re-run does not build it."""
+    previous = [("model.shop.orders", "FAILED"), ("model.shop.order_facts", "SKIPPED")]
+    assert rerun_selector(previous, within=["tag:daily"]) == ["orders+,tag:daily", "order_facts+,tag:daily"]
+    assert rerun_selector(previous[:1], within=["tag:daily", "finance.*"]) == ["orders+,tag:daily",
+                                                                                "orders+,finance.*"]
+    assert rerun_selector(previous[:1], within=[]) == ["orders+"]
+
+
 def test_the_manifest_gives_the_edges_among_the_nodes_that_ran():
     manifest = {"nodes": {"model.shop.order_facts": {"depends_on": {"nodes": ["model.shop.orders", "source.x.y"]}},
                           "model.shop.orders": {"depends_on": {"nodes": ["seed.shop.customers"]}}}}

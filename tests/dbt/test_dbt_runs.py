@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime
 from io import StringIO
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -14,7 +16,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from scheduler.models import AuditEntry, NodeRecord, Run, RunStatus, TriggerKind
-from scheduler.services.dbt import dbt_argv, dbt_spec_check, dbt_vars
+from scheduler.services.dbt import dbt_argv, dbt_rerun_select, dbt_spec_check, dbt_vars
 from scheduler.services.nodes import run_rerun_from_failure
 from scheduler.services.runs import run_trigger_manual
 from tests.dbt.conftest import dbt_schedule, execute, log_of
@@ -26,6 +28,7 @@ NODES = {
     "seed.etl_test.customers", "model.etl_test.stg_customers", "model.etl_test.window_probe",
     "model.etl_test.fragile", "model.etl_test.fragile_child", "model.etl_test.slow",
     "test.etl_test.not_null_stg_customers_id.6bd2c50f02", "test.etl_test.unique_stg_customers_id.a6a76acf47",
+    "snapshot.etl_test.customers_history",
 }
 
 
@@ -34,7 +37,7 @@ def _records(run: Run) -> dict[str, NodeRecord]:
 
 
 def test_a_build_writes_a_node_record_per_node_and_the_window_and_params_reach_dbt_as_vars(
-        make_schedule, dbt_project, warehouse, now, client, make_user):
+        make_schedule, dbt_project, warehouse, now, client, make_user, settings):
     schedule = dbt_schedule(make_schedule, dbt_project, vars={"region": "from-the-schedule", "keep": 1},
                             threads=1)
     schedule.watermark_config = MARK
@@ -47,8 +50,21 @@ def test_a_build_writes_a_node_record_per_node_and_the_window_and_params_reach_d
     assert {r.outcome for r in records.values()} == {"SUCCESS"}
     seed = records["seed.etl_test.customers"]
     assert seed.rows == 3 and run.rows_loaded == 3  # adapter_response.rows_affected: duckdb reports a seed's
-    for record in records.values():
-        assert record.started_at <= record.finished_at and record.run_attempt == 1
+    # each record's start and end are dbt's own timing (what the run page's Gantt strip draws): the first
+    # start and last completion of the node's steps in run_results.json, in build order within the run
+    results = json.loads((Path(settings.ETL_DBT_RUNS_DIR) / f"run-{run.pk}" / "attempt-1" / "target"
+                          / "run_results.json").read_text())
+    for item in results["results"]:
+        record = records[item["unique_id"]]
+        starts = [datetime.fromisoformat(t["started_at"].replace("Z", "+00:00")) for t in item["timing"]]
+        ends = [datetime.fromisoformat(t["completed_at"].replace("Z", "+00:00")) for t in item["timing"]]
+        assert starts and (record.started_at, record.finished_at) == (min(starts), max(ends)), item["unique_id"]
+        assert run.started_at <= record.started_at < record.finished_at <= run.finished_at
+        assert record.run_attempt == 1
+    assert records["seed.etl_test.customers"].finished_at <= records["model.etl_test.stg_customers"].started_at
+    assert records["model.etl_test.stg_customers"].finished_at <= \
+        records["snapshot.etl_test.customers_history"].started_at
+    assert records["snapshot.etl_test.customers_history"].outcome == "SUCCESS"
     # what dbt saw in var(): the run's window and id, the params over the schedule's vars
     with duckdb.connect(str(warehouse), read_only=True) as db:
         low, high, run_id, region = db.execute(
@@ -76,9 +92,9 @@ def test_a_failing_model_fails_the_run_with_a_summary_and_the_nodes_message(
     schedule = dbt_schedule(make_schedule, dbt_project, exclude="slow window_probe")
     run = execute(run_trigger_manual(schedule=schedule, actor="tests", now=now), now)
     assert run.status == S.FAILED and run.exit_code == 1
-    assert run.reason == "1 of 6 failed: model.fragile (1 skipped)"
+    assert run.reason == "1 of 7 failed: model.fragile (1 skipped)"
     records = _records(run)
-    assert len(records) == 6
+    assert len(records) == 7
     fragile = records["model.etl_test.fragile"]
     assert fragile.outcome == "FAILED" and "a_table_that_does_not_exist does not exist" in fragile.reason
     assert records["model.etl_test.fragile_child"].outcome == "SKIPPED"
@@ -109,6 +125,23 @@ def test_rerun_from_failure_builds_only_what_failed_and_its_children(
     line = next(m for m in log_of(again) if m.startswith("command: "))
     assert "--select fragile+ fragile_child+ --exclude slow" in line
     assert any(f"re-run of run {failed.pk} from its failure" in m for m in log_of(again))
+
+
+def test_rerun_from_failure_keeps_to_the_schedules_selection(make_schedule, dbt_project, now):
+    """Recorded results suffice (no dbt run): a child the schedule does not select is not built by the re-run."""
+    schedule = dbt_schedule(make_schedule, dbt_project, select=["stg_customers fragile"])
+    failed = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    Run.objects.filter(pk=failed.pk).update(status=S.FAILED)
+    failed.refresh_from_db()
+    NodeRecord.objects.bulk_create([
+        NodeRecord(run=failed, task_id=uid, outcome=outcome, started_at=now, finished_at=now)
+        for uid, outcome in [("model.etl_test.stg_customers", "SUCCESS"), ("model.etl_test.fragile", "FAILED")]])
+    again = run_rerun_from_failure(run=failed, actor="tests", reason="table is back", now=now)
+    assert AuditEntry.objects.get(action="run.rerun_from_failure").after == {
+        "run": again.pk, "selects": ["fragile+,stg_customers", "fragile+,fragile"]}
+    argv = dbt_argv(spec=dbt_spec_check(schedule.dbt), variables={}, target_path="/t", log_path="/l",
+                    select=dbt_rerun_select(failed))
+    assert argv[argv.index("--select") + 1: argv.index("--vars")] == ["fragile+,stg_customers", "fragile+,fragile"]
 
 
 def test_a_project_that_does_not_parse_fails_with_dbts_own_message(make_schedule, dbt_project, warehouse, now,

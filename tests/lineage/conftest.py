@@ -88,6 +88,29 @@ def receiver():
     server.stop()
 
 
+class ReceiverLineage:
+    """The HTTP receiver seen as `FileLineage` is: a client, and the events it received (without the path)."""
+
+    def __init__(self, server: Receiver) -> None:
+        self.server = server
+        self.client = server.client()
+
+    def events(self) -> list[dict]:
+        assert {e["path"] for e in self.server.events} <= {"/api/v1/lineage"}
+        return [{k: v for k, v in e.items() if k != "path"} for e in self.server.events]
+
+
+@pytest.fixture(params=["file", "http"])
+def transport(request, tmp_path):
+    """Each case twice: through the file transport, and through the HTTP transport to a local receiver."""
+    if request.param == "file":
+        yield FileLineage(tmp_path / "lineage.jsonl")
+        return
+    server = Receiver()
+    yield ReceiverLineage(server)
+    server.stop()
+
+
 def outbox() -> list[tuple[str, str]]:
     """(event type, job name) of every outbox row, oldest first."""
     return list(LineageEvent.objects.order_by("id").values_list("event_type", "job_name"))

@@ -22,10 +22,14 @@ S = RunStatus
 
 
 @pytest.fixture
-def demo_params(tmp_path):
+def demo_params(tmp_path, settings):
+    """The demo's files in the settings (paths are never params); the run params are data only: none."""
     generate_source_db(tmp_path / "source.db", customers=50, orders=200)  # small: the demo's default is 100,000
-    return {"source_db": str(tmp_path / "source.db"), "warehouse_db": str(tmp_path / "warehouse.db"),
-            "report_dir": str(tmp_path / "reports")}
+    settings.ETL_FILES_DIR = str(tmp_path)
+    settings.ETL_DEMO_SOURCE_DB = str(tmp_path / "source.db")
+    settings.ETL_DEMO_WAREHOUSE_DB = str(tmp_path / "warehouse.db")
+    settings.ETL_DEMO_REPORT_DIR = str(tmp_path / "reports")
+    return {}
 
 
 def _names(datasets):
@@ -33,27 +37,27 @@ def _names(datasets):
 
 
 def test_a_sql_sync_reports_its_source_table_and_sink_table(lineage_on, make_schedule, now, demo_params, tmp_path,
-                                                            file_lineage):
+                                                            transport):
     schedule = make_schedule("customers", target_id="demo.customers_sync")
     run_trigger_manual(schedule=schedule, actor="tests", params=demo_params, now=now)
     tick_and_execute(now)
     assert Run.objects.get().status == S.SUCCEEDED
-    lineage_drain(client=file_lineage.client, now=now)
-    complete = file_lineage.events()[-1]
+    lineage_drain(client=transport.client, now=now)
+    complete = transport.events()[-1]
     assert complete["eventType"] == "COMPLETE"
     assert _names(complete["inputs"]) == [(f"sqlite://{tmp_path / 'source.db'}", "customers")]
     assert _names(complete["outputs"]) == [(f"sqlite://{tmp_path / 'warehouse.db'}", "dim_customers")]
 
 
 def test_a_workflow_run_and_its_nodes_with_parent_facets_and_datasets(lineage_on, make_schedule, now, demo_params,
-                                                                      tmp_path, file_lineage):
+                                                                      tmp_path, transport):
     schedule = make_schedule("nightly", target_kind="workflow", target_id="demo.nightly")
     run = run_trigger_manual(schedule=schedule, actor="tests", params={**demo_params, "day": "2026-03-01"}, now=now)
     tick_and_execute(now)
     run.refresh_from_db()
     assert run.status == S.SUCCEEDED
-    lineage_drain(client=file_lineage.client, now=now)
-    events = file_lineage.events()
+    lineage_drain(client=transport.client, now=now)
+    events = transport.events()
     parent = run_uuid(run)
     workflow = [(e["eventType"], e["job"]["name"]) for e in events if e["run"]["runId"] == parent]
     assert workflow == [("START", "nightly"), ("COMPLETE", "nightly")]
@@ -79,14 +83,14 @@ def test_a_workflow_run_and_its_nodes_with_parent_facets_and_datasets(lineage_on
         ("file", str(tmp_path / "reports" / "revenue_2026-03-01.csv"))]
 
 
-def test_a_backfill_window_run_carries_its_window_and_backfill_id(lineage_on, make_schedule, now, file_lineage):
+def test_a_backfill_window_run_carries_its_window_and_backfill_id(lineage_on, make_schedule, now, transport):
     schedule = make_schedule("marked", target_id="demo.noop", watermark_config={
         "type": "datetime", "column": "ts", "initial": now.isoformat()})
     backfill = backfill_submit(schedule=schedule, start="2026-01-01T00:00:00+00:00", end="2026-01-01T01:00:00+00:00",
                                window=3600, reason="replay", requested_by="user:olivia", now=now)
     tick_and_execute(now)
-    lineage_drain(client=file_lineage.client, now=now)
-    start, complete = file_lineage.events()
+    lineage_drain(client=transport.client, now=now)
+    start, complete = transport.events()
     for event in (start, complete):
         window = event["run"]["facets"]["etlScheduler_window"]
         assert (window["backfillId"], window["low"][:19], window["high"][:19]) == (
@@ -142,3 +146,43 @@ def test_a_live_windowed_run_carries_its_window_on_its_end_event(lineage_on, mak
     assert "backfillId" not in complete["etlScheduler_window"], "a live run belongs to no backfill"
     assert complete["etlScheduler_window"]["low"][:19] == (now - timedelta(hours=2)).isoformat()[:19]
     assert complete["nominalTime"]["nominalStartTime"].startswith("2026-03-02T12:00")
+
+
+def test_the_built_in_file_source_and_sink_report_their_absolute_paths(lineage_on, make_schedule, now, tmp_path,
+                                                                     transport):
+    from scheduler.pipelines.files import CsvSink, FileSource
+
+    (tmp_path / "in.csv").write_text("id,name\n1,a\n2,b\n")
+
+    def copy(ctx):
+        return Pipeline(FileSource(tmp_path / "in.csv"), IdentityTransform(), CsvSink(tmp_path / "out.csv"))
+
+    registry.register_pipeline("test.copy_file", copy, replace=True)
+    try:
+        schedule = make_schedule("copy", target_id="test.copy_file")
+        run_trigger_manual(schedule=schedule, actor="tests", now=now)
+        tick_and_execute(now)
+    finally:
+        registry._pipelines.pop("test.copy_file", None)
+    assert Run.objects.get().status == S.SUCCEEDED
+    lineage_drain(client=transport.client, now=now)
+    complete = transport.events()[-1]
+    assert complete["eventType"] == "COMPLETE"
+    assert _names(complete["inputs"]) == [("file", str(tmp_path / "in.csv"))]
+    assert _names(complete["outputs"]) == [("file", str(tmp_path / "out.csv"))]
+
+
+def test_a_django_alias_is_named_for_the_database_it_is(settings):
+    """On PostgreSQL `postgres://{host}:{port}` and `{database}.{schema}.{table}`; on SQLite the file's path."""
+    import os
+
+    conf = settings.DATABASES["default"]
+    dataset = SqlSink("default", table="sales.orders", key="id").lineage_outputs()[0]
+    if "postgresql" in conf["ENGINE"]:
+        assert dataset.namespace == f"postgres://{conf['HOST'] or 'localhost'}:{conf['PORT'] or 5432}"
+        assert dataset.name == f"{conf['NAME']}.sales.orders"
+        bare = SqlSource("default", table="orders").lineage_inputs()[0]
+        assert bare.name == f"{conf['NAME']}.public.orders"
+    else:
+        assert (dataset.namespace, dataset.name) == (f"sqlite://{os.path.abspath(conf['NAME'])}", "sales.orders")
+    assert "PASSWORD" not in dataset.namespace and (conf.get("PASSWORD") or "\0") not in dataset.namespace

@@ -184,3 +184,27 @@ def test_lost_runs_settled_in_bulk_write_their_fail_events_with_one_insert(linea
     inserts = [q["sql"] for q in queries if re.match(r'INSERT INTO "?scheduler_lineageevent"?', q["sql"])]
     assert len(inserts) == 1
     assert [e for e, _ in outbox()] == ["FAIL", "FAIL"]
+
+
+def test_openlineage_url_alone_switches_it_on_and_the_client_posts_there(settings, monkeypatch, tmp_path,
+                                                                         make_schedule, now, receiver):
+    for name in [n for n in os.environ if n.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("OPENLINEAGE_URL", receiver.url)
+    settings.ETL_LINEAGE = "auto"
+    lineage_reset()
+    lineage_client_reset()
+    try:
+        assert lineage_enabled()
+        _one_run(make_schedule, now)
+        assert lineage_drain(now=now)["sent"] == 2  # the process's client, as the environment configures it
+        assert [(e["path"], e["eventType"]) for e in receiver.events] == [
+            ("/api/v1/lineage", "START"), ("/api/v1/lineage", "COMPLETE")]
+        monkeypatch.setenv("OPENLINEAGE_DISABLED", "true")
+        lineage_reset()
+        assert not lineage_enabled(), "the client's own switch turns it off"
+    finally:
+        lineage_reset()
+        lineage_client_reset()

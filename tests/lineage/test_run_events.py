@@ -23,14 +23,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 S = RunStatus
 
 
-def test_a_run_sends_start_then_complete_with_one_run_id(lineage_on, make_schedule, now, file_lineage):
+def test_a_run_sends_start_then_complete_with_one_run_id(lineage_on, make_schedule, now, transport):
     schedule = make_schedule("noop")
     run = run_trigger_manual(schedule=schedule, actor="tests", params={"rows": 3}, now=now)
     tick_and_execute(now)
     assert outbox() == [("START", "noop"), ("COMPLETE", "noop")]
 
-    assert lineage_drain(client=file_lineage.client, now=now)["sent"] == 2
-    start, complete = file_lineage.events()
+    assert lineage_drain(client=transport.client, now=now)["sent"] == 2
+    start, complete = transport.events()
     assert [start["eventType"], complete["eventType"]] == ["START", "COMPLETE"]
     assert start["run"]["runId"] == complete["run"]["runId"] == run_uuid(run)
     assert start["job"] == {**start["job"], "namespace": "etl-scheduler", "name": "noop"}
@@ -40,13 +40,15 @@ def test_a_run_sends_start_then_complete_with_one_run_id(lineage_on, make_schedu
     assert not LineageEvent.objects.filter(status="PENDING").exists()
 
 
-def test_a_final_failure_sends_fail_with_the_error(lineage_on, make_schedule, now, file_lineage):
+def test_a_final_failure_sends_fail_with_the_error(lineage_on, make_schedule, now, transport):
     schedule = make_schedule("flaky", target_id="demo.flaky", retry_max_attempts=1)
-    run_trigger_manual(schedule=schedule, actor="tests", params={"fail": True}, now=now)
+    run = run_trigger_manual(schedule=schedule, actor="tests", params={"fail": True}, now=now)
     tick_and_execute(now)
     assert [e for e, _ in outbox()] == ["START", "FAIL"]
-    lineage_drain(client=file_lineage.client, now=now)
-    fail = file_lineage.events()[1]
+    lineage_drain(client=transport.client, now=now)
+    start, fail = transport.events()
+    assert [start["eventType"], fail["eventType"]] == ["START", "FAIL"]
+    assert start["run"]["runId"] == fail["run"]["runId"] == run_uuid(run)
     assert "failed on purpose" in fail["run"]["facets"]["errorMessage"]["message"]
 
 
@@ -75,7 +77,7 @@ def test_a_lost_run_out_of_attempts_sends_fail(lineage_on, make_schedule, now):
     assert [e for e, _ in outbox()] == ["FAIL"], "the claim was simulated without its START; the end still counts"
 
 
-def test_a_cancel_while_running_sends_abort(lineage_on, make_schedule, now):
+def test_a_cancel_while_running_sends_abort(lineage_on, make_schedule, now, transport):
     def cancelling(ctx):
         class CancelMe(NoopSource):
             def extract(self):
@@ -94,6 +96,11 @@ def test_a_cancel_while_running_sends_abort(lineage_on, make_schedule, now):
     run.refresh_from_db()
     assert run.status == S.CANCELLED
     assert [e for e, _ in outbox()] == ["START", "ABORT"]
+    assert lineage_drain(client=transport.client, now=now)["sent"] == 2
+    start, abort = transport.events()
+    assert [start["eventType"], abort["eventType"]] == ["START", "ABORT"]
+    assert start["run"]["runId"] == abort["run"]["runId"] == run_uuid(run)
+    assert abort["run"]["facets"]["etlScheduler_run"]["status"] == S.CANCELLED
 
 
 def test_a_run_cancelled_while_queued_or_refused_sends_nothing(lineage_on, make_schedule, now):
@@ -158,3 +165,44 @@ def test_a_failed_command_attempt_that_is_retried_sends_no_fail_only_its_last_do
     assert [e for e, _ in outbox()] == ["START", "RUNNING", "FAIL"]
     assert LineageEvent.objects.filter(event_type="FAIL").get().payload["run"]["facets"]["etlScheduler_run"][
         "attempt"] == 2
+
+
+def test_the_namespace_comes_from_the_setting_and_the_job_is_the_schedule(lineage_on, make_schedule, now):
+    from scheduler.models import NodeOutcome
+    from scheduler.services.lineage import lineage_node_finished
+
+    lineage_on.ETL_LINEAGE_NAMESPACE = "analytics-prod"
+    schedule = make_schedule("orders_hourly")
+    run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    tick_and_execute(now)
+    run.refresh_from_db()
+    lineage_node_finished(run=run, task_id="load", outcome=NodeOutcome.SUCCESS, started_at=now, finished_at=now)
+    events = [row.payload for row in LineageEvent.objects.order_by("id")]
+    assert [(e["eventType"], e["job"]["namespace"], e["job"]["name"]) for e in events] == [
+        ("START", "analytics-prod", "orders_hourly"), ("COMPLETE", "analytics-prod", "orders_hourly"),
+        ("START", "analytics-prod", "orders_hourly.load"), ("COMPLETE", "analytics-prod", "orders_hourly.load")]
+    parent = events[-1]["run"]["facets"]["parent"]
+    assert (parent["job"]["namespace"], parent["job"]["name"]) == ("analytics-prod", "orders_hourly")
+    assert parent["run"]["runId"] == run_uuid(run)
+
+
+def test_the_run_path_never_calls_the_lineage_backend(lineage_on, make_schedule, now, monkeypatch):
+    """A backend that hangs or is down cannot slow or fail a run: only the outbox's sender talks to it."""
+    from openlineage.client import OpenLineageClient
+
+    calls = []
+
+    def hanging(self, event):
+        calls.append(event)
+        raise TimeoutError("the backend hangs")
+
+    monkeypatch.setattr(OpenLineageClient, "emit", hanging)
+    schedule = make_schedule("noop")
+    run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
+    tick_and_execute(now)
+    run.refresh_from_db()
+    assert run.status == S.SUCCEEDED and calls == []
+    assert [e for e, _ in outbox()] == ["START", "COMPLETE"]
+    assert lineage_drain(now=now)["failed"] == 1 and len(calls) == 1
+    run.refresh_from_db()
+    assert run.status == S.SUCCEEDED

@@ -69,5 +69,5 @@ def inline_alerts(settings, monkeypatch):
     settings.ETL_ALERT_WEBHOOK_URL = ""
     settings.ETL_ALERT_WEBHOOK_SECRET = ""
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-    monkeypatch.setattr(channels, "WEBHOOK_BACKOFF", 0.0)
+    monkeypatch.setattr(channels, "WEBHOOK_WAIT", 0.0)
     monkeypatch.setattr(alerts, "_last_watchdog", None)

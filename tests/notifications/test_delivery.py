@@ -70,6 +70,15 @@ def test_a_mailto_with_to_recipients_reaches_each(make_schedule, now):
     assert sorted(mail.outbox[0].to) == ["a@example.com", "b@example.com"]
 
 
+def test_a_mailto_with_cc_and_bcc_copies_them_in_an_alert_and_a_test(make_schedule, now):
+    url = "mailto://etl@example.com?to=a@example.com&cc=boss@example.com&bcc=audit@example.com"
+    schedule = make_schedule("orders", alert_channels=url)
+    _raise(schedule, now=now)
+    channels.send_channel(url, title="[etl] Test notification", body="b", payload={})
+    assert [(m.to, m.cc, m.bcc) for m in mail.outbox] == [
+        (["a@example.com"], ["boss@example.com"], ["audit@example.com"])] * 2
+
+
 def test_a_mailto_with_an_smtp_login_is_apprises_and_guarded(make_schedule, settings):
     url = "mailto://bot:app-password@127.0.0.1:2525?to=oncall@example.com&from=etl@example.com"
     plugin = channels.parse_channel(url, field="alert_channels")
@@ -128,7 +137,8 @@ def test_etl_alert_urls_splits_on_spaces_and_commas_but_not_inside_a_url(monkeyp
 
 @pytest.mark.parametrize("url", ["json://127.0.0.1:8000/x", "jsons://localhost/hook", "xml://169.254.169.254/latest",
                                  "form://10.1.2.3/a", "ntfy://192.168.0.9/topic", "etlhook://[::1]/a",
-                                 "gotify://172.16.0.1/token", "json://api.localhost/"])
+                                 "gotify://172.16.0.1/token", "json://api.localhost/", "json://[::1]:8080/x",
+                                 "jsons://[fe80::1]/x"])
 def test_the_guard_refuses_a_private_target_at_save_naming_the_field(make_schedule, settings, url):
     settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
     with pytest.raises(ServiceError, match="ETL_ALERT_ALLOW_PRIVATE_URLS") as info:
@@ -192,3 +202,42 @@ def test_a_redirect_is_not_followed_past_the_guard(make_schedule, receiver, sche
     alert = _raise(schedule, now=now)
     alert.refresh_from_db()
     assert alert.status == AlertStatus.FAILED and not inside.requests and server.requests
+
+
+# --- the signed webhook is Apprise's JSON plugin: no sender of our own on the path ----------------------------
+
+def test_the_signed_webhook_is_an_apprise_json_plugin_sent_by_apprise(receiver):
+    plugin = channels.parse_channel("etlhooks://u:pw@hooks.example.com:8443/etl?+X-Team=ml", field="alert_channels")
+    assert isinstance(plugin, NotifyJSON)  # parsing, privacy, headers, timeouts and retries are Apprise's
+    assert (plugin.request_url, plugin.headers) == ("https://hooks.example.com:8443/etl", {"X-Team": "ml"})
+    assert not hasattr(channels, "post_json")  # no sender of our own is left
+    server = receiver()
+    channels.send_channel(server.url("etlhook") + "?+X-Team=ml", title="t", body="b", payload={"alert": 1},
+                          secret="s3")
+    (request,) = server.requests
+    assert json.loads(request["body"]) == {"alert": 1} and request["headers"]["X-Team"] == "ml"
+    assert request["headers"]["X-Etl-Signature"] == "sha256=" + compute_signature(
+        "s3", request["body"], request["headers"]["X-Etl-Timestamp"])
+
+
+def test_an_old_webhook_urls_query_string_still_reaches_the_receiver(receiver, settings):
+    """An alert_webhook_url with a query (a token, a channel) became etlhooks://...?...: it is posted as before."""
+    server = receiver()
+    settings.ETL_ALERT_WEBHOOK_URL = f"http://127.0.0.1:{server.port}/old?token=abc&room=etl"
+    (channel,) = alerts.global_channel_urls()
+    channels.send_channel(channel["url"], title="t", body="b", payload={"alert": 1}, secret="s3")
+    assert [r["path"] for r in server.requests] == ["/old?token=abc&room=etl"]
+    assert "abc" not in channels.mask_url(channel["url"])
+
+
+def test_the_signed_webhook_retries_within_a_delivery_by_apprises_retry_setting(receiver):
+    server = receiver(statuses=[500, 500, 500, 500])
+    with pytest.raises(RuntimeError, match="500"):
+        channels.send_channel(server.url("etlhook"), title="t", body="b", payload={"alert": 1}, secret="s3")
+    assert len(server.requests) == channels.WEBHOOK_ATTEMPTS
+    timestamps = [r["headers"]["X-Etl-Timestamp"] for r in server.requests]
+    assert all(r["headers"]["X-Etl-Signature"] == "sha256=" + compute_signature("s3", r["body"], ts)
+               for r, ts in zip(server.requests, timestamps))  # each attempt signed afresh
+    server = receiver(statuses=[500, 500, 500, 500])
+    channels.send_channel(server.url("etlhook") + "?retry=4", title="t", body="b", payload={"alert": 1})
+    assert len(server.requests) == 5  # the URL's ?retry= is Apprise's, as for any channel

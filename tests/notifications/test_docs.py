@@ -25,5 +25,6 @@ def test_the_doc_has_an_example_for_each_kind():
 def test_every_example_is_accepted_and_shown_masked(url, settings):
     settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
     assert check_channels(url, field="alert_channels") == [url]
-    for secret in ("app-password", "TIiajkdnlazkcOXrIdevi7FQ", "tk_abcdef0123456789"):
+    for secret in ("app-password", "TIiajkdnlazkcOXrIdevi7FQ", "tk_abcdef0123456789",
+                   "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg"):
         assert secret not in mask_url(url)

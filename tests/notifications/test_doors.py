@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Schedule, Team
+from scheduler.services.channels import mask_url
 from scheduler.services.errors import ServiceError
 from scheduler.services.schedule_files import UNCHANGED, ScheduleFileError, schedules_apply, schedules_export
 from scheduler.services.schedules import schedule_save
@@ -203,3 +204,23 @@ def test_the_team_command_replaces_adds_and_clears_channels(default_team):
     assert Team.objects.get(name="ml").alert_channels == SLACK
     call_command("team", "update", "ml", "--no-channels", stdout=StringIO())
     assert Team.objects.get(name="ml").alert_channels == ""
+
+
+@pytest.mark.parametrize("url", [
+    "jsons://hooks.example.com/etl?+Authorization=Bearer%20sekrit-token-123",
+    "etlhooks://hooks.example.com/etl?+X-Api-Key=sekrit-token-123",
+    "jsons://hooks.example.com/etl?-apikey=sekrit-token-123",
+    "forms://hooks.example.com/etl?:token=sekrit-token-123",
+    "etlhooks://etl:sekrit-token-123@hooks.example.com/etl",
+])
+def test_header_query_and_payload_values_in_a_url_are_masked_everywhere(url, admin_client, make_schedule):
+    schedule = make_schedule("tokened", alert_channels=[url])
+    assert "sekrit-token-123" not in mask_url(url)
+    text = " ".join(str((e.before, e.after)) for e in AuditEntry.objects.all())
+    text += schedules_export(["tokened"]) + str(SchedulerHost().schedules.spec("tokened"))
+    text += admin_client.get(reverse("scheduler:schedule_detail", args=[schedule.pk])).content.decode()
+    text += admin_client.get(reverse("admin:scheduler_schedule_change", args=[schedule.pk])).content.decode()
+    assert "sekrit-token-123" not in text
+    assert schedules_apply(text=schedules_export(["tokened"]), actor="tests").summary[UNCHANGED] == 1
+    schedule.refresh_from_db()
+    assert schedule.alert_channels == url  # saving back what was shown keeps the secret

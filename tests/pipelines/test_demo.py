@@ -18,9 +18,17 @@ def demo_registered():
     demo.register()
 
 
+PATH_KEYS = {"source_db", "warehouse_db", "report_dir"}
+
+
 @pytest.fixture
-def paths(tmp_path):
+def paths(tmp_path, settings):
+    """The demo's files, set where they come from: the settings, inside ETL_FILES_DIR."""
     source = generate_source_db(tmp_path / "source.db", now=NOW, customers=300, orders=2000)
+    settings.ETL_FILES_DIR = str(tmp_path)
+    settings.ETL_DEMO_SOURCE_DB = str(source)
+    settings.ETL_DEMO_WAREHOUSE_DB = str(tmp_path / "warehouse.db")
+    settings.ETL_DEMO_REPORT_DIR = str(tmp_path / "reports")
     return {
         "source_db": str(source),
         "warehouse_db": str(tmp_path / "warehouse.db"),
@@ -29,7 +37,9 @@ def paths(tmp_path):
 
 
 def ctx(params, *, window=None, logical_time=NOW, run_id=1, watermark_column=None):
-    return RunContext(run_id, "demo", window, params, logical_time, watermark_column=watermark_column)
+    # the paths are in the settings (the paths fixture); the params a run gets are data only
+    data = {k: v for k, v in params.items() if k not in PATH_KEYS}
+    return RunContext(run_id, "demo", window, data, logical_time, watermark_column=watermark_column)
 
 
 def query(paths, sql, *args):

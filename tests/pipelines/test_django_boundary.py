@@ -156,6 +156,7 @@ def test_demo_pipelines_read_their_paths_from_django_settings(tmp_path):
         from django.conf import settings
         settings.configure(
             INSTALLED_APPS=[],
+            ETL_FILES_DIR={str(tmp_path)!r},
             ETL_DEMO_SOURCE_DB={str(tmp_path / "src.db")!r},
             ETL_DEMO_WAREHOUSE_DB=Path({str(tmp_path / "wh.db")!r}),
             ETL_DEMO_REPORT_DIR={str(tmp_path / "reports")!r},

@@ -10,6 +10,8 @@ import pytest
 from scheduler.core import ConfigError, EtlError, RetryPolicy, Window, with_retry
 from scheduler.pipelines.http import HttpError, HttpJsonSource
 
+LOCAL = ["127.0.0.0/8"]  # the test servers listen on loopback, which the source refuses by default
+
 
 class Handler(BaseHTTPRequestHandler):
     # Set per test by the `server` fixture.
@@ -49,7 +51,8 @@ def server():
 def test_http_source_yields_records_at_the_dotted_path(server):
     base, handler = server
     handler.routes["/orders"] = (200, {"data": {"items": [{"id": 1}, {"id": 2}]}, "next": None})
-    source = HttpJsonSource(base + "/orders", records_path="data.items", headers={"Authorization": "Bearer t"})
+    source = HttpJsonSource(base + "/orders", allowed_networks=LOCAL, records_path="data.items",
+                            headers={"Authorization": "Bearer t"})
     assert list(source.extract()) == [{"id": 1}, {"id": 2}]
     assert handler.seen[0][2]["Authorization"] == "Bearer t"
 
@@ -59,7 +62,8 @@ def test_http_source_sends_the_window_as_query_params(server):
     handler.routes["/orders"] = (200, [])
     low = datetime(2024, 5, 1, tzinfo=UTC)
     high = datetime(2024, 5, 1, 1, tzinfo=UTC)
-    list(HttpJsonSource(base + "/orders", params={"page_size": 100}, window=Window(low, high)).extract())
+    list(HttpJsonSource(base + "/orders", allowed_networks=LOCAL, params={"page_size": 100},
+                        window=Window(low, high)).extract())
     assert handler.seen[0][1] == {
         "page_size": ["100"],
         "since": ["2024-05-01T00:00:00.000000+00:00"],
@@ -70,7 +74,8 @@ def test_http_source_sends_the_window_as_query_params(server):
 def test_http_source_omits_the_upper_bound_of_an_open_integer_window(server):
     base, handler = server
     handler.routes["/events"] = (200, {"events": []})
-    list(HttpJsonSource(base + "/events?kind=a", window=Window(41, None), window_params=("after", "upto")).extract())
+    list(HttpJsonSource(base + "/events?kind=a", allowed_networks=LOCAL, window=Window(41, None),
+                        window_params=("after", "upto")).extract())
     assert handler.seen[0][1] == {"kind": ["a"], "after": ["41"]}
 
 
@@ -78,7 +83,7 @@ def test_http_source_raises_with_status_and_url_on_an_error_answer(server):
     base, handler = server
     handler.routes["/broken"] = (503, {"error": "maintenance"})
     with pytest.raises(HttpError) as err:
-        list(HttpJsonSource(base + "/broken").extract())
+        list(HttpJsonSource(base + "/broken", allowed_networks=LOCAL).extract())
     assert err.value.status == 503
     assert err.value.url == base + "/broken"
     assert "HTTP 503" in str(err.value) and "maintenance" in str(err.value)
@@ -88,7 +93,7 @@ def test_http_source_raises_with_status_and_url_on_an_error_answer(server):
 def test_http_client_errors_are_permanent_so_retries_stop(server):
     base, _ = server
     calls = []
-    source = HttpJsonSource(base + "/missing")
+    source = HttpJsonSource(base + "/missing", allowed_networks=LOCAL)
 
     def attempt():
         calls.append(1)
@@ -104,14 +109,14 @@ def test_http_source_refuses_a_body_that_is_not_json(server):
     base, handler = server
     handler.routes["/html"] = (200, b"<html>")
     with pytest.raises(EtlError, match="did not return JSON"):
-        list(HttpJsonSource(base + "/html").extract())
+        list(HttpJsonSource(base + "/html", allowed_networks=LOCAL).extract())
 
 
 def test_http_source_says_when_the_records_path_is_missing(server):
     base, handler = server
     handler.routes["/x"] = (200, {"data": {}})
     with pytest.raises(EtlError, match="nothing at 'data.items'"):
-        list(HttpJsonSource(base + "/x", records_path="data.items").extract())
+        list(HttpJsonSource(base + "/x", allowed_networks=LOCAL, records_path="data.items").extract())
 
 
 def test_http_source_connection_refused_is_a_retryable_etl_error():
@@ -121,7 +126,7 @@ def test_http_source_connection_refused_is_a_retryable_etl_error():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(EtlError, match="failed") as err:
-        list(HttpJsonSource(f"http://127.0.0.1:{port}/", timeout=2).extract())
+        list(HttpJsonSource(f"http://127.0.0.1:{port}/", allowed_networks=LOCAL, timeout=2).extract())
     assert not getattr(err.value, "permanent", False)
 
 

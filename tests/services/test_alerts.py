@@ -33,7 +33,7 @@ def sync_alerts(settings, monkeypatch):
     settings.ETL_ALERT_WEBHOOK_URL = ""
     settings.ETL_ALERT_WEBHOOK_SECRET = ""
     settings.ETL_ALERT_URLS = []
-    monkeypatch.setattr(channels, "WEBHOOK_BACKOFF", 0.0)
+    monkeypatch.setattr(channels, "WEBHOOK_WAIT", 0.0)
     monkeypatch.setattr(alerts, "_last_watchdog", None)
 
 
@@ -155,18 +155,18 @@ def test_a_webhook_that_keeps_failing_marks_the_alert_failed_but_the_email_still
     assert len(server.requests) == channels.WEBHOOK_ATTEMPTS and len(mail.outbox) == 1
 
 
-def test_a_client_error_is_not_retried(receiver):
-    server = receiver(statuses=[400])
+def test_a_signed_webhook_that_refuses_fails_the_delivery_within_its_attempts(receiver):
+    server = receiver(statuses=[400, 400, 400])
     with pytest.raises(RuntimeError, match="HTTP 400"):
-        channels.post_json(server.url, {"a": 1})
-    assert len(server.requests) == 1
+        channels.send_channel(alerts.webhook_to_channel(server.url), title="t", body="b", payload={"a": 1})
+    assert len(server.requests) == channels.WEBHOOK_ATTEMPTS
 
 
 def test_an_unreachable_receiver_fails_within_the_attempts():
-    with pytest.raises(RuntimeError):
-        channels.post_json("http://127.0.0.1:9/none", {"a": 1}, timeout=0.5, sleep=lambda s: None)
-    with pytest.raises(ValueError):
-        channels.post_json("file:///etc/passwd", {"a": 1})
+    with pytest.raises(RuntimeError, match="not reached"):
+        channels.send_channel("etlhook://127.0.0.1:9/none", title="t", body="b", payload={"a": 1})
+    with pytest.raises(channels.ServiceError, match="not a URL Apprise can send to"):
+        channels.send_channel("file:///etc/passwd", title="t", body="b", payload={"a": 1})
 
 
 def test_a_breaker_that_opens_alerts_once_per_opening(make_schedule, now, settings):
@@ -357,7 +357,7 @@ def test_delivery_checks_the_address_again_after_name_resolution(now, settings, 
     monkeypatch.setattr(netcheck.socket, "getaddrinfo",
                         lambda *a, **k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", 443))])
     posted = []
-    monkeypatch.setattr(channels, "post_json", lambda *a, **k: posted.append(a))
+    monkeypatch.setattr(channels.NotifySignedJSON, "send", lambda *a, **k: posted.append(a))
     alert = alerts.alert_raise(kind=AlertKind.RUN_FAILED, incident_key="k-private", message="m", now=now)
     alert.refresh_from_db()
     assert alert.status == AlertStatus.FAILED and "10.0.0.5" not in alert.error and "hooks.example.com" in alert.error

@@ -218,11 +218,12 @@ def test_a_file_that_is_not_a_schedules_document_is_refused(text, field, words):
     assert words in str(info.value)
 
 
-def test_an_empty_file_with_prune_deletes_everything_but_without_prune_nothing(make_schedule):
+def test_an_empty_file_names_no_team_so_even_prune_deletes_nothing(make_schedule):
+    # prune touches only the teams the file names (issue 22): an empty file speaks for none
     make_schedule("x")
     assert apply("schedules: []\n").summary == {CREATE: 0, UPDATE: 0, UNCHANGED: 0, DELETE: 0}
-    assert apply("schedules: []\n", prune=True).summary[DELETE] == 1
-    assert not Schedule.objects.exists()
+    assert apply("schedules: []\n", prune=True).summary[DELETE] == 0
+    assert Schedule.objects.filter(name="x").exists()
 
 
 def test_export_round_trips_through_apply(make_schedule):

@@ -7,7 +7,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from scheduler.models import AuditEntry, BreakerStatus, Run, RunStatus, Schedule, WorkloadClass
+from scheduler.models import AuditEntry, BreakerStatus, Run, RunStatus, Schedule, Team, WorkloadClass
 
 ADD = reverse("admin:scheduler_schedule_add")
 
@@ -52,6 +52,7 @@ def _form(standard_class, **overrides) -> dict:
         "retry_max_delay": "60.0",
         "retry_jitter": "0.0",
         "alert_channels": "",
+        "owner": str(Team.default_team_id()),  # required (issue 22)
     }
     for key, value in overrides.items():
         data[key] = json.dumps(value) if isinstance(value, dict) else value

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from scheduler.models import AuditEntry, BreakerStatus, Run, Schedule, Team
+from scheduler.models import AuditEntry, BreakerStatus, RefusalCount, Run, Schedule, Team
 from scheduler.services.teams import team_save, team_set_members
 from tests.views.test_admin import _form
 
@@ -72,7 +72,8 @@ def test_staff_of_another_team_see_the_schedule_read_only_and_every_change_is_re
         assert "sam may not" in shown and "team 'default'" in shown, (action, shown)
     assert _state() == before
     refused = AuditEntry.objects.filter(action="permission.denied", actor="sam")
-    assert refused.count() == 7 and set(refused.values_list("target_id", flat=True)) == {str(other.pk)}
+    assert sum(RefusalCount.objects.filter(actor="sam").values_list("count", flat=True)) == 7
+    assert set(refused.values_list("target_id", flat=True)) == {str(other.pk)}
 
 
 def test_staff_act_on_their_own_teams_schedules(staff_client, make_schedule, standard_class, billing):
@@ -136,3 +137,31 @@ def test_an_operator_sees_teams_but_cannot_manage_them_in_the_admin(staff_client
                              {"name": "renamed"}).status_code == 403
     assert staff_client.post(reverse("admin:scheduler_team_add"), {"name": "x"}).status_code == 403
     assert not Team.objects.filter(name__in=["x", "renamed"]).exists()
+
+
+def test_the_owner_is_required_and_the_form_says_which_teams_one_may_choose(staff_client, staff_operator,
+                                                                           standard_class):
+    # an empty owner used to land the schedule in the default team, unseen (issue 22)
+    staff_operator.user_permissions.add(
+        Permission.objects.get(codename="add_schedule", content_type__app_label="scheduler"))
+    add = reverse("admin:scheduler_schedule_add")
+    page = staff_client.get(add).content.decode()
+    assert "You may choose: billing." in page
+    response = staff_client.post(add, _form(standard_class, name="invoices", owner=""))
+    assert response.status_code == 200 and "owner" in response.context["adminform"].form.errors
+    assert not Schedule.objects.filter(name="invoices").exists()
+
+
+def test_the_api_and_the_facade_refuse_the_default_team_to_a_user_who_is_not_in_it(staff_operator):
+    from scheduler.host import SchedulerHost
+    from scheduler.services.teams import PermissionRefused
+
+    staff_operator.user_permissions.add(
+        Permission.objects.get(codename="add_schedule", content_type__app_label="scheduler"))
+    with pytest.raises(PermissionRefused, match="team 'default'"):
+        SchedulerHost().schedules.create("invoices", target_id="demo.noop", trigger_kind="manual",
+                                         actor=staff_operator)
+    assert not Schedule.objects.filter(name="invoices").exists()
+    made = SchedulerHost().schedules.create("invoices", target_id="demo.noop", trigger_kind="manual",
+                                            owner="billing", actor=staff_operator)
+    assert made.owner.name == "billing"

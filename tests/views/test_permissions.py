@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from scheduler.models import AuditEntry, Backfill, BackfillWindow, Run, RunStatus, Schedule, WatermarkHistory
+from scheduler.models import (AuditEntry, Backfill, BackfillWindow, RefusalCount, Run, RunStatus, Schedule,
+                              WatermarkHistory)
 
 # their own credentials (HMAC, tokens) or the login itself
 OWN_CREDENTIALS = {"scheduler:webhook", "scheduler:event", "scheduler:metrics"}
@@ -78,6 +81,11 @@ def _state() -> tuple:
         list(BackfillWindow.objects.order_by("id").values_list("id", "status")),
         WatermarkHistory.objects.count(),
     )
+
+
+def refused_count(actor: str) -> int:
+    """How many times `actor` was refused (repeats in a window share one audit entry, counted here)."""
+    return sum(RefusalCount.objects.filter(actor=actor).values_list("count", flat=True))
 
 
 def _refused_anonymously(response) -> bool:
@@ -158,8 +166,9 @@ def test_a_viewer_reads_every_page_and_every_post_is_refused(viewer_client, worl
             assert "lacks the permission" in post.content.decode(), (name, url)
     assert _state() == before
     # every refusal is on the record, with who and which permission
+    # (one audit entry per permission and object in a window, every repeat counted: issue 22)
     denied = AuditEntry.objects.filter(action="permission.denied", actor="victor")
-    assert refusals >= 10 and denied.count() == refusals
+    assert refusals >= 10 and refused_count("victor") == refusals and 0 < denied.count() <= refusals
 
 
 # the channel test buttons need change_schedule / change_team, which the operator group does not hold at all
@@ -209,7 +218,7 @@ def test_an_operator_of_another_team_reads_every_page_and_every_action_is_refuse
             "scheduler:backfill_pause", "scheduler:backfill_cancel", "scheduler:backfill_retry"} <= set(actions)
     assert set(refused_by_permission) == NEEDS_CHANGE
     denied = AuditEntry.objects.filter(action="permission.denied", actor="oscar")
-    assert denied.count() == len(actions) + len(refused_by_permission)
+    assert refused_count("oscar") == len(actions) + len(refused_by_permission)
     assert set(denied.exclude(after__permission__in=["scheduler.change_schedule", "scheduler.change_team"])
                .values_list("team_id", flat=True)) == {Schedule.objects.get(name="orders").owner_id}
 
@@ -241,3 +250,145 @@ def test_an_operator_post_without_a_csrf_token_is_refused(operator, world):
 def test_a_viewer_sees_no_action_buttons(viewer_client, world):
     page = viewer_client.get(reverse("scheduler:schedule_detail", args=[world["schedule_id"]])).content.decode()
     assert 'id="run-now"' not in page and "Reset breaker" not in page and 'id="watermark-form"' not in page
+
+
+# --- beyond the URLs: every management command and every SchedulerHost method that changes a schedule -------------
+# (issue 22) run as an operator of another team who may edit schedules of their own team: each is refused,
+# changes nothing, and leaves a refusal on the audit record.
+
+# commands that do not act on a schedule, or are the shell's own trusted work, and why
+COMMANDS_NOT_ACTING_ON_A_SCHEDULE = {
+    "api_token": "a user's own REST tokens (created by the shell for a named user)",
+    "backfill_status": "reads", "export_schedules": "reads", "freshness": "reads", "next_fires": "reads",
+    "run_log": "reads", "scheduler_status": "reads", "validate_schedules": "reads (checks a file, changes nothing)",
+    "lineage_flush": "the lineage outbox (no schedule)", "qcluster": "the worker process", "serve": "the web process",
+    "run_pipeline": "runs a registered pipeline in this process, outside every schedule and the ledger",
+    "setup_demo": "the demo's own data, from the shell",
+}
+# emit_event is no refusal but a scope: the operator's event reaches only their own teams' schedules
+COMMANDS_SCOPED = {"emit_event"}
+
+
+def _command_calls(world, tmp_path) -> dict[str, list[str]]:
+    run, schedule = str(world["run_id"]), "orders"
+    changed = tmp_path / "schedules.yaml"
+    changed.write_text("version: 1\nschedules:\n  - name: orders\n    target_id: demo.noop\n    trigger_kind: manual\n"
+                       "    priority: 9\n")
+    return {
+        "apply_schedules": [str(changed), "--actor", "oscar"],
+        "backfill": [schedule, "--from", "0", "--to", "10", "--window", "10", "--reason", "r", "--actor", "oscar"],
+        "cancel_run": [run, "--actor", "oscar"],
+        "event_token": ["create", "--name", "n", "--team", "default", "--actor", "oscar"],
+        "rerun_from_failure": [run, "--actor", "oscar"],
+        "reset_breaker": [schedule, "--reason", "r", "--actor", "oscar"],
+        "rotate_webhook_secret": [schedule, "--actor", "oscar"],
+        "team": ["assign", "billing", schedule, "--actor", "oscar"],
+        "trigger": [schedule, "--actor", "oscar"],
+        "watermark": [schedule, "--set", "5", "--reason", "r", "--actor", "oscar"],
+    }
+
+
+@pytest.fixture
+def editor(outsider):
+    """oscar, of team billing, may also create, edit and delete schedules (of his own team)."""
+    from django.contrib.auth.models import Permission
+
+    outsider.user_permissions.add(*Permission.objects.filter(
+        content_type__app_label="scheduler", codename__in=["add_schedule", "change_schedule", "delete_schedule"]))
+    return outsider
+
+
+def _full_state() -> tuple:
+    from scheduler.models import EventToken
+
+    return (_state(), list(Schedule.objects.order_by("id").values_list("id", "owner_id", "priority", "webhook_secret")),
+            EventToken.objects.count())
+
+
+def test_every_command_as_an_operator_of_another_team_is_refused(world, editor, tmp_path):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command, get_commands
+
+    ours = {name for name, app in get_commands().items() if app == "scheduler" and not name.startswith("_")}
+    calls = _command_calls(world, tmp_path)
+    assert ours == set(calls) | set(COMMANDS_NOT_ACTING_ON_A_SCHEDULE) | COMMANDS_SCOPED, \
+        "a new command: walk it here (or say why it does not act on a schedule)"
+    before = _full_state()
+    for name, args in calls.items():
+        denied = refused_count("oscar")
+        with pytest.raises(CommandError) as info:
+            call_command(name, *args, stdout=StringIO(), stderr=StringIO())
+        assert "oscar may not" in str(info.value), (name, str(info.value))
+        assert refused_count("oscar") == denied + 1, name
+        assert _full_state() == before, name
+    out = StringIO()
+    call_command("emit_event", "orders", "--actor", "oscar", "--json", stdout=out)
+    assert json.loads(out.getvalue())["runs"] == []  # the default team's event schedule would match: not his
+    assert _state()[0] == before[0][0]
+
+
+def _facade_calls(world) -> dict[str, object]:
+    from scheduler.host import SchedulerHost
+
+    host, run, backfill = SchedulerHost(), world["run_id"], world["backfill_id"]
+    text = ("version: 1\nschedules:\n  - name: orders\n    target_id: demo.noop\n    trigger_kind: manual\n"
+            "    priority: 9\n")
+    return {
+        "trigger_manual": lambda: host.trigger_manual("orders", actor="oscar"),
+        "submit_backfill": lambda: host.submit_backfill("orders", "0", "10", "10", reason="r", requested_by="oscar"),
+        "reset_circuit_breaker": lambda: host.reset_circuit_breaker("orders", reset_by="oscar"),
+        "rerun_from_failure": lambda: host.rerun_from_failure(run, actor="oscar"),
+        "cancel_run": lambda: host.cancel_run(run, actor="oscar"),
+        "watermarks.set": lambda: host.watermarks.set("orders", "5", reason="r", actor="oscar"),
+        "watermarks.reset": lambda: host.watermarks.reset("orders", reason="r", actor="oscar"),
+        "backfills.pause": lambda: host.backfills.pause(backfill, actor="oscar"),
+        "backfills.resume": lambda: host.backfills.resume(backfill, actor="oscar"),
+        "backfills.cancel": lambda: host.backfills.cancel(backfill, actor="oscar"),
+        "backfills.retry_failed": lambda: host.backfills.retry_failed(backfill, actor="oscar"),
+        "schedules.create": lambda: host.schedules.create("new", target_id="demo.noop", trigger_kind="manual",
+                                                          owner="default", actor="oscar"),
+        "schedules.update": lambda: host.schedules.update("orders", priority=9, actor="oscar"),
+        "schedules.delete": lambda: host.schedules.delete("orders", actor="oscar"),
+        "schedules.apply": lambda: host.schedules.apply(text, actor="oscar"),
+        "schedules.test_channel": lambda: host.schedules.test_channel("orders", actor="oscar"),
+    }
+
+
+# SchedulerHost methods that change no schedule (reads, the process, or a team's own channel), and why
+FACADE_NOT_ACTING_ON_A_SCHEDULE = {
+    "start": "the process", "stop": "the process", "running": "reads", "reload": "re-reads every schedule's timing",
+    "get_active_runs": "reads", "freshness": "reads", "next_fires": "reads", "_schedule_for": "a lookup",
+    "storage.get": "reads", "storage.list": "reads", "storage.last_success": "reads",
+    "watermarks.get": "reads", "watermarks.history": "reads", "backfills.get": "reads", "backfills.list": "reads",
+    "backfills.progress": "reads", "backfills._allowed": "the check itself", "schedules.get": "reads",
+    "schedules.list": "reads", "schedules.spec": "reads", "schedules.export": "reads",
+    "schedules.test_team_channel": "a team's channel, not a schedule (change_team, held to the team)",
+    "audit_log.get": "reads", "audit_log.list": "reads",
+}
+
+
+def _facade_methods() -> set[str]:
+    from scheduler.host import SchedulerHost
+
+    host = SchedulerHost()
+    found = {n for n in dir(host) if not n.startswith("__") and callable(getattr(host, n))}
+    for part in ("storage", "watermarks", "backfills", "schedules", "audit_log"):
+        found |= {f"{part}.{n}" for n in dir(getattr(host, part)) if not n.startswith("__")
+                  and callable(getattr(getattr(host, part), n))}
+    return found
+
+
+def test_every_facade_method_that_changes_a_schedule_refuses_an_operator_of_another_team(world, editor):
+    from scheduler.services.teams import PermissionRefused
+
+    calls = _facade_calls(world)
+    assert _facade_methods() <= set(calls) | set(FACADE_NOT_ACTING_ON_A_SCHEDULE), \
+        sorted(_facade_methods() - set(calls) - set(FACADE_NOT_ACTING_ON_A_SCHEDULE))
+    before = _full_state()
+    for name, call in calls.items():
+        denied = refused_count("oscar")
+        with pytest.raises(PermissionRefused, match="oscar may not"):
+            call()
+        assert refused_count("oscar") == denied + 1, name
+        assert _full_state() == before, name

@@ -11,11 +11,11 @@ from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
 from scheduler import selectors
-from scheduler.api.common import MAX_LIMIT, aware, errors, require
+from scheduler.api.common import MAX_LIMIT, aware, caller, errors, require
 from scheduler.api.schemas import AuditPage
 from scheduler.models import AuditEntry
 from scheduler.services.errors import NotFound
-from scheduler.services.teams import team_get
+from scheduler.services.teams import team_get, visible_team_ids
 from scheduler.views.audit import CSV_COLUMNS, csv_row
 
 router = Router(tags=["audit"])
@@ -31,15 +31,18 @@ class AuditFilters(Schema):
     until: datetime | None = None
 
 
-def _filtered(filters: AuditFilters):
+def _filtered(filters: AuditFilters, request):
     for name in ("actor", "action", "target", "team"):
         if "\x00" in (getattr(filters, name) or ""):
             raise NotFound("must not contain the NUL character", field=name)
     wanted = {"actor": filters.actor, "action": filters.action, "target": filters.target,
               "since": aware(filters.since, "since"), "until": aware(filters.until, "until")}
     if filters.team:
-        wanted["team"] = team_get(filters.team)
-    return selectors.audit_filtered({k: v for k, v in wanted.items() if v})
+        wanted["team"] = team_get(filters.team, visible=visible_team_ids(caller(request)))
+    # viewing scoped: only the entries of the caller's teams, and the caller's own
+    user = caller(request)
+    return selectors.audit_filtered({k: v for k, v in wanted.items() if v}, team_ids=visible_team_ids(user),
+                                    own_actor=user.get_username())
 
 
 def entry_out(entry: AuditEntry) -> dict:
@@ -56,13 +59,14 @@ class Page(AuditFilters):
 @router.get("/audit", response={200: AuditPage, **errors()}, summary="The audit log, newest first")
 def list_audit(request, query: Query[Page]):
     require(request, "scheduler.view_auditentry")
-    qs = _filtered(query)
+    qs = _filtered(query, request)
     if query.cursor:
         qs = qs.filter(id__lt=query.cursor)
     rows = list(qs.order_by("-id")[: query.limit + 1])
     more = len(rows) > query.limit
     rows = rows[: query.limit]
-    return {"items": [entry_out(e) for e in rows], "next": rows[-1].pk if more and rows else None}
+    redact = selectors.audit_redactor(visible_team_ids(caller(request)))
+    return {"items": [entry_out(redact(e)) for e in rows], "next": rows[-1].pk if more and rows else None}
 
 
 class Export(AuditFilters):
@@ -88,12 +92,13 @@ EXPORT_RESPONSE = {
             openapi_extra={"responses": EXPORT_RESPONSE})
 def export_audit(request, query: Query[Export]):
     require(request, "scheduler.view_auditentry")
-    entries = _filtered(query).order_by("-id")[: query.limit]
+    entries = _filtered(query, request).order_by("-id")[: query.limit]
+    redact = selectors.audit_redactor(visible_team_ids(caller(request)))
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     if query.format == "jsonl":
         def lines():
             for entry in entries.iterator(chunk_size=2000):
-                data = entry_out(entry)
+                data = entry_out(redact(entry))
                 data["at"] = entry.at.isoformat()
                 yield json.dumps(data, default=str) + "\n"
 
@@ -104,7 +109,7 @@ def export_audit(request, query: Query[Export]):
 
     def rows():
         yield writer.writerow(CSV_COLUMNS)
-        for entry in entries.iterator(chunk_size=2000):
+        for entry in map(redact, entries.iterator(chunk_size=2000)):
             yield writer.writerow(csv_row(entry))
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")

@@ -9,21 +9,38 @@ from scheduler import selectors
 from scheduler.api.common import caller, errors, require, schedule_by_name, team_ids_for
 from scheduler.api.schemas import ScheduleCreate, ScheduleOut, ScheduleUpdate
 from scheduler.models import BreakerStatus, Schedule
+from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.schedules import schedule_delete, schedule_save, schedule_spec_masked
-from scheduler.services.teams import authorize_owner_change, team_get
+from scheduler.services.teams import authorize_owner_change, owner_for_create, team_get, visible_team_ids
 
 router = Router(tags=["schedules"])
 
 
-def schedule_out(schedule: Schedule) -> dict:
+HIDDEN_NAME = "(a schedule of another team)"
+
+
+def schedule_out(schedule: Schedule, visible: frozenset[int] | None = None) -> dict:
+    """A schedule as the API shows it; with viewing scoped (`visible`), another team's upstream is not named."""
+    spec = schedule_spec_masked(schedule)
+    if visible is not None and spec.get("depends_on"):
+        hidden = set(schedule.depends_on.exclude(owner_id__in=visible).values_list("name", flat=True))
+        spec["depends_on"] = [HIDDEN_NAME if name in hidden else name for name in spec["depends_on"]]
     return {
         "id": schedule.pk, "name": schedule.name, "owner": schedule.owner.name if schedule.owner_id else None,
         "enabled": schedule.enabled, "target_kind": schedule.target_kind, "target_id": schedule.target_id,
         "trigger_kind": schedule.trigger_kind, "breaker_status": schedule.breaker_status,
         "breaker_failures": schedule.breaker_failures, "next_fire_at": schedule.next_fire_at,
         "last_fire_at": schedule.last_fire_at, "created_at": schedule.created_at, "updated_at": schedule.updated_at,
-        "spec": schedule_spec_masked(schedule),
+        "spec": spec,
     }
+
+
+def owner_team(name: str):
+    """The team a body names as `owner`: an unknown one is bad input in the body (422), not a missing URL (404)."""
+    try:
+        return team_get(name)
+    except NotFound as exc:
+        raise ServiceError(exc.problem, field="owner") from None
 
 
 class ScheduleFilters(Schema):
@@ -44,14 +61,15 @@ def list_schedules(request, filters: Query[ScheduleFilters]):
         qs = qs.filter(enabled=enabled)
     if filters.breaker is not None:
         qs = qs.filter(breaker_status=filters.breaker)
-    return [schedule_out(s) for s in qs.prefetch_related("depends_on")]
+    visible = visible_team_ids(caller(request))
+    return [schedule_out(s, visible) for s in qs.prefetch_related("depends_on")]
 
 
 @router.get("/schedules/{name}", response={200: ScheduleOut, **errors()}, summary="Get a schedule")
 def get_schedule(request, name: str):
     schedule = schedule_by_name(name)
     require(request, "scheduler.view_schedule", schedule)
-    return schedule_out(schedule)
+    return schedule_out(schedule, visible_team_ids(caller(request)))
 
 
 @router.post("/schedules", response={201: ScheduleOut, **errors()}, summary="Create a schedule")
@@ -61,10 +79,12 @@ def create_schedule(request, payload: ScheduleCreate):
     data = payload.model_dump(exclude_unset=True)
     reason = data.pop("reason", "")
     require(request, "scheduler.add_schedule")
-    if data.get("owner") is not None:
-        authorize_owner_change(actor=user, schedule=Schedule(name=data["name"]), team=team_get(data["owner"]))
+    # no owner named: ETL_DEFAULT_TEAM, which the caller must be allowed to give schedules to like any team
+    team = owner_team(data["owner"]) if data.get("owner") is not None else owner_for_create(None)
+    authorize_owner_change(actor=user, schedule=Schedule(name=data["name"]), team=team)
     schedule = schedule_save(data=data, actor=user, reason=reason)
-    return Status(201, schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=schedule.pk)))
+    saved = Schedule.objects.select_related("owner", "workload_class").get(pk=schedule.pk)
+    return Status(201, schedule_out(saved, visible_team_ids(user)))
 
 
 @router.patch("/schedules/{name}", response={200: ScheduleOut, **errors()}, summary="Change a schedule")
@@ -75,9 +95,10 @@ def update_schedule(request, name: str, payload: ScheduleUpdate):
     data = payload.model_dump(exclude_unset=True)
     reason = data.pop("reason", "")
     if data.get("owner") is not None:
-        authorize_owner_change(actor=user, schedule=schedule, team=team_get(data["owner"]))
+        authorize_owner_change(actor=user, schedule=schedule, team=owner_team(data["owner"]))
     saved = schedule_save(data=data, schedule=schedule, actor=user, reason=reason)
-    return schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=saved.pk))
+    return schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=saved.pk),
+                        visible_team_ids(user))
 
 
 @router.delete("/schedules/{name}", response={204: None, **errors()}, summary="Delete a schedule")

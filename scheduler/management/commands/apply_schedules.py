@@ -1,6 +1,7 @@
-"""`manage.py apply_schedules FILE [--dry-run] [--prune] [--json]`: schedules as code."""
+"""`manage.py apply_schedules FILE [--actor NAME] [--dry-run] [--prune] [--json]`: schedules as code."""
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 
@@ -8,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.management.cli import USAGE_ERROR, dump_json
 from scheduler.services.schedule_files import UPDATE, Plan, ScheduleFileError, schedules_apply
+from scheduler.services.teams import PermissionRefused
 
 SIGNS = {"create": "+", "update": "~", "unchanged": "=", "delete": "-"}
 
@@ -19,20 +21,30 @@ def _show(value) -> str:
 class Command(BaseCommand):
     help = ("Create, update (and with --prune delete) schedules so the database matches a YAML schedules file. "
             "Every entry is checked first; one invalid entry changes nothing. The plan is applied in one "
-            "transaction, with an audit entry per change. Exits 2 on an invalid file.")
+            "transaction, with an audit entry per change, as --actor and only on the teams that actor may edit; "
+            "--prune deletes only schedules of the teams the file names. Exits 2 on an invalid file or a refusal.")
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="The schedules file (YAML); '-' reads standard input.")
         parser.add_argument("--dry-run", action="store_true", help="Print the plan and change nothing.")
-        parser.add_argument("--prune", action="store_true", help="Delete schedules that are not in the file.")
+        parser.add_argument("--prune", action="store_true",
+                            help="Delete schedules of the file's teams (the owners it names) that it does not list.")
+        parser.add_argument("--actor", default=None,
+                            help="Who applies it (default: the shell user); a user is held to the teams they may edit.")
         parser.add_argument("--json", action="store_true", help="Print {ok, applied, summary, plan, errors} as JSON.")
         parser.add_argument("--reason", default="", help="Recorded on every audit entry.")
 
     def handle(self, *args, **opts):
         text = self._read(opts["file"])
+        actor = "user:" + (opts["actor"] or getpass.getuser())
         try:
-            plan = schedules_apply(text=text, actor="apply_schedules", prune=opts["prune"], dry_run=opts["dry_run"],
+            plan = schedules_apply(text=text, actor=actor, prune=opts["prune"], dry_run=opts["dry_run"],
                                    reason=opts["reason"] or f"apply_schedules {opts['file']}")
+        except PermissionRefused as exc:
+            if opts["json"]:
+                dump_json(self.stdout, {"ok": False, "applied": False,
+                                        "errors": [{"entry": None, "field": None, "problem": str(exc)}]})
+            raise CommandError(f"{exc}; nothing was changed", returncode=USAGE_ERROR) from None
         except ScheduleFileError as exc:
             if opts["json"]:
                 dump_json(self.stdout, {"ok": False, "applied": False, "errors": [p.as_dict() for p in exc.problems]})

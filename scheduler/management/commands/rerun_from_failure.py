@@ -7,6 +7,7 @@ from scheduler.management.commands._semantics import bad_input, dump
 from scheduler.models import Run, TargetKind
 from scheduler.services.dbt import dbt_rerun_select
 from scheduler.services.nodes import nodes_done, run_rerun_from_failure
+from scheduler.services.teams import authorize
 
 
 class Command(BaseCommand):
@@ -29,6 +30,7 @@ class Command(BaseCommand):
             raise bad_input(f"run_id: unknown run {run_id}")
         skips = sorted(nodes_done(run))
         try:
+            authorize(actor=options["actor"], perm="scheduler.trigger_schedule", obj=run)  # as the page asks
             new = run_rerun_from_failure(run=run, actor=options["actor"], reason=options["reason"])
         except EtlError as exc:
             raise bad_input(f"{exc.field}: {exc}" if getattr(exc, "field", None) else exc) from None

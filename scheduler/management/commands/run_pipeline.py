@@ -1,9 +1,10 @@
 """`run_pipeline ID [--param k=v ...] [--json]`: run a pipeline or workflow once, inline, and print its report."""
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.core import Executor, MemoryLedger
+from scheduler.core import ConfigError, Executor, MemoryLedger
 from scheduler.management.cli import dump_json, fail, parse_params
 from scheduler.pipelines.context import RunContext
+from scheduler.pipelines.params import check_params
 from scheduler.pipelines.registry import UnknownTarget, get_pipeline, get_workflow, is_registered
 
 
@@ -20,6 +21,13 @@ class Command(BaseCommand):
         target = opts["target"]
         ctx = RunContext(run_id=None, schedule=f"cli:{target}", window=None, params=params, logical_time=None)
         executor = Executor(MemoryLedger())
+        try:
+            spec = get_workflow(target) if is_registered("workflow", target) else get_pipeline(target)
+            check_params(spec.params, params)  # run params are data, as at every other door
+        except UnknownTarget as exc:
+            raise fail(str(exc).strip("\"'")) from None
+        except ConfigError as exc:
+            raise fail(f"--param {exc.field}: {exc.problem}") from None
         try:
             if is_registered("workflow", target):
                 workflow = get_workflow(target)

@@ -76,6 +76,19 @@ def _loops_started() -> bool:
         return False
 
 
+WORKER_CLASSES = ("gevent", "gthread")
+
+
+def _worker_options() -> list[str]:
+    """gevent (default): a greenlet per connection, so slow clients hold no thread; gthread: a thread pool."""
+    worker = settings.ETL_WEB_WORKER_CLASS
+    if worker not in WORKER_CLASSES:
+        raise CommandError(f"ETL_WEB_WORKER_CLASS: must be one of {', '.join(WORKER_CLASSES)}, got {worker!r}")
+    if worker == "gevent":
+        return ["--worker-class", "gevent", "--worker-connections", str(settings.ETL_WEB_WORKER_CONNECTIONS)]
+    return ["--worker-class", "gthread", "--threads", str(settings.ETL_WEB_THREADS)]
+
+
 class Command(BaseCommand):
     help = "Run the web server (gunicorn, static files by WhiteNoise) and a qcluster; Ctrl-C or SIGTERM stops both."
 
@@ -102,7 +115,12 @@ class Command(BaseCommand):
                 "--chdir", str(settings.BASE_DIR),
                 "--bind", bind,
                 "--workers", str(settings.ETL_WEB_WORKERS),
-                "--threads", str(settings.ETL_WEB_THREADS),
+                *_worker_options(),
+                "--timeout", str(settings.ETL_WEB_TIMEOUT),
+                "--keep-alive", str(settings.ETL_WEB_KEEPALIVE),
+                # bounded request heads: a client cannot make a worker buffer an endless header
+                "--limit-request-line", "8190", "--limit-request-fields", "100",
+                "--limit-request-field_size", "8190",
                 "--graceful-timeout", str(int(opts["grace"])),
                 # one shared default socket path would make two servers on a machine fight over it
                 "--no-control-socket",

@@ -1,0 +1,134 @@
+"""Data from users, parsed with bounds: numbers of sane size, and short, escaped excerpts in messages.
+
+Python turns a JSON or YAML integer literal into an int by converting
+its text; past 4,300 digits that raises a ValueError nobody expects (a 500),
+and below it a 4,000-digit number is still no real parameter. Every door that
+parses JSON or YAML from a user goes through `parse_json` or
+`check_number_literal`, so an oversized number is refused with a message that
+names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .errors import ConfigError
+
+#: The longest number literal (digits, sign, point, exponent) taken from a user.
+MAX_NUMBER_CHARS = 100
+#: How much of a value read from a file a message may quote.
+EXCERPT_CHARS = 10
+
+
+def check_number_literal(text: str, *, field: str) -> str:
+    """`text` (a number as written) when it is short enough, else ConfigError naming `field`."""
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ConfigError(field, f"a number has {len(text)} digits; at most {MAX_NUMBER_CHARS} are allowed")
+    return text
+
+
+class _Refused:
+    """Stands in for a number literal that was refused, so the walk after parsing can name where it was."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+def _path(parent: str, key: Any) -> str:
+    return f"{parent}[{key}]" if isinstance(key, int) else f"{parent}.{key}"
+
+
+def _first_refused(value: Any, field: str) -> tuple[str, str] | None:
+    """(where, problem) of the first refused literal in parsed JSON, walked iteratively (any depth)."""
+    stack: list[tuple[Any, str]] = [(value, field)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, _Refused):
+            return where, item.problem
+        if isinstance(item, dict):
+            stack.extend((v, _path(where, k)) for k, v in reversed(list(item.items())))
+        elif isinstance(item, list):
+            stack.extend((v, _path(where, i)) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+def parse_json(text: str | bytes, *, field: str) -> Any:
+    """json.loads with bounded numbers (and no NaN / Infinity).
+
+    Raises ConfigError naming where the number was (`params.rows`) for an
+    oversized or non-finite number, and json.JSONDecodeError (a ValueError)
+    for text that is not JSON.
+    """
+    refused: list[_Refused] = []
+
+    def refuse(problem: str) -> _Refused:
+        refused.append(_Refused(problem))
+        return refused[-1]
+
+    def as_int(literal: str) -> Any:
+        if len(literal) > MAX_NUMBER_CHARS:
+            return refuse(f"a number has {len(literal)} digits; at most {MAX_NUMBER_CHARS} are allowed")
+        return int(literal)
+
+    def as_float(literal: str) -> Any:
+        if len(literal) > MAX_NUMBER_CHARS:
+            return refuse(f"a number has {len(literal)} digits; at most {MAX_NUMBER_CHARS} are allowed")
+        value = float(literal)
+        return value if math.isfinite(value) else refuse(f"the number {literal} is out of range")
+
+    def as_constant(name: str) -> Any:
+        return refuse(f"{name} is not a number JSON allows")
+
+    value = json.loads(text, parse_int=as_int, parse_float=as_float, parse_constant=as_constant)
+    if refused:
+        found = _first_refused(value, field)
+        where, problem = found if found is not None else (field, refused[0].problem)  # a key is never a number
+        raise ConfigError(where, problem)
+    return value
+
+
+def check_numbers(value: Any, *, field: str) -> Any:
+    """`value` (JSON-like data built in Python) when every number in it is of a size JSON input may have."""
+    limit = 10 ** MAX_NUMBER_CHARS
+    stack: list[tuple[Any, str]] = [(value, field)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and not -limit < item < limit:
+            raise ConfigError(where, f"a number has more than {MAX_NUMBER_CHARS} digits")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(where, f"the number {item} is out of range")
+        if isinstance(item, dict):
+            stack.extend((v, _path(where, k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, _path(where, i)) for i, v in enumerate(item))
+    return value
+
+
+def check_depth(value: Any, *, field: str, limit: int, why: str = "") -> Any:
+    """`value` when it nests at most `limit` levels of lists and objects; iterative, so any depth is measured."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else None
+        if children is None:
+            continue
+        if depth > limit:
+            raise ConfigError(field, f"is nested more than {limit} levels deep" + (f", {why}" if why else ""))
+        stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """At most `limit` characters of `value` ("…" marks a cut), non-printable and non-ASCII characters escaped.
+
+    For messages about text read from a file: enough to recognise it, not
+    enough to read a secret out of it, and nothing a terminal would act on.
+    """
+    text = str(value)
+    cut = text[:limit]
+    shown = "".join(c if c.isascii() and c.isprintable() else ascii(c)[1:-1] for c in cut)
+    return f"{shown}…" if len(text) > limit else shown
