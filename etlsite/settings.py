@@ -219,6 +219,8 @@ ETL_FILES_DIR = envstr("ETL_FILES_DIR", str(VAR_DIR / "files"))
 ETL_DEMO_SOURCE_DB = envstr("ETL_DEMO_SOURCE_DB", str(Path(ETL_FILES_DIR) / "demo_source.sqlite3"))
 ETL_DEMO_WAREHOUSE_DB = envstr("ETL_DEMO_WAREHOUSE_DB", str(Path(ETL_FILES_DIR) / "demo_warehouse.sqlite3"))
 ETL_DEMO_REPORT_DIR = envstr("ETL_DEMO_REPORT_DIR", str(Path(ETL_FILES_DIR) / "reports"))
+# setup_demo writes the logins it creates here (mode 0600); `serve` shows them in a box once the cluster is up
+ETL_DEMO_LOGINS_FILE = envstr("ETL_DEMO_LOGINS_FILE", str(VAR_DIR / "demo-logins.txt"))
 # dbt targets (docs/dbt.md): the program (empty: the `dbt` beside this Python, else the one on PATH), and where each
 # run's --target-path and --log-path go (one directory per run and attempt, so concurrent runs never share one)
 ETL_DBT_EXECUTABLE = envstr("ETL_DBT_EXECUTABLE", "")

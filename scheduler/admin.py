@@ -29,6 +29,7 @@ from scheduler.models import (
 from scheduler.services import schedules as schedule_services
 from scheduler.services import teams as team_services
 from scheduler import admin_tokens  # noqa: F401  (registers ApiToken)
+from scheduler import admin_users  # noqa: F401  (users and groups for the admin group)
 from scheduler import selectors
 from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_reset

@@ -34,6 +34,7 @@ SCOPED_ACTIONS = (
     "scheduler.manage_backfill",
     "scheduler.change_schedule",
     "scheduler.delete_schedule",
+    "scheduler.add_failureack",
 )
 # Reading them needs membership too unless ETL_TEAMS_VIEW_ALL is on.
 SCOPED_VIEWS = (
@@ -52,6 +53,7 @@ VERBS = {
     "scheduler.manage_backfill": "manage backfills of",
     "scheduler.change_schedule": "edit",
     "scheduler.delete_schedule": "delete",
+    "scheduler.add_failureack": "acknowledge the failures of",
 }
 
 _model_backend = ModelBackend()

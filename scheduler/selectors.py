@@ -231,15 +231,6 @@ def open_breakers(team_ids=None):
     )
 
 
-def recent_failures(limit: int = 10, team_ids=None):
-    return (
-        owned_by(Run.objects.filter(status=RunStatus.FAILED), team_ids)
-        .select_related("schedule")
-        .only("id", "status", "reason", "error", "finished_at", "schedule__id", "schedule__name")
-        .order_by("-id")[:limit]
-    )
-
-
 def overview(now: datetime | None = None, *, team_ids=None) -> dict:
     """The overview's parts; `team_ids` narrows everything but the shared queue and health to those teams."""
     now = now or timezone.now()
@@ -261,7 +252,6 @@ def overview(now: datetime | None = None, *, team_ids=None) -> dict:
         "running": running,
         "queue": queue_by_class(),
         "breakers": breakers,
-        "recent_failures": list(recent_failures(team_ids=team_ids)),
         "latest": fold_runs(
             list(
                 owned_by(Run.objects.all(), team_ids).select_related("schedule")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from scheduler.views import api, audit, backfills, hooks, metrics, pages, prefs, schedules, teams, tokens
+from scheduler.views import api, audit, backfills, failures, hooks, metrics, pages, prefs, schedules, teams, tokens
 
 app_name = "scheduler"
 
@@ -21,6 +21,8 @@ urlpatterns = [
     path("schedules/<int:schedule_id>/toggle", schedules.schedule_toggle, name="schedule_toggle"),
     path("schedules/<int:schedule_id>/run", schedules.schedule_run_now, name="schedule_run_now"),
     path("schedules/<int:schedule_id>/watermark", schedules.schedule_watermark, name="schedule_watermark"),
+    path("schedules/<int:schedule_id>/failures/", failures.schedule_failures, name="schedule_failures"),
+    path("schedules/<int:schedule_id>/failures/ack", failures.failure_ack, name="failure_ack"),
     path("schedules/<int:schedule_id>/breaker/reset", schedules.schedule_breaker_reset, name="breaker_reset"),
     path("schedules/<int:schedule_id>/channels/<int:index>/test", schedules.schedule_channel_test,
          name="schedule_channel_test"),

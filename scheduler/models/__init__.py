@@ -22,6 +22,7 @@ from scheduler.models.choices import (
     WatermarkType,
     WindowStatus,
 )
+from scheduler.models.failure import FailureAck
 from scheduler.models.event import Event, EventToken, WebhookDelivery, WebhookRefusal
 from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
@@ -40,6 +41,6 @@ __all__ = [
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
     "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
     "RunLogLine", "RunStatus", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
-    "WatermarkHistory",
+    "WatermarkHistory", "FailureAck",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

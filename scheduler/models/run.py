@@ -122,6 +122,12 @@ class Run(models.Model):
         return "STOPPING" if self.stopping else self.status
 
     @property
+    def attempts_begun(self) -> int:
+        """Attempts that really began: a run re-queued for attempt N and cancelled (or lost) before a worker
+        claimed it began N - 1 (its `attempt` already says N), a run never claimed began none."""
+        return self.attempt if self.started_at is not None else self.attempt - 1
+
+    @property
     def is_final(self) -> bool:
         return self.status in RunStatus.final()
 

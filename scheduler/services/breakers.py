@@ -95,6 +95,15 @@ def breaker_admit(*, schedule_id: int, run: Run, now: datetime) -> tuple[bool, s
     return ok, reason
 
 
+def breaker_forecast(schedule: Schedule, *, now: datetime) -> dict:
+    """What the breaker would do with a run queued now, without changing it: {"admits": bool, "trial": the run
+    would be its test run, "reason": why not ("circuit open"), "reopens_at": when one test run is admitted}."""
+    state = breaker_state(schedule)
+    ok, new, reason = core_admit(state, breaker_settings(schedule), now)
+    return {"admits": ok, "trial": ok and state.status != BreakerStatus.CLOSED, "reason": "" if ok else reason,
+            "reopens_at": state.reopens_at, "status": state.status.value, "failures": state.failures}
+
+
 def breaker_on_result(*, schedule_id: int, run: Run, succeeded: bool, now: datetime) -> None:
     """Count a final success or failure against the schedule row as it is now. Call inside the run's final
     transaction.

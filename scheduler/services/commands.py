@@ -166,7 +166,10 @@ def command_execute(*, spec: dict, env: dict[str, str], control: supervisor.RunC
     if left:
         logs.note(f"processes {', '.join(map(str, left))} of the command could not be ended", level="ERROR",
                   force=True)
-    logs.note(f"command exited with {_exit_text(code)}", level="INFO" if code == 0 else "ERROR")
+    if control.requested is not None:  # it was asked to stop: its exit is the stop, not an error of its own
+        logs.note(f"command exited with {_exit_text(code)} after it was asked to stop")
+    else:
+        logs.note(f"command exited with {_exit_text(code)}", level="INFO" if code == 0 else "ERROR")
     if control.requested is not None:
         return CommandResult(exit_code=code)  # no result file counts after the request
     text = "\n".join(tail)

@@ -41,10 +41,11 @@ from scheduler.models import (
     WindowStatus,
 )
 from scheduler.services import bulk, dependencies
-from scheduler.services.audit import audit_build, audit_record, audit_record_many
+from scheduler.services.audit import actor_name, audit_build, audit_record, audit_record_many
 from scheduler.services.breakers import breaker_on_result, breaker_successes, breaker_trial_released
 from scheduler.services.errors import ServiceError
 from scheduler.services.lineage import lineage_batch, lineage_discard, lineage_mark, lineage_run_ended
+from scheduler.services.runlogs import run_log_append
 from scheduler.services.runs import run_build, run_enqueue
 from scheduler.services.watermarks import encode_value, watermark_advance, watermark_state, window_start_mark
 
@@ -182,13 +183,25 @@ def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None =
     reason = reason or "cancelled"
     with transaction.atomic():
         if run.status != S.RUNNING:
-            return _finish(run=run, status=S.CANCELLED, now=now, reason=reason, actor=actor, audit_action="run.cancel")
+            done = _finish(run=run, status=S.CANCELLED, now=now, reason=reason, actor=actor, audit_action="run.cancel")
+            if done:
+                _cancel_note(run, actor=actor, reason=reason, now=now)
+            return done
         # not claimed by a worker yet: no code runs, so it ends now (the worker's claim needs started_at empty)
         if run.started_at is None and _finish(run=run, status=S.CANCELLED, now=now, reason=reason, actor=actor,
                                               audit_action="run.cancel", unstarted=True):
+            _cancel_note(run, actor=actor, reason=reason, now=now)
             return True
         return run_stop_request(run=run, kind=StopKind.TERMINATE if force else StopKind.CANCEL, reason=reason,
                                 now=now, actor=actor)
+
+
+def _cancel_note(run: Run, *, actor: Any, reason: str, now: datetime) -> None:
+    """The last line of a run cancelled before a worker began it: without it, a run re-queued after a failed
+    attempt would end its log with that attempt's error and "re-queued (attempt N/M)"."""
+    who, _kind = actor_name(actor)
+    when = "it began" if run.attempt <= 1 else f"attempt {run.attempt} of {run.max_attempts} began"
+    run_log_append(run_id=run.pk, message=f"cancelled by {who} before {when}: {reason}"[:2000], at=now)
 
 
 def run_stop_request(*, run: Run, kind: str, reason: str, now: datetime, actor: Any = "system") -> bool:

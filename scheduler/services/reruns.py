@@ -10,11 +10,13 @@ from django.utils import timezone
 
 from scheduler.models import Run, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
+from scheduler.services.breakers import breaker_forecast, breaker_reset
 from scheduler.services.errors import ServiceError, check_text
 from scheduler.services.runs import run_build
+from scheduler.services.teams import authorize
 
 
-def run_rerun(*, run: Run, actor: Any, downstream: bool = False, reason: str = "",
+def run_rerun(*, run: Run, actor: Any, downstream: bool = False, reason: str = "", reset_breaker: bool = False,
               now: datetime | None = None) -> Run:
     """Queue a new run of `run`'s schedule with its params, window and logical time.
 
@@ -38,7 +40,11 @@ def run_rerun(*, run: Run, actor: Any, downstream: bool = False, reason: str = "
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None
+    if reset_breaker:  # "reset the breaker and re-run": the actor must be allowed both
+        authorize(actor=actor, perm="scheduler.reset_breaker", obj=schedule)
     with transaction.atomic():
+        if reset_breaker:
+            breaker_reset(schedule=schedule, actor=actor, reason=reason or f"reset to re-run run {run.pk}", now=now)
         new = run_build(
             schedule=schedule,
             trigger_kind=TriggerKind.RERUN,
@@ -59,9 +65,9 @@ def run_rerun(*, run: Run, actor: Any, downstream: bool = False, reason: str = "
     return new
 
 
-
-def rerun_offers(run: Run) -> dict:
-    """Which re-run buttons the run page offers, and why none when it offers none."""
+def rerun_offers(run: Run, *, now: datetime | None = None) -> dict:
+    """Which re-run buttons the run page offers, and why none when it offers none; `breaker` says what the
+    schedule's breaker would do with a re-run queued now (BLOCKED while it is open: the page tells before)."""
     if not run.is_final:
         return {"rerun": False, "downstream": False, "why_not": "it has not finished yet"}
     if run.backfill_id is not None:
@@ -71,4 +77,5 @@ def rerun_offers(run: Run) -> dict:
         "downstream": run.schedule.downstream.exists(),
         "why_not": "",
         "needs_reason": not run.schedule.enabled,
+        "breaker": breaker_forecast(run.schedule, now=now or timezone.now()),
     }

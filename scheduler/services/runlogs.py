@@ -171,6 +171,14 @@ def _outcome_text(row: dict) -> str:
     return text
 
 
+def run_log_append(*, run_id: int, message: str, level: str = "INFO", at: datetime) -> None:
+    """A line of the scheduler's own after the run's last one, for a run no worker executes now (a cancel of a
+    queued run): after every attempt's range, so it reads last."""
+    last = RunLogLine.objects.filter(run_id=run_id).order_by("-seq").values_list("seq", flat=True).first() or 0
+    RunLogLine.objects.bulk_create([RunLogLine(run_id=run_id, seq=last + 1, at=at, level=level, source=SCHEDULER,
+                                               message=message.replace("\x00", "\\x00"))], ignore_conflicts=True)
+
+
 def save_pending() -> None:
     """Save every active capture's pending lines (the heartbeat pump calls this each beat)."""
     with _active_guard:

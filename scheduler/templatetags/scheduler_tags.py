@@ -13,6 +13,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
+from scheduler.permissions import VERBS, schedule_of
+
 register = template.Library()
 
 
@@ -25,6 +27,26 @@ def may(context, perm: str, obj=None) -> bool:
     if user is None or not user.is_authenticated:
         return False
     return user.has_perm(perm) and (obj is None or user.has_perm(perm, obj))
+
+
+@register.simple_tag(takes_context=True)
+def why_not(context, perm: str, obj=None) -> str:
+    """{% why_not "scheduler.trigger_schedule" schedule as why %}: one line saying why a control the viewer
+    may not use is hidden ("" when they may use it): their group lacks the permission, or the schedule belongs
+    to a team they are not in."""
+    user = getattr(context.get("request"), "user", None) or context.get("user")
+    if user is None or not user.is_authenticated or may(context, perm, obj):
+        return ""
+    verb = VERBS.get(perm, "change")
+    if not user.has_perm(perm):
+        groups = getattr(user, "_etl_group_names", None)
+        if groups is None:  # once per request, however many lines say it
+            groups = user._etl_group_names = ", ".join(user.groups.values_list("name", flat=True)) or "no group"
+        return (f"Your login ({groups}) may view but not {verb} schedules; an admin can add you to the "
+                f"operator group.")
+    schedule = schedule_of(obj)
+    owner = schedule.owner.name if schedule is not None and schedule.owner_id else "another team"
+    return f"Owned by {owner}; you can view it but not act on it."
 
 
 @register.simple_tag

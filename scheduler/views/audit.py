@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
@@ -59,6 +60,20 @@ def audit_report(request):
     return render(request, "scheduler/audit.html", context)
 
 
+JSON_COLUMNS = {"before", "after"}
+
+
+def json_cell(value) -> str:
+    """A before/after value as JSON (what a script parses), not Python's repr; empty when there is none."""
+    return "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def csv_row(entry) -> list[str]:
+    """One audit entry as a CSV row (the page's export and the API's): JSON before/after, formulas defused."""
+    return [entry.at.isoformat(), *(csv_safe(json_cell(getattr(entry, c)) if c in JSON_COLUMNS else getattr(entry, c))
+                                    for c in CSV_COLUMNS[1:])]
+
+
 class _Echo:
     def write(self, value):
         return value
@@ -80,12 +95,7 @@ def audit_csv(request):
         yield writer.writerow(CSV_COLUMNS)
         for entry in qs.order_by("-id").iterator(chunk_size=2000):
             entry = redact(entry)
-            yield writer.writerow(
-                [
-                    entry.at.isoformat(),
-                    *(csv_safe(getattr(entry, c)) for c in CSV_COLUMNS[1:]),
-                ]
-            )
+            yield writer.writerow(csv_row(entry))
 
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")

@@ -166,6 +166,7 @@ class BackfillForm(forms.Form):
 
 class RerunForm(forms.Form):
     downstream = forms.BooleanField(required=False, label="and then its downstream")
+    reset_breaker = forms.BooleanField(required=False, label="reset the breaker first")
     reason = forms.CharField(required=False, max_length=500, label="Reason")
 
 
@@ -280,3 +281,11 @@ class ScheduleBackfillForm(forms.Form):
                    else {"from": "from_value", "to": "to_value", "window": "window_size"})
         field = mapping.get(name, name)
         return field if field in self.fields else None
+
+
+class AckForm(forms.Form):
+    """Acknowledge a schedule's failures: why they are handled."""
+
+    note = forms.CharField(max_length=500, strip=True, label="Note (required)",
+                           widget=forms.Textarea(attrs={"rows": 3, "placeholder": "a ticket, a cause, a plan"}))
+    up_to = forms.IntegerField(min_value=1, widget=forms.HiddenInput)

@@ -29,6 +29,7 @@ from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
 )
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm, scoped
+from scheduler.worklist import failure_worklist
 
 PAGE_SIZE = 50
 
@@ -36,7 +37,9 @@ PAGE_SIZE = 50
 @page("scheduler.view_run")
 def overview(request):
     scope = team_scope(request)
-    context = {**selectors.overview(timezone.now(), team_ids=scope["team_ids"]), **scope}
+    now = timezone.now()
+    context = {**selectors.overview(now, team_ids=scope["team_ids"]),
+               "failures": failure_worklist(now, team_ids=scope["team_ids"]), **scope}
     if not request.htmx:  # the live part polls; the retention in force is read once per page
         context["retention"] = retention_summary()
     return render(request, partial(request, "scheduler/overview.html", "live"), context)
@@ -118,7 +121,7 @@ def run_detail(request, run_id: int):
         context["command"] = command_context(run.schedule.command)
     elif run.schedule.target_kind == TargetKind.DBT:
         context["command"] = dbt_command_context(run.schedule.dbt)
-    context["offers"] = rerun_offers(run)
+    context["offers"] = rerun_offers(run, now=now)
     context["rerun_form"] = RerunForm()
     if not request.htmx:
         context.update(_log_filter(request, run))
@@ -212,14 +215,16 @@ def run_rerun(request, run_id: int):
         for field, errors in form.errors.items():
             messages.error(request, f"{field}: {' '.join(errors)}")
         return redirect("scheduler:run_detail", run_id=run.pk)
-    downstream = form.cleaned_data["downstream"]
+    downstream, reset = form.cleaned_data["downstream"], form.cleaned_data["reset_breaker"]
     try:
-        new = run_rerun_service(run=run, actor=request.user, downstream=downstream, reason=form.cleaned_data["reason"])
+        new = run_rerun_service(run=run, actor=request.user, downstream=downstream, reason=form.cleaned_data["reason"],
+                                reset_breaker=reset)
     except ServiceError as exc:
         messages.error(request, str(exc))
         return redirect("scheduler:run_detail", run_id=run.pk)
     messages.success(
-        request, f"Run {new.pk} queued: a re-run of run {run.pk}" + (" and then its downstream." if downstream else ".")
+        request, ("Breaker reset. " if reset else "") + f"Run {new.pk} queued: a re-run of run {run.pk}"
+        + (" and then its downstream." if downstream else ".")
     )
     return redirect("scheduler:run_detail", run_id=new.pk)
 

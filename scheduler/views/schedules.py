@@ -10,13 +10,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from scheduler import selectors
 from scheduler.models import Schedule, TargetKind
-from scheduler.services.breakers import breaker_reset
+from scheduler.services.breakers import breaker_forecast, breaker_reset
 from scheduler.services.errors import ServiceError
 from scheduler.services.freshness import freshness_status
 from scheduler.services.retention import schedule_runs_retention
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_set_enabled
-from scheduler.services.teams import visible_team_ids
+from scheduler.services.teams import actable_team_ids, visible_team_ids
 from scheduler.services.watermarks import watermark_config, watermark_preview, watermark_reset, watermark_set
 from scheduler.templatetags.scheduler_tags import mark_text
 from scheduler.views import charts
@@ -43,7 +43,10 @@ def schedule_list(request):
         }
         for s in schedules
     ]
-    return render(request, "scheduler/schedules.html", {"rows": rows, "run_now_form": RunNowForm(), **scope})
+    actable = actable_team_ids(request.user) if request.user.has_perm("scheduler.trigger_schedule") else None
+    view_only = [] if actable is None else sorted({s.owner.name for s in schedules if s.owner_id not in actable})
+    return render(request, "scheduler/schedules.html",
+                  {"rows": rows, "run_now_form": RunNowForm(), "view_only_teams": view_only, **scope})
 
 
 def _detail_context(request, schedule: Schedule, **extra) -> dict:
@@ -59,6 +62,7 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
         context["command"] = dbt_command_context(schedule.dbt)
     context["channels"] = channel_rows(schedule)
     context["retention_days"] = schedule_runs_retention(schedule)
+    context["breaker_forecast"] = breaker_forecast(schedule, now=now)
     visible = visible_team_ids(request.user)
     if visible is not None:  # another team's upstream or downstream is there, but not by name
         for key in ("upstream", "downstream"):

@@ -1,4 +1,8 @@
 """Each resource through the API: the services' own checks, visibility, and team scoping."""
+import csv
+import io
+import json
+
 import pytest
 
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule
@@ -159,6 +163,8 @@ def test_audit_filter_and_exports(api, op_token, make_schedule):
     assert csv_response["Content-Type"].startswith("text/csv")
     text = b"".join(csv_response.streaming_content).decode()
     assert text.splitlines()[0].endswith(",via") and "API token" in text
+    row = next(csv.DictReader(io.StringIO(text)))
+    assert json.loads(row["after"])["run"] > 0  # before/after are JSON, as on the page's export
     jsonl = api.get("/audit/export", token=op_token, format="jsonl", limit=1)
     lines = b"".join(jsonl.streaming_content).decode().splitlines()
     assert len(lines) == 1 and '"action"' in lines[0]

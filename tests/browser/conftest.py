@@ -46,24 +46,10 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(autouse=True)
 def groups(transactional_db):
-    """The flush after a transactional test drops migration 0002's groups; put them back the same way."""
-    from importlib import import_module
+    """The flush after a transactional test drops the migrations' groups and classes; put them back the same way."""
+    from tests.conftest import restore_migration_data
 
-    from django.contrib.auth.models import Group, Permission
-
-    from scheduler.models import WorkloadClass
-
-    spec = import_module("scheduler.migrations.0002_groups_and_classes")
-    crud = [f"{a}_{m}" for m in spec.CRUD_MODELS for a in ("add", "change", "delete")]
-    for name, codenames in [
-        ("viewer", spec.VIEW),
-        ("operator", spec.VIEW + spec.OPERATE),
-        ("admin", spec.VIEW + spec.OPERATE + crud),
-    ]:
-        group, _ = Group.objects.get_or_create(name=name)
-        group.permissions.set(Permission.objects.filter(content_type__app_label="scheduler", codename__in=codenames))
-    for name, limit in [("standard", 4), ("heavy", 1), ("critical", 2)]:
-        WorkloadClass.objects.get_or_create(name=name, defaults={"concurrency_limit": limit})
+    restore_migration_data()
 
 
 @pytest.fixture
@@ -148,6 +134,47 @@ def phone(browser, server):
     page = context.new_page()
     yield page
     context.close()
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory):
+    """Where setup_demo writes its demo databases and logins file in the browser tests (made once a session)."""
+    return tmp_path_factory.mktemp("demo")
+
+
+@pytest.fixture
+def demo(settings, demo_dir):
+    """`setup_demo` as `make run` runs it, on the test database: {"operator": password, "admin": password}, read
+    from what it printed. The browser tests log in as these users, not as users they made."""
+    import re
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.ETL_DEMO_SOURCE_DB = str(demo_dir / "source.sqlite3")
+    settings.ETL_DEMO_WAREHOUSE_DB = str(demo_dir / "warehouse.sqlite3")
+    settings.ETL_DEMO_REPORT_DIR = str(demo_dir / "reports")
+    settings.ETL_DEMO_LOGINS_FILE = str(demo_dir / "demo-logins.txt")
+    out = StringIO()
+    call_command("setup_demo", "--no-kickoff", stdout=out)
+    found = dict(re.findall(r"login: (\w+) / (\S+)", out.getvalue()))
+    assert set(found) == {"operator", "admin"}, out.getvalue()
+    return found
+
+
+@pytest.fixture
+def login_demo(page, demo):
+    """login_demo("operator", on=page): log in with the password setup_demo printed."""
+    def do(username, on=None):
+        on = on or page
+        on.goto("/accounts/login/")
+        on.fill("input[name=username]", username)
+        on.fill("input[name=password]", demo[username])
+        on.click("button[type=submit]")
+        on.wait_for_url(lambda url: "/accounts/login" not in url)
+        return on
+
+    return do
 
 
 @pytest.fixture

@@ -66,12 +66,14 @@ def _pages(sample) -> list[str]:
         "/schedules/",
         "/schedules/graph/",
         f"/schedules/{sample['schedule'].pk}/",
+        f"/schedules/{sample['schedule'].pk}/failures/",
         "/backfills/",
         f"/backfills/{sample['backfill'].pk}/",
         "/audit/",
         "/preferences/",
         "/admin/",
         "/admin/scheduler/schedule/",
+        "/admin/auth/user/",
         f"/admin/scheduler/schedule/{sample['schedule'].pk}/change/",
     ]
 

@@ -15,6 +15,7 @@ def demo_paths(settings, tmp_path):
     settings.ETL_DEMO_SOURCE_DB = str(tmp_path / "source.sqlite3")
     settings.ETL_DEMO_WAREHOUSE_DB = str(tmp_path / "warehouse.sqlite3")
     settings.ETL_DEMO_REPORT_DIR = str(tmp_path / "reports")
+    settings.ETL_DEMO_LOGINS_FILE = str(tmp_path / "demo-logins.txt")
     return tmp_path
 
 
@@ -75,3 +76,73 @@ def test_the_demo_has_a_command_target_that_runs_prints_and_reports_its_rows(dem
     assert (run.status, run.rows_loaded, run.exit_code) == (RunStatus.SUCCEEDED, 2000, 0)
     lines = set(RunLogLine.objects.filter(run=run).values_list("source", "message"))
     assert ("stdout", "compacting partition 2/2") in lines and ("stderr", "warehouse compacted") in lines
+
+
+DEMO_TEAMS = {
+    "ingest": {"customer_sync", "order_sync", "order_confirmed", "webhook_ingest", "heartbeat", "flaky_feed",
+               "warehouse_compact"},
+    "analytics": {"revenue_transform", "daily_report", "nightly"},
+}
+
+
+def test_two_demo_teams_own_the_demo_schedules_and_the_operator_acts_on_its_teams_only(demo_paths):
+    from scheduler.models import Team
+
+    out = StringIO()
+    call_command("setup_demo", "--no-kickoff", stdout=out)
+    for team, names in DEMO_TEAMS.items():
+        assert set(Schedule.objects.filter(owner__name=team).values_list("name", flat=True)) == names
+    operator = User.objects.get(username="operator")
+    assert list(operator.etl_teams.values_list("name", flat=True)) == ["ingest"]
+    ours, theirs = Schedule.objects.get(name="flaky_feed"), Schedule.objects.get(name="nightly")
+    for perm in ("trigger_schedule", "cancel_run", "manage_backfill", "reset_breaker", "manage_watermark",
+                 "add_failureack"):
+        assert operator.has_perm(f"scheduler.{perm}", ours), perm
+        assert not operator.has_perm(f"scheduler.{perm}", theirs), perm
+    admin = User.objects.get(username="admin")
+    assert admin.has_perm("scheduler.trigger_schedule", theirs) and admin.has_perm("auth.add_user")
+    # the login lines say what each login may do
+    text = out.getvalue()
+    assert "login: operator / " in text and "team ingest" in text and "analytics: view only" in text
+    assert Team.objects.filter(name__in=DEMO_TEAMS).count() == 2
+
+
+def test_an_older_demo_in_the_default_team_is_moved_into_the_demo_teams_once(demo_paths):
+    from scheduler.models import AuditEntry, Team
+
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    default = Team.objects.get(pk=Team.default_team_id())
+    Schedule.objects.update(owner=default)  # what setup_demo made before it had teams
+    User.objects.get(username="operator").etl_teams.clear()
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    analytics = set(Schedule.objects.filter(owner__name="analytics").values_list("name", flat=True))
+    assert analytics == DEMO_TEAMS["analytics"]
+    assert list(User.objects.get(username="operator").etl_teams.values_list("name", flat=True)) == ["ingest"]
+    entries = AuditEntry.objects.count()
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    assert AuditEntry.objects.count() == entries  # idempotent: the third run changes nothing
+
+
+def test_a_schedule_someone_gave_another_team_is_left_where_it_is(demo_paths):
+    from scheduler.models import Team
+
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    Schedule.objects.filter(name="nightly").update(owner=Team.objects.create(name="platform"))
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    assert Schedule.objects.get(name="nightly").owner.name == "platform"
+
+
+def test_the_new_logins_are_written_to_a_file_only_the_owner_may_read(demo_paths):
+    import stat
+
+    path = demo_paths / "demo-logins.txt"
+    path.write_text("old\n")
+    path.chmod(0o644)
+    out = StringIO()
+    call_command("setup_demo", "--no-kickoff", stdout=out)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    password = re.search(r"login: operator / (\S+)", out.getvalue()).group(1)
+    text = path.read_text()
+    assert f"login: operator / {password}" in text and "admin login: admin / " in text and "old" not in text
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    assert path.read_text() == text  # no new login: the file is left as it was

@@ -55,8 +55,10 @@ def test_a_bad_addr_is_refused_with_the_option_named(tmp_path):
 
 def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
     port = free_port()
+    logins = tmp_path / "demo-logins.txt"
+    logins.write_text("login: operator / s3cret-pw   (team ingest ...)\n")
     env = {**os.environ, "DATABASE_URL": child_database_url(), "ETL_GOVERNANCE_INTERVAL": "1",
-           "STATIC_ROOT": str(tmp_path / "static")}
+           "STATIC_ROOT": str(tmp_path / "static"), "ETL_DEMO_LOGINS_FILE": str(logins)}
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--addr", f"127.0.0.1:{port}"], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -66,6 +68,12 @@ def test_ctrl_c_stops_the_web_server_and_the_cluster(tmp_path):
         # dispatch, governance, alerts, lineage, prune, and this machine's reaper
         wait_until(lambda: LoopLease.objects.exclude(holder="").count() == 6, timeout=60, what="every loop lease",
                    log_path=tmp_path / "serve.log")
+        # the once-only passwords come last, in a box, after the cluster's start-up lines
+        wait_until(lambda: "s3cret-pw" in (tmp_path / "serve.log").read_text(), timeout=30, what="the logins box",
+                   log_path=tmp_path / "serve.log")
+        text = (tmp_path / "serve.log").read_text()
+        assert text.index("Demo logins") > text.rindex("loop started as"), text[-3000:]
+        assert "| login: operator / s3cret-pw" in text and str(logins) in text
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
     finally:

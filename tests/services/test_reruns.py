@@ -114,3 +114,24 @@ def test_rerun_and_then_downstream_starts_the_downstream_when_it_succeeds(make_s
     assert new.status == S.SUCCEEDED and new.propagate is True
     followed = Run.objects.filter(schedule=down, trigger_key=f"upstream:{new.pk}").get()
     assert followed.status == S.SUCCEEDED
+
+
+def test_reset_and_rerun_needs_the_reset_permission_and_changes_nothing_without_it(make_schedule, make_user, now):
+    from django.contrib.auth.models import Permission
+
+    from scheduler.models import BreakerStatus, Team
+    from scheduler.services.teams import PermissionRefused
+
+    schedule = make_schedule("flaky")
+    Schedule.objects.filter(pk=schedule.pk).update(breaker_status=BreakerStatus.OPEN, breaker_failures=3,
+                                                   breaker_opened_at=now, breaker_current_cooldown_seconds=600)
+    run = _finished(Schedule.objects.get(pk=schedule.pk), now)
+    user = make_user("tom", "operator")
+    Team.objects.get(pk=schedule.owner_id).members.add(user)
+    user.groups.first().permissions.remove(Permission.objects.get(codename="reset_breaker"))
+    with pytest.raises(PermissionRefused, match="scheduler.reset_breaker"):
+        run_rerun(run=run, actor=user, reset_breaker=True, now=now)
+    assert Schedule.objects.get(pk=schedule.pk).breaker_status == BreakerStatus.OPEN
+    assert not Run.objects.filter(rerun_of=run).exists()
+    new = run_rerun(run=run, actor="tests", reset_breaker=True, reason="feed is back", now=now)
+    assert new.rerun_of_id == run.pk and Schedule.objects.get(pk=schedule.pk).breaker_status == BreakerStatus.CLOSED

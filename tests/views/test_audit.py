@@ -112,3 +112,18 @@ def test_the_report_filters_by_the_owning_team(viewer_client, make_schedule):
     assert {e.target_repr for e in entries} == {"invoices", "billing"}  # the schedule and the team itself
     response = viewer_client.get(reverse("scheduler:audit"), {"team": "nope"})
     assert "team" in response.context["form"].errors
+
+
+def test_the_csv_before_and_after_columns_are_json(viewer_client, db):
+    import json
+
+    AuditEntry.objects.create(at=datetime(2026, 3, 1, 10, tzinfo=timezone.utc), actor="alice", action="breaker.reset",
+                              before={"status": "open", "failures": 3, "ok": False, "x": None},
+                              after={"status": "closed", "note": "it's \"back\""})
+    _entry("bob", "run.trigger", 2)  # no before or after: empty cells
+    response = viewer_client.get(reverse("scheduler:audit_csv"))
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    by_actor = {row["actor"]: row for row in rows}
+    assert json.loads(by_actor["alice"]["before"]) == {"status": "open", "failures": 3, "ok": False, "x": None}
+    assert json.loads(by_actor["alice"]["after"]) == {"status": "closed", "note": "it's \"back\""}
+    assert (by_actor["bob"]["before"], by_actor["bob"]["after"]) == ("", "")

@@ -132,3 +132,11 @@ def test_a_bad_reason_names_the_field(operator_client, make_schedule, make_run, 
     response = operator_client.post(reverse("scheduler:run_rerun", args=[run.pk]), {"reason": reason}, follow=True)
     assert "reason:" in response.content.decode()
     assert Run.objects.count() == 1
+
+
+def test_a_run_cancelled_before_its_next_attempt_counts_only_the_attempts_that_began(viewer_client, make_schedule,
+                                                                                    make_run):
+    run = make_run(make_schedule("c1"), RunStatus.CANCELLED, attempt=4, max_attempts=6, started_at=None)
+    page = viewer_client.get(reverse("scheduler:run_detail", args=[run.pk])).content.decode()
+    assert "3 of 6 <span class=\"muted\">(cancelled before attempt 4 began)</span>" in page
+    assert "4 of 6" not in page

@@ -51,7 +51,7 @@ def test_the_schedules_list_offers_run_now_and_the_toggle_only_on_own_schedules(
     for name in ("run now", "toggle"):
         assert f'action="{_action_urls(ours)[name]}"' in page
         assert f'action="{_action_urls(theirs)[name]}"' not in page
-    assert 'title="owned by payments"' in page
+    assert 'view only: owned by payments' in page
 
 
 def test_the_run_page_offers_no_cancel_or_rerun_on_another_teams_run(operator_client, theirs, ours, make_run):

@@ -16,7 +16,7 @@ from scheduler.api.schemas import AuditPage
 from scheduler.models import AuditEntry
 from scheduler.services.errors import NotFound
 from scheduler.services.teams import team_get, visible_team_ids
-from scheduler.views.audit import CSV_COLUMNS, csv_safe
+from scheduler.views.audit import CSV_COLUMNS, csv_row
 
 router = Router(tags=["audit"])
 EXPORT_MAX = 100_000
@@ -110,7 +110,7 @@ def export_audit(request, query: Query[Export]):
     def rows():
         yield writer.writerow(CSV_COLUMNS)
         for entry in map(redact, entries.iterator(chunk_size=2000)):
-            yield writer.writerow([entry.at.isoformat(), *(csv_safe(getattr(entry, c)) for c in CSV_COLUMNS[1:])])
+            yield writer.writerow(csv_row(entry))
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'

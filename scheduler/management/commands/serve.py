@@ -8,11 +8,19 @@ import ipaddress
 import signal
 import subprocess
 import sys
+import textwrap
 import time
+import urllib.request
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.models import LoopLease
+
+
+ANNOUNCE_WAIT = 60.0
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -30,6 +38,42 @@ def parse_addr(addr: str) -> tuple[str, int]:
         except ValueError:
             raise CommandError(f"--addr: {host!r} is not an IP address (or localhost)") from None
     return host, port
+
+
+def logins_box(text: str, *, path: str, url: str, width: int = 76) -> str:
+    """The demo logins framed so that they stand out of the cluster's log lines, with where they are kept.
+
+    A line "login: operator / PASSWORD   (what it may do; ...)" shows its login and password on a line of its own
+    and what it may do wrapped below, so the box fits a terminal.
+    """
+    lines = ["Demo logins (setup_demo shows a password once; save it now):", ""]
+    for line in text.splitlines():
+        head, _, rest = line.strip().partition("   (")
+        if not head:
+            continue
+        lines.append(head)
+        lines.extend(textwrap.wrap(rest.rstrip(")"), width=width - 4, initial_indent="    ",
+                                   subsequent_indent="    "))
+    lines += ["", f"Open {url} and log in. These lines are kept", "(readable only by you) in", f"  {path}",
+              "Delete that file once you have saved them."]
+    inner = max(len(line) for line in lines)
+    return "\n".join(["+" + "=" * (inner + 2) + "+", *[f"| {line:<{inner}} |" for line in lines],
+                      "+" + "=" * (inner + 2) + "+"])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except Exception:  # not up yet: refused, reset, a 5xx while it starts
+        return False
+
+
+def _loops_started() -> bool:
+    try:
+        return LoopLease.objects.exclude(holder="").exists()
+    except Exception:  # the database is busy or away: ask again on the next turn
+        return False
 
 
 WORKER_CLASSES = ("gevent", "gthread")
@@ -96,6 +140,29 @@ class Command(BaseCommand):
                     if proc.poll() is None:
                         proc.send_signal(signal.SIGTERM)
 
+        url = f"http://{bind}/"
+        # the logins come last, once the web answers and the cluster's loops hold their leases (its start-up lines
+        # are out), and then at the latest after ANNOUNCE_WAIT seconds
+        announce = {"due": time.monotonic() + ANNOUNCE_WAIT, "next": 0.0, "done": not Path(
+            settings.ETL_DEMO_LOGINS_FILE).is_file()}
+
+        def announce_logins() -> None:
+            now = time.monotonic()
+            if announce["done"] or now < announce["next"]:
+                return
+            announce["next"] = now + 1
+            ready = _answers(url + "accounts/login/") and (opts["no_cluster"] or _loops_started())
+            if not ready and now < announce["due"]:
+                return
+            announce["done"] = True
+            try:
+                text = Path(settings.ETL_DEMO_LOGINS_FILE).read_text()
+            except OSError:
+                return
+            time.sleep(0.5)  # the cluster's last start-up line is written just after its lease
+            self.stdout.write("\n" + logins_box(text, path=settings.ETL_DEMO_LOGINS_FILE, url=url) + "\n")
+            self.stdout.flush()
+
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         code = 0
@@ -105,6 +172,8 @@ class Command(BaseCommand):
                     self.stderr.write(f"{name} exited with {proc.returncode}; stopping the rest")
                     code = proc.returncode or 1
                     stop(signal.SIGTERM, None)
+            if stopping["at"] is None:
+                announce_logins()
             if stopping["at"] is not None and time.monotonic() - stopping["at"] > opts["grace"]:
                 for proc in procs.values():
                     if proc.poll() is None:

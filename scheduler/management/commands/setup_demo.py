@@ -1,4 +1,6 @@
-"""`setup_demo`: demo source and warehouse databases, demo schedules, an operator login and an admin login."""
+"""`setup_demo`: demo source and warehouse databases, two demo teams owning the demo schedules, an operator
+login in one team (so the other team's schedules show what view-only looks like) and an admin login."""
+import os
 import secrets
 import sys
 from datetime import datetime, timedelta, timezone
@@ -7,10 +9,11 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.models import Schedule
+from scheduler.models import Schedule, Team
 from scheduler.pipelines.demo_data import create_warehouse_db, generate_source_db
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.schedules import schedule_save
+from scheduler.services.teams import team_save, team_set_members
 
 
 # A command target's script (any program would do): progress on stdout as it goes, a result file at the end.
@@ -26,6 +29,22 @@ for step in range(1, steps + 1):
 print("warehouse compacted", file=sys.stderr, flush=True)
 json.dump({"rows": steps * 1000}, open(os.environ["ETL_RESULT_FILE"], "w"))
 """
+
+
+# The demo's two teams and what each owns: the operator login is in the first, so the second's schedules
+# show their owner and say they are view-only (docs: README, "On call with the demo logins").
+DEMO_TEAMS = {
+    # warehouse_compact is the demo's command target to try Cancel on: the operator's team owns it
+    "ingest": ("Syncs, feeds and warehouse upkeep",
+               ["customer_sync", "order_sync", "order_confirmed", "webhook_ingest", "heartbeat", "flaky_feed",
+                "warehouse_compact"]),
+    "analytics": ("Transforms and reports", ["revenue_transform", "daily_report", "nightly"]),
+}
+OPERATOR_TEAM = "ingest"
+
+
+def demo_owner(name: str) -> str | None:
+    return next((team for team, (_, names) in DEMO_TEAMS.items() if name in names), None)
 
 
 def demo_schedules(now: datetime) -> list[dict]:
@@ -71,10 +90,12 @@ def demo_schedules(now: datetime) -> list[dict]:
 
 
 class Command(BaseCommand):
-    help = "Create demo data, demo schedules, an operator login and an admin login (idempotent)."
+    help = ("Create demo data, two demo teams (ingest, analytics) owning the demo schedules, an operator login in "
+            "ingest and an admin login (idempotent); new logins also go to ETL_DEMO_LOGINS_FILE (mode 0600).")
 
     def add_arguments(self, parser):
-        parser.add_argument("--username", default="operator", help="The operator login (operator group, not staff).")
+        parser.add_argument("--username", default="operator",
+                            help="The operator login (operator group, team ingest, not staff).")
         parser.add_argument("--admin-username", default="admin",
                             help="The admin login (staff, admin group: the Django admin); '' creates none.")
         parser.add_argument("--no-kickoff", action="store_true", help="Do not trigger the first syncs.")
@@ -85,24 +106,46 @@ class Command(BaseCommand):
         now = datetime.now(timezone.utc)
         generate_source_db(settings.ETL_DEMO_SOURCE_DB, now=now)
         create_warehouse_db(settings.ETL_DEMO_WAREHOUSE_DB)
+        teams = self._teams()
         created = []
         for data in demo_schedules(now):
-            if not Schedule.objects.filter(name=data["name"]).exists():
-                schedule_save(data=data, actor="setup_demo", reason="demo")
+            existing = Schedule.objects.filter(name=data["name"]).first()
+            owner = teams.get(demo_owner(data["name"]))
+            if existing is None:
+                schedule_save(data={**data, "owner": owner}, actor="setup_demo", reason="demo")
                 created.append(data["name"])
+            elif owner is not None and existing.owner_id == Team.default_team_id():
+                # a demo made before the demo had teams: its schedules move once; one given to a team stays
+                schedule_save(data={"owner": owner}, schedule=existing, actor="setup_demo",
+                              reason=f"demo: team {owner.name} owns it")
         self.stdout.write(f"demo schedules: {len(created)} created" + (f" ({', '.join(created)})" if created else ""))
         if created and not opts["no_kickoff"]:
             for name in ("customer_sync", "order_sync"):
                 run_trigger_manual(schedule=Schedule.objects.get(name=name), actor="setup_demo",
                                    reason="first load of the demo")
-        self._login(opts["username"], group="operator", staff=False, label="login",
-                    what="runs, backfills, breakers and watermarks; no admin")
+        self.new_logins: list[str] = []
+        others = ", ".join(sorted(set(DEMO_TEAMS) - {OPERATOR_TEAM}))
+        self._login(opts["username"], group="operator", staff=False, label="login", team=teams[OPERATOR_TEAM],
+                    what=f"team {OPERATOR_TEAM}: runs, re-runs, cancels, backfills, breakers, watermarks and "
+                         f"acknowledging failures of its schedules; {others}: view only; no admin")
         if opts["admin_username"]:
-            self._login(opts["admin_username"], group="admin", staff=True, label="admin login",
-                        what="also edits schedules and classes in the Django admin")
+            self._login(opts["admin_username"], group="admin", staff=True, label="admin login", team=None,
+                        what="every team; also schedules, classes, teams and users in the Django admin")
+        if self.new_logins:
+            write_owner_only(settings.ETL_DEMO_LOGINS_FILE, "".join(line + "\n" for line in self.new_logins))
+            self.stdout.write(f"these logins are also in {settings.ETL_DEMO_LOGINS_FILE} (readable only by you)")
 
-    def _login(self, username: str, *, group: str, staff: bool, label: str, what: str) -> None:
+    def _teams(self) -> dict[str, Team]:
+        teams = {}
+        for name, (description, _) in DEMO_TEAMS.items():
+            teams[name] = Team.objects.filter(name=name).first() or team_save(
+                data={"name": name, "description": description}, actor="setup_demo", reason="demo")
+        return teams
+
+    def _login(self, username: str, *, group: str, staff: bool, label: str, what: str, team: Team | None) -> None:
         user = User.objects.filter(username=username).first()
+        if user is not None and team is not None and not user.etl_teams.exists():
+            team_set_members(team=team, add=[user], actor="setup_demo", reason="demo")
         if user is not None:
             self.stdout.write(f"{label}: {username} (exists; change its password with "
                               f"`manage.py changepassword {username}`)")
@@ -110,4 +153,18 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         user = User.objects.create_user(username=username, password=password, is_staff=staff)
         user.groups.add(*Group.objects.filter(name=group))
-        self.stdout.write(self.style.SUCCESS(f"{label}: {username} / {password}   ({what}; shown once, save it now)"))
+        if team is not None:
+            team_set_members(team=team, add=[user], actor="setup_demo", reason="demo")
+        line = f"{label}: {username} / {password}   ({what}; shown once, save it now)"
+        self.new_logins.append(line)
+        self.stdout.write(self.style.SUCCESS(line))
+
+
+def write_owner_only(path: str, text: str) -> None:
+    """Write `text` to `path` readable and writable by its owner only (0600), whatever was there before."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an older file keeps its mode through O_CREAT
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
