@@ -264,6 +264,9 @@ COMMANDS_NOT_ACTING_ON_A_SCHEDULE = {
     "lineage_flush": "the lineage outbox (no schedule)", "qcluster": "the worker process", "serve": "the web process",
     "run_pipeline": "runs a registered pipeline in this process, outside every schedule and the ledger",
     "setup_demo": "the demo's own data, from the shell",
+    "prune_history": "retention of every team's finished history, an operator's maintenance from the shell "
+                     "(what it may never delete: docs/semantics.md, Retention)",
+    "audit_archive": "reads an audit archive file",
 }
 # emit_event is no refusal but a scope: the operator's event reaches only their own teams' schedules
 COMMANDS_SCOPED = {"emit_event"}
