@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,6 +14,23 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 from scheduler.models import LineageEvent
 from scheduler.services.lineage import lineage_reset
 from scheduler.services.lineage_send import lineage_client_reset
+
+
+@pytest.fixture(autouse=True)
+def _lineage_read_again_after_each_test():
+    """Set up before every other fixture, so torn down after them all (monkeypatch's environment included).
+
+    The OpenLineage client writes variables of its own into os.environ (OPENLINEAGE_URL becomes
+    OPENLINEAGE__TRANSPORT__TRANSPORTS__DEFAULT_HTTP__*), past monkeypatch: they are taken back here, and the
+    next test, in any directory, reads the environment as it really is, not with lineage left on.
+    """
+    before = {name: value for name, value in os.environ.items() if name.startswith("OPENLINEAGE")}
+    yield
+    for name in [n for n in os.environ if n.startswith("OPENLINEAGE")]:
+        del os.environ[name]
+    os.environ.update(before)
+    lineage_reset()
+    lineage_client_reset()
 
 
 @pytest.fixture
