@@ -110,8 +110,9 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
     `reprocess="failed"` creates only the windows with no SUCCEEDED run of this
     schedule for exactly that window (failed or missing ones); the others are
     not created, so the backfill's total and progress count only what it runs
-    (the skipped ones and their runs are in the audit entry). "all" (the
-    default) runs every window.
+    (the skipped ones and their runs are in the audit entry; the returned
+    backfill's `skipped_windows` says how many). "all" (the default) runs
+    every window.
     """
     schedule = schedule_get(schedule)
     config = watermark_config(schedule)
@@ -175,6 +176,7 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
                                 low: run_id for (low, _), run_id in list(skipped.items())[:AUDITED_SKIPS]}}
                                if reprocess == "failed" else {})},
                      reason=backfill.reason, at=now)
+    backfill.skipped_windows = len(skipped)  # not stored: the windows left out by reprocess="failed", for the caller
     return backfill
 
 

@@ -209,7 +209,7 @@ def test_reprocess_failed_creates_only_the_windows_without_a_succeeded_run(marke
     _ran(marked, now, S.SUCCEEDED, _hour(3), "2026-01-01T03:30:00+00:00")  # not exactly a window: reprocessed
     backfill = _submit(marked, now, reprocess="failed")
     assert [w[0] for w in _windows(backfill)] == [_hour(1), _hour(3), _hour(4), _hour(5)]
-    assert backfill.total_windows == 4 and backfill_progress(backfill)["pending"] == 4
+    assert backfill.total_windows == 4 and backfill_progress(backfill)["pending"] == 4 and backfill.skipped_windows == 2
     after = AuditEntry.objects.get(action="backfill.submit").after
     assert after["reprocess"] == "failed" and after["windows"] == 4 and after["skipped"] == 2
     assert after["already_succeeded"] == {_hour(0): ok_first.pk, _hour(2): ok_third.pk}
