@@ -305,7 +305,8 @@ def backfill_cancel(*, backfill: Backfill | int, actor: Any, reason: str = "", n
 
 
 __all__ = [
-    "REPROCESS", "backfill_already_succeeded", "backfill_cancel", "backfill_on_run_started", "backfill_pause", "backfill_progress", "backfill_pump",
+    "REPROCESS", "backfill_already_succeeded", "backfill_cancel", "backfill_on_run_started", "backfill_pause",
+    "backfill_progress", "backfill_pump",
     "backfill_resume", "backfill_retry_failed", "backfill_submit",
 ]
 

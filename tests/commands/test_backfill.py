@@ -4,8 +4,9 @@ from unittest import mock
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
-from scheduler.models import Backfill, BackfillStatus
+from scheduler.models import Backfill, BackfillStatus, Run, RunStatus, TriggerKind
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,9 +88,6 @@ def test_newest_first_queues_the_latest_window_first(marked, now):
 
 
 def _succeeded(schedule, low, high):
-    from django.utils import timezone
-
-    from scheduler.models import Run, RunStatus, TriggerKind
     return Run.objects.create(schedule=schedule, trigger_key=f"t{low}", trigger_kind=TriggerKind.MANUAL,
                               workload_class=schedule.workload_class, status=RunStatus.SUCCEEDED,
                               queued_at=timezone.now(), finished_at=timezone.now(), window_low=low, window_high=high)

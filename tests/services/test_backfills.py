@@ -9,6 +9,7 @@ from django.test import override_settings
 from scheduler.models import AuditEntry, Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, WindowStatus
 from scheduler.pipelines import registry
 from scheduler.services.backfills import (
+    backfill_already_succeeded,
     backfill_cancel,
     backfill_pause,
     backfill_progress,
@@ -246,7 +247,6 @@ def test_reprocess_failed_with_every_window_succeeded_is_refused(marked, now):
 
 
 def test_backfill_plan_counts_what_a_submit_would_run(marked, now):
-    from scheduler.services.backfills import backfill_already_succeeded
     run = _ran(marked, now, S.SUCCEEDED, _hour(0), _hour(1))
     pairs = [(_hour(0), _hour(1)), (_hour(1), _hour(2))]
     assert backfill_already_succeeded(marked, pairs) == {(_hour(0), _hour(1)): run.pk}
