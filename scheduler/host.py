@@ -290,13 +290,16 @@ class SchedulerHost:
         return run_trigger_manual(schedule=schedule, actor=actor, params=override_params, reason=reason).pk
 
     def submit_backfill(self, schedule: Any, start: Any, end: Any, window: Any, *, reason: str,
-                        requested_by: Any = "api", max_parallel: int = 1, params: dict | None = None) -> int:
-        """Backfill [start, end) (datetime marks) in windows; `params` go to every window's run."""
+                        requested_by: Any = "api", max_parallel: int = 1, params: dict | None = None,
+                        reprocess: str = "all") -> int:
+        """Backfill [start, end) (datetime marks) in windows; `params` go to every window's run.
+        `reprocess="failed"` leaves out the windows that already have a succeeded run of the schedule."""
 
         target = schedule_get(schedule)
         authorize(actor=requested_by, perm="scheduler.manage_backfill", obj=target)
         return backfill_submit(schedule=target, start=start, end=end, window=window, reason=reason,
-                               requested_by=requested_by, max_parallel=max_parallel, params=params).pk
+                               requested_by=requested_by, max_parallel=max_parallel, params=params,
+                               reprocess=reprocess).pk
 
     def reset_circuit_breaker(self, schedule_id: Any, reset_by: Any, reason: str = "") -> None:
         target = schedule_get(schedule_id)

@@ -188,6 +188,8 @@ class BackfillIn(Strict):
     reason: str
     max_parallel: int = 1
     params: dict[str, Any] | None = None
+    reprocess: str = Field(default="all", description='"all": every window of the range; "failed": only the windows '
+                           'without a SUCCEEDED run of the schedule for exactly that window (failed or missing).')
     preview: bool = Field(default=False, description="Only count the windows; nothing is created.")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)  # Strict's, plus `from` by its name
@@ -196,6 +198,7 @@ class BackfillIn(Strict):
 class BackfillPreview(Schema):
     preview: bool = True
     windows: int
+    already_succeeded: int = Field(default=0, description='Windows left out by reprocess "failed".')
     first: list[str]
     last: list[str]
 

@@ -24,6 +24,9 @@ from scheduler.services.schedules import schedule_get
 from scheduler.services.watermarks import encode_value, parse_user_value, watermark_config
 
 S = RunStatus
+#: what a new backfill runs: every window of the range, or only those without a SUCCEEDED run ("failed and missing")
+REPROCESS = ("all", "failed")
+AUDITED_SKIPS = 100  # the audit entry names at most this many skipped windows (window start -> its succeeded run)
 # --- submit -------------------------------------------------------------------
 
 def _window_size(config, window: Any) -> timedelta | int:
@@ -69,9 +72,33 @@ def _positive_int(value: Any, field: str) -> int:
     return number
 
 
+def _text_pair(pair) -> tuple[str, str]:
+    return tuple(v if isinstance(v, str) else encode_value(v) for v in pair)  # type: ignore[return-value]
+
+
+def backfill_already_succeeded(schedule: Schedule, pairs) -> dict[tuple[str, str], int]:
+    """The windows of `pairs` that have a SUCCEEDED run of this schedule for exactly that window: (low, high) as
+    stored text -> the latest such run's id. A window merely inside a longer succeeded run's does not count."""
+    wanted = {_text_pair(pair) for pair in pairs}
+    found: dict[tuple[str, str], int] = {}
+    succeeded = (Run.objects.filter(schedule=schedule, status=S.SUCCEEDED).exclude(window_low="", window_high="")
+                 .order_by("id").values_list("window_low", "window_high", "id"))
+    for low, high, run_id in succeeded.iterator():
+        if (low, high) in wanted:
+            found[(low, high)] = run_id
+    return found
+
+
+def _reprocess(value: Any) -> str:
+    if not isinstance(value, str) or value.strip() not in REPROCESS:
+        raise ServiceError(f"must be 'all' (every window) or 'failed' (only windows without a succeeded run), "
+                           f"got {value!r}", field="reprocess")
+    return value.strip()
+
+
 def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, window: Any, reason: str,
                     requested_by: Any, max_parallel: Any = 1, params: dict | None = None,
-                    newest_first: bool = False, now: datetime | None = None) -> Backfill:
+                    newest_first: bool = False, reprocess: Any = "all", now: datetime | None = None) -> Backfill:
     """Split the range into windows, store them all, and let the dispatcher pump them.
 
     Datetime ranges are [start, end): a backfill of March is from March 1
@@ -80,6 +107,12 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
     over the schedule's own (a different target table, say); the pipeline
     sees `ctx.backfill` set. `newest_first` queues the latest window first (the
     most recent data comes back soonest); by default the oldest goes first.
+    `reprocess="failed"` creates only the windows with no SUCCEEDED run of this
+    schedule for exactly that window (failed or missing ones); the others are
+    not created, so the backfill's total and progress count only what it runs
+    (the skipped ones and their runs are in the audit entry; the returned
+    backfill's `skipped_windows` says how many). "all" (the default) runs
+    every window.
     """
     schedule = schedule_get(schedule)
     config = watermark_config(schedule)
@@ -103,6 +136,8 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
         if not isinstance(newest_first, bool):
             raise ServiceError(f"must be true or false, got {newest_first!r}", field="newest_first")
     with found.check():
+        reprocess = _reprocess(reprocess)
+    with found.check():
         if not reason or not str(reason).strip():
             raise ServiceError("a reason is required", field="reason")
         check_text(reason, field="reason")
@@ -115,6 +150,13 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
         pairs = split_windows(low, high, size, max_windows=settings.ETL_MAX_BACKFILL_WINDOWS)
     except ConfigError as exc:
         raise ServiceError(str(exc), field=exc.field) from None
+    skipped: dict[tuple[str, str], int] = {}
+    if reprocess == "failed":
+        skipped = backfill_already_succeeded(schedule, pairs)
+        if len(skipped) == len(pairs):
+            raise ServiceError(f"all {len(pairs)} windows already succeeded; nothing to reprocess "
+                               f"(choose 'all' to run them again)", field="reprocess")
+        pairs = [pair for pair in pairs if _text_pair(pair) not in skipped]
     now = now or timezone.now()
     who = actor_name(requested_by)[0]
     seconds = size.total_seconds() if isinstance(size, timedelta) else None
@@ -129,8 +171,12 @@ def backfill_submit(*, schedule: Schedule | str | int, start: Any, end: Any, win
         audit_record(actor=requested_by, action="backfill.submit", target=backfill,
                      after={"schedule": schedule.name, "from": backfill.range_from, "to": backfill.range_to,
                             "window": window_text, "windows": len(pairs), "max_parallel": parallel,
-                            "params": params, **({"order": "newest first"} if newest_first else {})},
+                            "params": params, **({"order": "newest first"} if newest_first else {}),
+                            **({"reprocess": "failed", "skipped": len(skipped), "already_succeeded": {
+                                low: run_id for (low, _), run_id in list(skipped.items())[:AUDITED_SKIPS]}}
+                               if reprocess == "failed" else {})},
                      reason=backfill.reason, at=now)
+    backfill.skipped_windows = len(skipped)  # not stored: the windows left out by reprocess="failed", for the caller
     return backfill
 
 
@@ -259,7 +305,8 @@ def backfill_cancel(*, backfill: Backfill | int, actor: Any, reason: str = "", n
 
 
 __all__ = [
-    "backfill_cancel", "backfill_on_run_started", "backfill_pause", "backfill_progress", "backfill_pump",
+    "REPROCESS", "backfill_already_succeeded", "backfill_cancel", "backfill_on_run_started", "backfill_pause",
+    "backfill_progress", "backfill_pump",
     "backfill_resume", "backfill_retry_failed", "backfill_submit",
 ]
 

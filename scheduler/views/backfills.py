@@ -118,9 +118,15 @@ def _preview(schedule: Schedule, form: ScheduleBackfillForm) -> dict:
         return {"error": f"{exc.field}: {str(exc).removeprefix(exc.field + ': ')}"}
     except (OverflowError, ValueError) as exc:
         return {"error": f"to: {exc}"}
-    count = len(pairs)
+    total = len(pairs)
+    skipped = 0
+    if form.cleaned_data["reprocess"] == "failed":
+        skipped = len(_service("backfill_already_succeeded")(schedule, pairs))
+        if skipped == total:
+            return {"error": f"reprocess: all {total} windows already succeeded; nothing to reprocess"}
+    count = total - skipped
     typical = selectors.typical_run_seconds(schedule)
-    preview = {"count": count, "words": form.window_words(), "typical": typical,
+    preview = {"count": count, "total": total, "skipped": skipped, "words": form.window_words(), "typical": typical,
                "shorter": count > 1 and pairs[-1][1] - pairs[-1][0] != pairs[0][1] - pairs[0][0],
                "parallel": form.cleaned_data["max_parallel"], "first": pairs[0], "last": pairs[-1]}
     if typical is not None:
@@ -160,7 +166,8 @@ def schedule_backfill_submit(request, schedule_id: int):
             backfill = _service("backfill_submit")(
                 schedule=schedule, start=start, end=end, window=size, reason=form.cleaned_data["reason"],
                 max_parallel=form.cleaned_data["max_parallel"], params=form.cleaned_data["params"],
-                newest_first=form.cleaned_data["order"] == "newest", requested_by=request.user,
+                newest_first=form.cleaned_data["order"] == "newest", reprocess=form.cleaned_data["reprocess"],
+                requested_by=request.user,
             )
         except ServiceError as exc:
             for error in exc.errors:

@@ -210,6 +210,7 @@ class TimelineForm(forms.Form):
 WINDOW_UNITS = [("minutes", "minutes"), ("hours", "hours"), ("days", "days")]
 UNIT_SECONDS = {"minutes": 60, "hours": 3600, "days": 86400}
 ORDERS = [("oldest", "oldest first"), ("newest", "newest first")]
+REPROCESS_CHOICES = [("all", "all windows"), ("failed", "failed and missing only")]
 
 
 class ScheduleBackfillForm(forms.Form):
@@ -219,9 +220,16 @@ class ScheduleBackfillForm(forms.Form):
     max_parallel = forms.IntegerField(min_value=1, max_value=100, initial=1, label="Windows at a time")
     order = forms.ChoiceField(choices=ORDERS, initial="oldest", label="Order",
                               help_text="Newest first brings the latest data back soonest.")
+    # not required: a post without it reprocesses every window, as before the option existed
+    reprocess = forms.ChoiceField(choices=REPROCESS_CHOICES, initial="all", required=False, label="Reprocess",
+                                  help_text="Failed and missing only: skip the windows that already have a "
+                                            "succeeded run of this schedule.")
     params = JSONObjectField(required=False, label="Params (JSON object)",
                              help_text='Given to every window\'s run, e.g. {"table": "fact_orders_replay"}')
     reason = forms.CharField(max_length=500, help_text="Why: kept in the audit log.")
+
+    def clean_reprocess(self) -> str:
+        return self.cleaned_data.get("reprocess") or "all"
 
     def __init__(self, *args, zone, datetime_mark: bool, **kwargs):
         super().__init__(*args, **kwargs)

@@ -166,6 +166,9 @@ def test_point6_the_timeline_draws_the_range_it_selects_and_offers_15_minutes(pa
 
 def test_point7_the_backfill_form_reads_the_schedules_zone_previews_live_and_submits(page, phone, shot, shot_of,
                                                                                      demo, busy_demo):
+    at = timezone.now() - timedelta(days=3)  # November 1 in Berlin already succeeded: "failed only" skips it
+    _run(busy_demo, RunStatus.SUCCEEDED, queued=at, started=at, finished=at + timedelta(seconds=12),
+         window_low="2026-10-31T23:00:00+00:00", window_high="2026-11-01T23:00:00+00:00")
     demo_login(page, "admin", demo["admin"])
     page.goto(f"/schedules/{busy_demo.pk}/")
     page.click("#backfill-action a")  # the visible action
@@ -175,6 +178,10 @@ def test_point7_the_backfill_form_reads_the_schedules_zone_previews_live_and_sub
     page.fill("#id_reason", "replay November after the CRM fix")
     page.select_option("#id_order", "newest")
     expect(page.locator("#preview-text")).to_contain_text("31 windows of 1 day, about 6 min at the recent run time")
+    page.select_option("#id_reprocess", "failed")
+    expect(page.locator("#preview-text")).to_contain_text("30 of 31 windows of 1 day: 1 already succeeded")
+    page.select_option("#id_reprocess", "all")
+    expect(page.locator("#preview-text")).to_contain_text("31 windows of 1 day, about 6 min")
     shot("backfill-form")
     page.fill("#id_to_date", "2026-10-01")  # before From: the preview names the field, live
     expect(page.locator("#preview-error")).to_contain_text("to: must be after from")

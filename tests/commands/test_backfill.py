@@ -4,8 +4,9 @@ from unittest import mock
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
-from scheduler.models import Backfill, BackfillStatus
+from scheduler.models import Backfill, BackfillStatus, Run, RunStatus, TriggerKind
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -84,3 +85,31 @@ def test_newest_first_queues_the_latest_window_first(marked, now):
     assert backfill.newest_first
     backfill_pump(now=now)
     assert BackfillWindow.objects.get(backfill=backfill, status="QUEUED").high == "1000"
+
+
+def _succeeded(schedule, low, high):
+    return Run.objects.create(schedule=schedule, trigger_key=f"t{low}", trigger_kind=TriggerKind.MANUAL,
+                              workload_class=schedule.workload_class, status=RunStatus.SUCCEEDED,
+                              queued_at=timezone.now(), finished_at=timezone.now(), window_low=low, window_high=high)
+
+
+def test_reprocess_failed_submits_only_the_windows_without_a_succeeded_run(marked):
+    _succeeded(marked, "0", "250")
+    _succeeded(marked, "500", "750")
+    out = StringIO()
+    call_command("backfill", "marked", "--from", "0", "--to", "1000", "--window", "250", "--reason", "replay",
+                 "--reprocess", "failed", stdout=out)
+    backfill = Backfill.objects.get()
+    assert backfill.total_windows == 2
+    assert "2 window(s)" in out.getvalue() and "2 already succeeded, skipped" in out.getvalue()
+    call_command("backfill", "marked", "--from", "0", "--to", "1000", "--window", "250", "--reason", "replay",
+                 "--reprocess", "all", stdout=StringIO())
+    assert Backfill.objects.latest("id").total_windows == 4
+
+
+def test_a_bad_reprocess_value_exits_2_naming_the_field(marked):
+    with pytest.raises(CommandError) as info:
+        call_command("backfill", "marked", "--from", "0", "--to", "5", "--window", "1", "--reason", "r",
+                     "--reprocess", "some")
+    assert info.value.returncode == 2 and "reprocess" in str(info.value)
+    assert not Backfill.objects.exists()

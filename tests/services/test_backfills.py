@@ -9,6 +9,7 @@ from django.test import override_settings
 from scheduler.models import AuditEntry, Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, WindowStatus
 from scheduler.pipelines import registry
 from scheduler.services.backfills import (
+    backfill_already_succeeded,
     backfill_cancel,
     backfill_pause,
     backfill_progress,
@@ -188,3 +189,64 @@ def test_every_bad_input_is_reported_at_once_each_naming_its_field(marked, now):
     assert [e.field for e in info.value.errors] == ["from", "to", "window", "reason"]
     assert [e.problem for e in info.value.errors][0] == "'yesterday' is not an ISO 8601 date and time"
     assert not Backfill.objects.exists()
+
+
+# --- reprocess: failed and missing windows only (issue 23, point 7) ---------------
+
+def _ran(schedule, now, status, low, high, **fields):
+    return Run.objects.create(schedule=schedule, trigger_key=f"t:{low}:{status}", trigger_kind="manual",
+                              workload_class=schedule.workload_class, status=status, queued_at=now,
+                              finished_at=now, window_low=low, window_high=high, **fields)
+
+
+def _hour(h: int) -> str:
+    return f"2026-01-01T{h:02d}:00:00+00:00"
+
+
+def test_reprocess_failed_creates_only_the_windows_without_a_succeeded_run(marked, now):
+    ok_first = _ran(marked, now, S.SUCCEEDED, _hour(0), _hour(1))
+    _ran(marked, now, S.FAILED, _hour(1), _hour(2))  # failed: reprocessed
+    ok_third = _ran(marked, now, S.SUCCEEDED, _hour(2), _hour(3))
+    _ran(marked, now, S.SUCCEEDED, _hour(3), "2026-01-01T03:30:00+00:00")  # not exactly a window: reprocessed
+    backfill = _submit(marked, now, reprocess="failed")
+    assert [w[0] for w in _windows(backfill)] == [_hour(1), _hour(3), _hour(4), _hour(5)]
+    assert backfill.total_windows == 4 and backfill_progress(backfill)["pending"] == 4 and backfill.skipped_windows == 2
+    after = AuditEntry.objects.get(action="backfill.submit").after
+    assert after["reprocess"] == "failed" and after["windows"] == 4 and after["skipped"] == 2
+    assert after["already_succeeded"] == {_hour(0): ok_first.pk, _hour(2): ok_third.pk}
+
+
+def test_reprocess_all_is_the_default_and_runs_every_window(marked, now):
+    _ran(marked, now, S.SUCCEEDED, _hour(0), _hour(1))
+    assert _submit(marked, now).total_windows == 6
+    assert _submit(marked, now, reprocess="all").total_windows == 6
+
+
+def test_reprocess_failed_ignores_other_schedules_runs(marked, make_schedule, now):
+    other = make_schedule("other", watermark_config=marked.watermark_config)
+    _ran(other, now, S.SUCCEEDED, _hour(0), _hour(1))
+    assert _submit(marked, now, reprocess="failed").total_windows == 6
+
+
+@pytest.mark.parametrize("value", ["some", "", None, True, 1])
+def test_a_bad_reprocess_value_is_refused_naming_the_field(marked, now, value):
+    with pytest.raises(ServiceError) as info:
+        _submit(marked, now, reprocess=value)
+    assert info.value.field == "reprocess" and "failed" in str(info.value) and "all" in str(info.value)
+    assert not Backfill.objects.exists() and not BackfillWindow.objects.exists()
+
+
+def test_reprocess_failed_with_every_window_succeeded_is_refused(marked, now):
+    for h in range(5):
+        _ran(marked, now, S.SUCCEEDED, _hour(h), _hour(h + 1))
+    _ran(marked, now, S.SUCCEEDED, _hour(5), "2026-01-01T05:30:00+00:00")
+    with pytest.raises(ServiceError) as info:
+        _submit(marked, now, reprocess="failed")
+    assert info.value.field == "reprocess" and "all 6 windows already succeeded" in str(info.value)
+    assert not Backfill.objects.exists()
+
+
+def test_backfill_plan_counts_what_a_submit_would_run(marked, now):
+    run = _ran(marked, now, S.SUCCEEDED, _hour(0), _hour(1))
+    pairs = [(_hour(0), _hour(1)), (_hour(1), _hour(2))]
+    assert backfill_already_succeeded(marked, pairs) == {(_hour(0), _hour(1)): run.pk}

@@ -74,6 +74,18 @@ def test_submit_backfill_returns_its_id_and_backfills_shows_progress(host, make_
         host.backfills.get(backfill_id + 1)
 
 
+def test_submit_backfill_reprocesses_failed_windows_only_when_asked(host, make_schedule, now):
+    schedule = make_schedule("marked", watermark_config={"type": "integer", "column": "id"})
+    Run.objects.create(schedule=schedule, trigger_key="t0", trigger_kind="manual", status=RunStatus.SUCCEEDED,
+                       workload_class=schedule.workload_class, queued_at=now, finished_at=now,
+                       window_low="0", window_high="10")
+    backfill_id = host.submit_backfill("marked", 0, 30, 10, reason="replay", reprocess="failed")
+    assert host.backfills.get(backfill_id).total_windows == 2
+    with pytest.raises(ServiceError) as info:
+        host.submit_backfill("marked", 0, 30, 10, reason="replay", reprocess="failed only")
+    assert info.value.field == "reprocess"
+
+
 def test_storage_watermarks_and_audit_log_read_the_same_ledger(host, make_schedule, now):
     make_schedule("marked", watermark_config={"type": "integer", "column": "id"})
     run_id = host.trigger_manual("marked")

@@ -127,3 +127,62 @@ def test_a_schedule_without_a_watermark_says_it_cannot_be_backfilled(operator_cl
     schedule = make_schedule("plain")
     response = operator_client.get(reverse("scheduler:schedule_backfill", args=[schedule.pk]))
     assert response.status_code == 200 and "has no watermark" in _text(response)
+
+
+def _day_window(day: int) -> tuple[str, str]:
+    """The n-th day window (0-based) of _form()'s November, in UTC text (midnight Berlin is 23:00 UTC)."""
+    low = datetime(2026, 10, 31, 23, tzinfo=timezone.utc) + timedelta(days=day)
+    return low.isoformat(), (low + timedelta(days=1)).isoformat()
+
+
+def _succeed_days(make_run, schedule, days):
+    for day in days:
+        low, high = _day_window(day)
+        make_run(schedule, RunStatus.SUCCEEDED, window_low=low, window_high=high)
+
+
+def test_the_form_offers_reprocess_all_or_failed_only(operator_client, berlin):
+    page = operator_client.get(reverse("scheduler:schedule_backfill", args=[berlin.pk])).content.decode()
+    assert 'name="reprocess"' in page and 'value="all"' in page and 'value="failed"' in page
+
+
+def test_the_preview_counts_only_the_failed_and_missing_windows(operator_client, berlin, make_run):
+    _succeed_days(make_run, berlin, range(19))
+    url = reverse("scheduler:schedule_backfill_preview", args=[berlin.pk])
+    text = _text(operator_client.get(url, _form(reprocess="failed"), HTTP_HX_REQUEST="true"))
+    assert "12 of 31 windows of 1 day: 19 already succeeded" in text
+    text = _text(operator_client.get(url, _form(reprocess="all"), HTTP_HX_REQUEST="true"))
+    assert "31 windows of 1 day" in text and "already succeeded" not in text
+
+
+def test_the_preview_says_when_every_window_already_succeeded(operator_client, berlin, make_run):
+    _succeed_days(make_run, berlin, range(31))
+    url = reverse("scheduler:schedule_backfill_preview", args=[berlin.pk])
+    text = _text(operator_client.get(url, _form(reprocess="failed"), HTTP_HX_REQUEST="true"))
+    assert "reprocess: all 31 windows already succeeded" in text
+
+
+def test_submitting_failed_only_creates_the_failed_and_missing_windows(operator_client, berlin, make_run):
+    _succeed_days(make_run, berlin, [0, 2])
+    response = operator_client.post(reverse("scheduler:schedule_backfill_submit", args=[berlin.pk]),
+                                    _form(reprocess="failed"))
+    backfill = Backfill.objects.get()
+    assert response.status_code == 302 and backfill.total_windows == 29
+    lows = set(BackfillWindow.objects.filter(backfill=backfill).values_list("low", flat=True))
+    assert _day_window(0)[0] not in lows and _day_window(1)[0] in lows and _day_window(2)[0] not in lows
+
+
+@pytest.mark.parametrize("value", ["some", "FAILED "])
+def test_a_bad_reprocess_value_names_the_field(operator_client, berlin, value):
+    response = operator_client.post(reverse("scheduler:schedule_backfill_submit", args=[berlin.pk]),
+                                    _form(reprocess=value))
+    assert response.status_code == 400 and "reprocess: " in _text(response)
+    assert not Backfill.objects.exists()
+
+
+def test_every_window_already_succeeded_is_refused_under_reprocess(operator_client, berlin, make_run):
+    _succeed_days(make_run, berlin, range(31))
+    response = operator_client.post(reverse("scheduler:schedule_backfill_submit", args=[berlin.pk]),
+                                    _form(reprocess="failed"))
+    assert response.status_code == 400 and "reprocess: all 31 windows already succeeded" in _text(response)
+    assert not Backfill.objects.exists()

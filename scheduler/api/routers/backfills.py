@@ -37,7 +37,7 @@ def create_backfill(request, payload: BackfillIn):
     require(request, "scheduler.manage_backfill", schedule)
     submit = {"schedule": schedule, "start": payload.from_, "end": payload.to, "window": payload.window,
               "reason": payload.reason, "requested_by": caller(request), "max_parallel": payload.max_parallel,
-              "params": payload.params}
+              "params": payload.params, "reprocess": payload.reprocess}
     if not payload.preview:
         return Status(201, backfill_out(backfill_by_id(backfill_submit(**submit).pk)))
     # the preview is the real submit rolled back: the same checks and the same windows, and nothing kept
@@ -47,6 +47,7 @@ def create_backfill(request, payload: BackfillIn):
             windows = BackfillWindow.objects.filter(backfill=backfill).order_by("seq")
             first, last = windows.first(), windows.last()
             raise _Preview({"preview": True, "windows": backfill.total_windows,
+                            "already_succeeded": backfill.skipped_windows,
                             "first": [first.low, first.high] if first else [],
                             "last": [last.low, last.high] if last else []})
     except _Preview as done:

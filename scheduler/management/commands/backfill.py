@@ -42,6 +42,12 @@ def wait_for(command, backfill, *, poll: float) -> dict:
         pause(poll)
 
 
+def _skipped_note(backfill) -> str:
+    """`; 19 already succeeded, skipped` after a --reprocess failed submit that left windows out."""
+    skipped = getattr(backfill, "skipped_windows", 0)
+    return f"; {skipped} already succeeded, skipped" if skipped else ""
+
+
 class Command(BaseCommand):
     help = ("Submit a backfill: split the range into windows and run them through the queue. Datetime ranges are "
             "[--from, --to) (a calendar month is from its first day to the next month's first day); integer "
@@ -60,6 +66,9 @@ class Command(BaseCommand):
         parser.add_argument("--max-parallel", default="1", help="Windows running at once (default 1).")
         parser.add_argument("--newest-first", action="store_true",
                             help="Queue the latest window first (default: oldest first).")
+        parser.add_argument("--reprocess", default="all", metavar="failed|all",
+                            help="all (default): every window of the range; failed: only the windows without a "
+                                 "succeeded run of this schedule for exactly that window (failed or missing).")
         parser.add_argument("--actor", default="cli", help="Who asks for it (default: cli); a user is held to their teams.")
         parser.add_argument("--wait", action="store_true", help="Show a progress bar until the backfill ends.")
         parser.add_argument("--poll", type=float, default=1.0, help="Seconds between progress checks with --wait.")
@@ -74,12 +83,13 @@ class Command(BaseCommand):
                 schedule=schedule, start=options["start"], end=options["end"], window=options["window"],
                 reason=options["reason"], requested_by=options["actor"], max_parallel=options["max_parallel"],
                 params=parse_params(options["param"]), newest_first=options["newest_first"],
+                reprocess=options["reprocess"],
             )
         except EtlError as exc:
             raise bad_input(exc) from None
         if not options["json"]:
             self.stdout.write(f"backfill {backfill.pk} of '{schedule.name}': {backfill.total_windows} window(s) "
-                              f"from {backfill.range_from} to {backfill.range_to}")
+                              f"from {backfill.range_from} to {backfill.range_to}" + _skipped_note(backfill))
         progress = backfill_progress(backfill)
         if options["wait"]:
             progress = wait_for(self, backfill, poll=options["poll"])
