@@ -8,7 +8,6 @@ and are admin-wide (docs/security.md, "Event tokens").
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 import secrets
@@ -25,6 +24,7 @@ from scheduler.permissions import acts_for_all, member_team_ids
 from scheduler.services.audit import audit_record, audit_refusal
 from scheduler.services.errors import NotFound, ServiceError, check_text
 from scheduler.services.teams import PermissionRefused, resolve_user
+from scheduler.services.tokens import secret_hash
 
 PREFIX = "evt"
 TOKEN_RE = re.compile(r"^evt_([a-z0-9]{8,16})_([A-Za-z0-9_-]{20,100})$")
@@ -50,9 +50,6 @@ class CreatedEventToken:
     token: EventToken
     plaintext: str  # shown once, never stored
 
-
-def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 def _refuse(user, message: str, *, team: Team | None) -> None:
@@ -86,7 +83,7 @@ def event_token_create(*, name: str, team: Team | None, all_teams: bool = False,
         while EventToken.objects.filter(key_id=key_id).exists():
             key_id = secrets.token_hex(5)
         token = EventToken.objects.create(name=name, team=team, all_teams=team is None, key_id=key_id,
-                                          secret_hash=_hash(secret), created_at=now)
+                                          secret_hash=secret_hash(secret), created_at=now)
         audit_record(actor=actor, action="event_token.create", target=team if team is not None else token,
                      after={"name": name, "key_id": key_id, "team": team.name if team else None,
                             "all_teams": team is None}, at=now)
@@ -132,8 +129,8 @@ def event_token_authenticate(raw: str, *, now: datetime | None = None) -> EventC
             return EventCaller(actor="api:token", team=None, label="settings token (all teams)")
         raise EventTokenRefused("unknown token", field="Authorization")
     token = EventToken.objects.select_related("team").filter(key_id=match.group(1)).first()
-    expected = token.secret_hash if token is not None else _hash("")
-    if not hmac.compare_digest(expected, _hash(match.group(2))) or token is None:
+    expected = token.secret_hash if token is not None else secret_hash("")
+    if not hmac.compare_digest(expected, secret_hash(match.group(2))) or token is None:
         raise EventTokenRefused("unknown token", field="Authorization")
     if token.revoked_at is not None:
         raise EventTokenRefused(f"event token {token.key_id} was revoked", field="Authorization")

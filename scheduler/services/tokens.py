@@ -40,7 +40,8 @@ class Created:
     plaintext: str  # shown once, never stored
 
 
-def _hash(secret: str) -> str:
+def secret_hash(secret: str) -> str:
+    """What a token store keeps of a secret (API and event tokens alike): its SHA-256, never the secret."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
@@ -70,7 +71,7 @@ def token_create(*, user, name: str, expires_at: datetime | None = None, actor: 
         key_id = secrets.token_hex(5)
         while ApiToken.objects.filter(key_id=key_id).exists():  # 40 bits: a clash is rare, never fatal
             key_id = secrets.token_hex(5)
-        token = ApiToken.objects.create(user=user, name=name, key_id=key_id, secret_hash=_hash(secret),
+        token = ApiToken.objects.create(user=user, name=name, key_id=key_id, secret_hash=secret_hash(secret),
                                         created_at=now, expires_at=expires_at)
         audit_record(actor=actor if actor is not None else user, action="token.create", target=token,
                      after={"user": user.get_username(), "name": name, "key_id": key_id,
@@ -111,8 +112,8 @@ def token_authenticate(raw: str, *, now: datetime | None = None) -> ApiToken:
         raise TokenRefused("malformed token: expected etl_<key id>_<secret>", field="token")
     token = ApiToken.objects.select_related("user").filter(key_id=match.group(1)).first()
     # compare even when the key id is unknown, so timing does not tell a known key id from an unknown one
-    expected = token.secret_hash if token is not None else _hash("")
-    if not hmac.compare_digest(expected, _hash(match.group(2))) or token is None:
+    expected = token.secret_hash if token is not None else secret_hash("")
+    if not hmac.compare_digest(expected, secret_hash(match.group(2))) or token is None:
         raise TokenRefused("unknown token", field="token")
     if token.revoked_at is not None:
         raise TokenRefused(f"token {token.key_id} was revoked", field="token")
