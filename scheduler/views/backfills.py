@@ -24,6 +24,18 @@ from scheduler.views.forms import BackfillForm, ReasonForm, ScheduleBackfillForm
 
 # the service names its inputs from / to / window; the form's fields are longer
 SERVICE_FIELDS = {"from": "range_from", "to": "range_to", "window": "window_size"}
+
+
+def _errors_on_form(form, exc: ServiceError, field_for) -> None:
+    """Every problem of a refused submit under the form field `field_for(service field)` names, each said once;
+    a problem with no such field on the form is said above it."""
+    for error in exc.errors:
+        name = (error.field or "").split(".")[0]
+        field = field_for(name)
+        if field is not None and field in form.fields:
+            form.add_error(field, error.message_under(name))
+        else:
+            form.add_error(None, str(error))
 OPEN_WINDOWS = {WindowStatus.PENDING, WindowStatus.QUEUED, WindowStatus.RUNNING}
 
 
@@ -69,13 +81,7 @@ def backfill_submit(request):
                 requested_by=request.user,
             )
         except ServiceError as exc:
-            for error in exc.errors:  # every problem under its own field, each said once
-                name = (error.field or "").split(".")[0]
-                field = SERVICE_FIELDS.get(name, name)
-                if field in form.fields:
-                    form.add_error(field, error.message_under(name))
-                else:
-                    form.add_error(None, str(error))
+            _errors_on_form(form, exc, lambda name: SERVICE_FIELDS.get(name, name))
         else:
             messages.success(request, f"Backfill {backfill.pk} submitted with {backfill.total_windows} windows.")
             return redirect("scheduler:backfill_detail", backfill_id=backfill.pk)
@@ -170,13 +176,8 @@ def schedule_backfill_submit(request, schedule_id: int):
                 requested_by=request.user,
             )
         except ServiceError as exc:
-            for error in exc.errors:
-                name = (error.field or "").split(".")[0]
-                field = form.field_for(name)
-                if field is not None and name not in ("from", "to"):
-                    form.add_error(field, error.message_under(name))
-                else:
-                    form.add_error(None, str(error))
+            # the service's from/to speak of UTC instants, not of the form's day and time fields: said page-wide
+            _errors_on_form(form, exc, lambda name: None if name in ("from", "to") else form.field_for(name))
         else:
             messages.success(request, f"Backfill {backfill.pk} submitted with {backfill.total_windows} windows.")
             return redirect("scheduler:backfill_detail", backfill_id=backfill.pk)
