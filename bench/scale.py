@@ -1,0 +1,411 @@
+"""History at scale (issue 25): the ticks and the pages with a large history, and a dispatch tick during a prune.
+
+    .venv/bin/python bench/scale.py --db sqlite --runs 1000000
+    .venv/bin/python bench/scale.py --db postgres --runs 10000000 --keep      # keep the database for a rerun
+    .venv/bin/python bench/scale.py --db postgres --runs 10000000 --reuse --prune 1000000 --drop
+    .venv/bin/python bench/scale.py --compare bench/results/scale-postgres-10000.json \\
+        bench/results/scale-postgres-10000000.json                            # the ratio table
+
+The history is written by bench/history.py into a database of its own (PostgreSQL: `bench_scale_<runs>`,
+SQLite: a file under --sqlite-dir); `--reuse` measures an existing one again (after `migrate`, which applies
+any new migration: its time is recorded). Then `--samples` measuring processes, each fresh, each:
+
+* times `--ticks` dispatch ticks and governance ticks in-process, as the loops call them
+  (`dispatch_tick(now=..., holder=...)` with the broker hand-off stubbed out; before each dispatch tick, outside
+  the timed part, 10 schedules are made due, and the runs it made are deleted after it);
+* starts the web server exactly as `manage.py serve --no-cluster` does (gunicorn with the product's settings,
+  DEBUG off), logs in as a superuser, and times `--requests` sequential GETs of each page: p50, p95, the HTML
+  size, and the page's query count (one extra request on the test client).
+
+`--prune N` (destructive, last) then runs `manage.py prune_history --older-than ...` so that about N of the
+oldest runs go, once per sample (each sample the next N), and times dispatch ticks while each prune runs.
+Each figure is the median of the samples with its spread (bench/samples.py); `uptime`'s load averages are
+recorded with each sample. Results: bench/results/scale-<db>-<runs>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import PG_ADMIN_URL, RESULTS, Result, child_env, count_queries, pct, setup_django  # noqa: E402
+from bench.run import machine  # noqa: E402
+from bench.samples import aggregate  # noqa: E402
+from bench.scale_report import compare, table  # noqa: E402
+
+METRICS_TOKEN = "bench-scale-metrics-token"
+DUE_PER_TICK = 10
+YEAR_HOURS = 365 * 24
+
+
+def database_url(args: argparse.Namespace) -> str:
+    if args.db == "sqlite":
+        Path(args.sqlite_dir).mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{Path(args.sqlite_dir) / f'scale-{args.runs}.sqlite3'}"
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    return f"{base}/{args.name or f'bench_scale_{args.runs}'}"
+
+
+def _pg_admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def create_database(args: argparse.Namespace, url: str) -> None:
+    if args.db == "sqlite":
+        path = Path(url.removeprefix("sqlite:///"))
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return
+    name = url.rpartition("/")[2]
+    _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _pg_admin(f'CREATE DATABASE "{name}"')
+
+
+def drop_database(args: argparse.Namespace, url: str) -> None:
+    if args.db == "sqlite":
+        create_database(args, url)  # removes the files
+    else:
+        _pg_admin(f'DROP DATABASE IF EXISTS "{url.rpartition("/")[2]}" WITH (FORCE)')
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+# --- one measuring process --------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def due_schedules(count: int) -> Iterator[None]:
+    """`count` cron schedules due now; the runs the tick makes of them are deleted afterwards (untimed)."""
+    from django.utils import timezone as tz
+
+    from scheduler.models import Run, Schedule
+
+    from bench.history import CRONS
+
+    mark = Run.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    ids = list(Schedule.objects.filter(name__startswith="hist-").order_by("id").values_list("id", flat=True)
+               [CRONS.start + 10:CRONS.start + 10 + count])
+    Schedule.objects.filter(pk__in=ids).update(next_fire_at=tz.now() - timedelta(seconds=1))
+    try:
+        yield
+    finally:
+        Run.objects.filter(pk__gt=mark).delete()
+
+
+def time_ticks(ticks: int) -> dict:
+    from unittest import mock
+
+    from django.utils import timezone as tz
+
+    from scheduler.services.dispatch import dispatch_tick
+    from scheduler.services.governance import governance_tick
+
+    out: dict = {}
+    with mock.patch("scheduler.services.dispatch.enqueue_execution"):
+        times, fired, queries = [], [], 0
+        for i in range(ticks + 2):  # two warm-ups
+            with due_schedules(DUE_PER_TICK):
+                queries, seconds, result = count_queries(lambda: dispatch_tick(now=tz.now(), holder="bench"))
+            if i >= 2:
+                times.append(seconds * 1000)
+                fired.append(result["fired"])
+        out["dispatch"] = {"p50": pct(times, 50), "p95": pct(times, 95), "queries": queries, "fired": max(fired)}
+    times = []
+    for i in range(ticks + 2):
+        queries, seconds, tick = count_queries(lambda: governance_tick(now=tz.now(), holder="bench"))
+        assert not tick.error, tick.error
+        if i >= 2:
+            times.append(seconds * 1000)
+    out["governance"] = {"p50": pct(times, 50), "p95": pct(times, 95), "queries": queries}
+    return out
+
+
+def page_urls() -> dict[str, str]:
+    from scheduler.models import Run, Schedule
+
+    from bench.history import CRONS
+
+    newest = Run.objects.order_by("-id").values_list("id", flat=True)
+    # page 101, 5,000 runs back (or the oldest run in a smaller history)
+    deep = next(iter(newest[50 * 100 - 1:50 * 100]), None) or newest.reverse().first()
+    schedule = Schedule.objects.filter(name__startswith="hist-").order_by("id")[CRONS.start]
+    return {
+        "overview": "/",
+        "runs list, first page": "/runs/",
+        "runs list, page 101": f"/runs/?before={deep}",
+        "schedule page": f"/schedules/{schedule.pk}/",
+        "timeline (default 6 h)": "/timeline/",
+        "timeline (48 h)": "/timeline/?range=48h",
+        "audit report": "/audit/",
+        "/metrics": "/metrics",
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(url_db: str) -> Iterator[str]:
+    """`manage.py serve --no-cluster` (its gunicorn command and the product's settings, DEBUG off) on a free port."""
+    port = _free_port()
+    static = tempfile.mkdtemp(prefix="etl-scale-static-")
+    env = child_env(url_db, DEBUG="0", ETL_METRICS_TOKEN=METRICS_TOKEN, STATIC_ROOT=static)
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--no-cluster", "--addr", f"127.0.0.1:{port}"],
+                            cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/accounts/login/", timeout=5):
+                    break
+            except Exception:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the server did not come up") from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+        shutil.rmtree(static, ignore_errors=True)
+
+
+def time_pages(url_db: str, requests: int) -> dict:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from bench.history import ADMIN
+
+    client = Client()
+    client.force_login(User.objects.get(username=ADMIN))
+    session = client.cookies["sessionid"].value
+    urls = page_urls()
+    out: dict = {}
+    for label, path in urls.items():
+        auth = {"HTTP_AUTHORIZATION": f"Bearer {METRICS_TOKEN}"} if path == "/metrics" else {}
+        with _metrics_token():
+            queries, _, response = count_queries(lambda: client.get(path, **auth))
+        assert response.status_code == 200, (path, response.status_code)
+        out[label] = {"queries": queries}
+    with served(url_db) as base:
+        for label, path in urls.items():
+            headers = {"Cookie": f"sessionid={session}"}
+            if path == "/metrics":
+                headers = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+            times, size = [], 0
+            for i in range(requests + 3):  # three warm-ups
+                req = urllib.request.Request(base + path, headers=headers)
+                t0 = time.perf_counter()
+                with urllib.request.urlopen(req, timeout=120) as resp:
+                    body = resp.read()
+                    assert resp.status == 200 and resp.url == base + path, (path, resp.status, resp.url)
+                if i >= 3:
+                    times.append((time.perf_counter() - t0) * 1000)
+                size = len(body)
+            out[label].update({"p50": pct(times, 50), "p95": pct(times, 95), "kb": size / 1024})
+    return out
+
+
+@contextlib.contextmanager
+def _metrics_token() -> Iterator[None]:
+    from django.test import override_settings
+
+    with override_settings(ETL_METRICS_TOKEN=METRICS_TOKEN):
+        yield
+
+
+def sample(args: argparse.Namespace, url: str) -> list[dict]:
+    setup_django(url, migrate=False)
+    from scheduler.models import Run
+
+    result = Result(25, f"history at scale, {args.runs:,} runs", args.db)
+    before = load()
+    ticks = time_ticks(args.ticks)
+    pages = time_pages(url, args.requests)
+    for name in ("dispatch", "governance"):
+        for p in ("p50", "p95"):
+            result.add(f"{name} tick {p}", ticks[name][p], "ms", "<= 100 ms" if name == "dispatch" else "")
+        result.add(f"{name} tick queries", ticks[name]["queries"], "queries")
+    for label, fig in pages.items():
+        result.add(f"{label} p50", fig["p50"], "ms")
+        result.add(f"{label} p95", fig["p95"], "ms", "<= 100 ms" if args.db == "postgres" else "")
+        result.add(f"{label} HTML", fig["kb"], "KB", "<= 100 KB")
+        result.add(f"{label} queries", fig["queries"], "queries")
+    result.details = {"runs": Run.objects.count(), "load_before": before, "load_after": load(), "ticks": ticks,
+                      "pages": pages}
+    return [result.to_dict()]
+
+
+def prune_sample(args: argparse.Namespace, url: str, index: int) -> list[dict]:
+    """Dispatch ticks while `prune_history` deletes about args.prune runs (the next slice of the oldest)."""
+    setup_django(url, migrate=False)
+    from unittest import mock
+
+    from django.utils import timezone as tz
+
+    from scheduler.models import Run
+    from scheduler.services.dispatch import dispatch_tick
+
+    total = Run.objects.count()
+    # the history is even in time over a year: keep the newest (total - prune) runs' share of it
+    hours = int(YEAR_HOURS * (total - args.prune) / total)
+    env = child_env(url, DEBUG="0")
+    result = Result(25, f"dispatch tick during a prune of ~{args.prune:,} runs", args.db)
+    before = load()
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "manage.py", "prune_history", "--older-than", f"{hours}h", "--json"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    times: list[float] = []
+    with mock.patch("scheduler.services.dispatch.enqueue_execution"):
+        while proc.poll() is None:
+            with due_schedules(DUE_PER_TICK):
+                t0 = time.perf_counter()
+                dispatch_tick(now=tz.now(), holder="bench")
+                times.append((time.perf_counter() - t0) * 1000)
+            time.sleep(0.1)  # the loop's pace (ETL_DISPATCH_INTERVAL)
+    elapsed = time.perf_counter() - started
+    out = proc.stdout.read()
+    counts = json.loads(out)["counts"] if proc.returncode == 0 else {"error": out[-500:]}
+    result.add("dispatch tick during the prune, p50", pct(times, 50), "ms", "<= 100 ms")
+    result.add("dispatch tick during the prune, p95", pct(times, 95), "ms", "<= 100 ms")
+    result.add("dispatch tick during the prune, max", max(times) if times else None, "ms")
+    result.add("runs deleted", counts.get("runs"), "runs")
+    result.add("prune time", elapsed, "s")
+    result.details = {"older_than_h": hours, "ticks": len(times), "counts": counts, "load_before": before,
+                      "load_after": load(), "runs_before": total}
+    return [result.to_dict()]
+
+
+def run_child(args: argparse.Namespace, url: str, *extra: str) -> list[dict]:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
+        out = fh.name
+    cmd = [sys.executable, __file__, "--db", args.db, "--runs", str(args.runs), "--child-url", url, "--out", out,
+           "--requests", str(args.requests), "--ticks", str(args.ticks), "--prune", str(args.prune), *extra]
+    proc = subprocess.run(cmd, cwd=ROOT)
+    try:
+        if proc.returncode != 0:
+            raise RuntimeError(f"measuring process exited with {proc.returncode}")
+        return json.loads(Path(out).read_text())
+    finally:
+        os.unlink(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--runs", type=int, default=10_000, help="runs in the history (default 10,000)")
+    parser.add_argument("--samples", type=int, default=3, help="measuring processes (default 3)")
+    parser.add_argument("--requests", type=int, default=60, help="timed GETs of each page per sample (default 60)")
+    parser.add_argument("--ticks", type=int, default=30, help="timed ticks of each loop per sample (default 30)")
+    parser.add_argument("--prune", type=int, default=0, help="then time dispatch ticks while a prune deletes "
+                        "about this many runs, once per sample (destructive; default 0: no prune)")
+    parser.add_argument("--reuse", action="store_true", help="measure the existing database again (after migrate)")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards (default: keep only with "
+                        "--reuse or --keep)")
+    parser.add_argument("--drop", action="store_true", help="drop the database at the end")
+    parser.add_argument("--no-pages", action="store_true", help="skip the ticks and pages (with --prune)")
+    parser.add_argument("--name", help="PostgreSQL database name (default bench_scale_<runs>)")
+    parser.add_argument("--sqlite-dir", default=str(Path(tempfile.gettempdir()) / "etl-scale"))
+    parser.add_argument("--out", help="results JSON (default bench/results/scale-<db>-<runs>.json)")
+    parser.add_argument("--compare", nargs=2, metavar="JSON", help="print the table of two results files")
+    parser.add_argument("--child-url", help=argparse.SUPPRESS)
+    parser.add_argument("--prune-index", type=int, default=-1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.compare:
+        print(table(compare(*(json.loads(Path(p).read_text()) for p in args.compare))))
+        return 0
+    if args.runs < 1000 or args.samples < 1:
+        parser.error("--runs: at least 1,000; --samples: at least 1")
+    if args.child_url:
+        data = (prune_sample(args, args.child_url, args.prune_index) if args.prune_index >= 0
+                else sample(args, args.child_url))
+        Path(args.out).write_text(json.dumps(data, default=str))
+        return 0
+    return orchestrate(args)
+
+
+def orchestrate(args: argparse.Namespace) -> int:
+    url = database_url(args)
+    report: dict = {"db": args.db, "runs": args.runs, "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "machine": machine(), "load_start": load()}
+    env_url = os.environ.get("DATABASE_URL")
+    t0 = time.perf_counter()
+    if not args.reuse:
+        create_database(args, url)
+    os.environ["DATABASE_URL"] = url
+    setup_django(url, migrate=False)
+    from django.core.management import call_command
+    from django.utils import timezone as tz
+
+    from bench.history import count_rows, generate_history
+
+    call_command("migrate", verbosity=0, interactive=False)
+    report["migrate_s"] = time.perf_counter() - t0
+    out = Path(args.out or RESULTS / f"scale-{args.db}-{args.runs}.json")
+    if args.reuse:  # the generation's own figures stay with the results of the database it made
+        made = json.loads(out.read_text()).get("history", {}) if out.exists() else {}
+        report["history"] = {**made, "reused": True, "rows_now": count_rows()}
+    else:
+        print(f"generating {args.runs:,} runs on {args.db} ...", file=sys.stderr, flush=True)
+        report["history"] = generate_history(runs=args.runs, now=tz.now(),
+                                             progress=lambda line: print(line, file=sys.stderr, flush=True))
+    from django.db import connections
+
+    connections.close_all()
+    if not args.no_pages:
+        samples = []
+        for i in range(args.samples):
+            print(f"sample {i + 1}/{args.samples} ...", file=sys.stderr, flush=True)
+            samples.append(run_child(args, url))
+        report["results"] = aggregate(samples)
+    if args.prune:
+        samples = []
+        for i in range(args.samples):
+            print(f"prune sample {i + 1}/{args.samples} ...", file=sys.stderr, flush=True)
+            samples.append(run_child(args, url, "--prune-index", str(i)))
+        report["prune"] = aggregate(samples)
+    report["load_end"] = load()
+    if out.exists() and args.no_pages:  # a prune-only run adds its rows to the pages' results
+        old = json.loads(out.read_text())
+        report = {**old, "prune": report["prune"], "prune_when": report["when"], "prune_load": report["load_end"]}
+    out.write_text(json.dumps(report, indent=2, default=str))
+    for part in ("results", "prune"):
+        for res in report.get(part, []):
+            for row in res["rows"]:
+                print(f"{row['figure']:<44} {row['value'] if row['value'] is not None else '-':>12} {row['unit']}")
+    print(f"results in {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    if args.drop or not (args.keep or args.reuse):
+        drop_database(args, url)
+    if env_url is not None:
+        os.environ["DATABASE_URL"] = env_url
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
