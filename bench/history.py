@@ -151,10 +151,10 @@ def insert_runs(cur, sql: Sql, *, lo: int, hi: int, total: int, first_schedule: 
         f" '{{\"order\": 1, \"status\": \"confirmed\"}}', 'http', {queued}, 1, '*', NULL"
         f" FROM {source} WHERE {_in(s, EVENTS)}")
     cur.execute(
-        f"{prefix}INSERT INTO scheduler_run (id, schedule_id, trigger_key, trigger_kind, logical_time, params, priority,"
-        f" workload_class_id, status, attempt, max_attempts, window_low, window_high, rows_loaded, watermark_after,"
-        f" queued_at, admitted_at, started_at, finished_at, heartbeat_at, worker_id, dispatch_token, error, reason,"
-        f" triggered_by, event_id, stop_kind, stop_reason, propagate)"
+        f"{prefix}INSERT INTO scheduler_run (id, schedule_id, trigger_key, trigger_kind, logical_time, params,"
+        f" priority, workload_class_id, status, attempt, max_attempts, window_low, window_high, rows_loaded,"
+        f" watermark_after, queued_at, admitted_at, started_at, finished_at, heartbeat_at, worker_id, dispatch_token,"
+        f" error, reason, triggered_by, event_id, stop_kind, stop_reason, propagate)"
         f" SELECT {run_base} + x, {first_schedule} + {s}, 'h:' || x, {kind},"
         f" CASE WHEN {timed} THEN {queued} END, '{{}}', 5, {wc}, {status}, 1, 3, '', '',"
         f" CASE WHEN {h} < 88 THEN (x * 31) % 5000 END, '', {queued},"

@@ -50,6 +50,7 @@ from bench.scale_report import compare, table  # noqa: E402
 
 METRICS_TOKEN = "bench-scale-metrics-token"
 DUE_PER_TICK = 10
+MIN_REQUESTS = 15  # per page or tick and sample, before a time budget may stop it
 YEAR_HOURS = 365 * 24
 
 
@@ -111,7 +112,7 @@ def due_schedules(count: int) -> Iterator[None]:
         Run.objects.filter(pk__gt=mark).delete()
 
 
-def time_ticks(ticks: int) -> dict:
+def time_ticks(ticks: int, budget_s: float) -> dict:
     from unittest import mock
 
     from django.utils import timezone as tz
@@ -121,21 +122,26 @@ def time_ticks(ticks: int) -> dict:
 
     out: dict = {}
     with mock.patch("scheduler.services.dispatch.enqueue_execution"):
-        times, fired, queries = [], [], 0
+        times, fired, queries, budget = [], [], 0, time.monotonic() + budget_s
         for i in range(ticks + 2):  # two warm-ups
+            if i >= 2 + MIN_REQUESTS and time.monotonic() > budget:
+                break
             with due_schedules(DUE_PER_TICK):
                 queries, seconds, result = count_queries(lambda: dispatch_tick(now=tz.now(), holder="bench"))
             if i >= 2:
                 times.append(seconds * 1000)
                 fired.append(result["fired"])
-        out["dispatch"] = {"p50": pct(times, 50), "p95": pct(times, 95), "queries": queries, "fired": max(fired)}
-    times = []
+        out["dispatch"] = {"p50": pct(times, 50), "p95": pct(times, 95), "queries": queries, "fired": max(fired),
+                           "n": len(times)}
+    times, budget = [], time.monotonic() + budget_s
     for i in range(ticks + 2):
+        if i >= 2 + MIN_REQUESTS and time.monotonic() > budget:
+            break
         queries, seconds, tick = count_queries(lambda: governance_tick(now=tz.now(), holder="bench"))
         assert not tick.error, tick.error
         if i >= 2:
             times.append(seconds * 1000)
-    out["governance"] = {"p50": pct(times, 50), "p95": pct(times, 95), "queries": queries}
+    out["governance"] = {"p50": pct(times, 50), "p95": pct(times, 95), "queries": queries, "n": len(times)}
     return out
 
 
@@ -196,7 +202,7 @@ def served(url_db: str) -> Iterator[str]:
         shutil.rmtree(static, ignore_errors=True)
 
 
-def time_pages(url_db: str, requests: int) -> dict:
+def time_pages(url_db: str, requests: int, budget_s: float) -> dict:
     from django.contrib.auth.models import User
     from django.test import Client
 
@@ -218,8 +224,10 @@ def time_pages(url_db: str, requests: int) -> dict:
             headers = {"Cookie": f"sessionid={session}"}
             if path == "/metrics":
                 headers = {"Authorization": f"Bearer {METRICS_TOKEN}"}
-            times, size = [], 0
+            times, size, budget = [], 0, time.monotonic() + budget_s
             for i in range(requests + 3):  # three warm-ups
+                if i >= 3 + MIN_REQUESTS and time.monotonic() > budget:
+                    break  # a slow page at a large size: at least MIN_REQUESTS, then what the budget allows
                 req = urllib.request.Request(base + path, headers=headers)
                 t0 = time.perf_counter()
                 with urllib.request.urlopen(req, timeout=120) as resp:
@@ -228,7 +236,7 @@ def time_pages(url_db: str, requests: int) -> dict:
                 if i >= 3:
                     times.append((time.perf_counter() - t0) * 1000)
                 size = len(body)
-            out[label].update({"p50": pct(times, 50), "p95": pct(times, 95), "kb": size / 1024})
+            out[label].update({"p50": pct(times, 50), "p95": pct(times, 95), "kb": size / 1024, "n": len(times)})
     return out
 
 
@@ -246,8 +254,8 @@ def sample(args: argparse.Namespace, url: str) -> list[dict]:
 
     result = Result(25, f"history at scale, {args.runs:,} runs", args.db)
     before = load()
-    ticks = time_ticks(args.ticks)
-    pages = time_pages(url, args.requests)
+    ticks = time_ticks(args.ticks, args.page_seconds)
+    pages = time_pages(url, args.requests, args.page_seconds)
     for name in ("dispatch", "governance"):
         for p in ("p50", "p95"):
             result.add(f"{name} tick {p}", ticks[name][p], "ms", "<= 100 ms" if name == "dispatch" else "")
@@ -306,7 +314,8 @@ def run_child(args: argparse.Namespace, url: str, *extra: str) -> list[dict]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out = fh.name
     cmd = [sys.executable, __file__, "--db", args.db, "--runs", str(args.runs), "--child-url", url, "--out", out,
-           "--requests", str(args.requests), "--ticks", str(args.ticks), "--prune", str(args.prune), *extra]
+           "--requests", str(args.requests), "--page-seconds", str(args.page_seconds), "--ticks", str(args.ticks),
+           "--prune", str(args.prune), *extra]
     proc = subprocess.run(cmd, cwd=ROOT)
     try:
         if proc.returncode != 0:
@@ -322,6 +331,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10_000, help="runs in the history (default 10,000)")
     parser.add_argument("--samples", type=int, default=3, help="measuring processes (default 3)")
     parser.add_argument("--requests", type=int, default=60, help="timed GETs of each page per sample (default 60)")
+    parser.add_argument("--page-seconds", type=float, default=40.0,
+                        help="time budget per page per sample: at least 15 requests, then up to --requests (40 s)")
     parser.add_argument("--ticks", type=int, default=30, help="timed ticks of each loop per sample (default 30)")
     parser.add_argument("--prune", type=int, default=0, help="then time dispatch ticks while a prune deletes "
                         "about this many runs, once per sample (destructive; default 0: no prune)")
