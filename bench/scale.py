@@ -379,6 +379,8 @@ def orchestrate(args: argparse.Namespace) -> int:
     call_command("migrate", verbosity=0, interactive=False)
     report["migrate_s"] = time.perf_counter() - t0
     out = Path(args.out or RESULTS / f"scale-{args.db}-{args.runs}.json")
+    if args.reuse and not count_rows()["run"]:
+        raise SystemExit(f"--reuse: {url} holds no history; generate it first (without --reuse)")
     if args.reuse:  # the generation's own figures stay with the results of the database it made
         made = json.loads(out.read_text()).get("history", {}) if out.exists() else {}
         report["history"] = {**made, "reused": True, "rows_now": count_rows()}
