@@ -349,7 +349,8 @@ def main() -> int:
     parser.add_argument("--prune-index", type=int, default=-1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.compare:
-        print(table(compare(*(json.loads(Path(p).read_text()) for p in args.compare))))
+        small, large = (json.loads(Path(p).read_text()) for p in args.compare)
+        print(table(compare(small, large), f"{small['runs']:,} runs", f"{large['runs']:,} runs"))
         return 0
     if args.runs < 1000 or args.samples < 1:
         parser.error("--runs: at least 1,000; --samples: at least 1")
