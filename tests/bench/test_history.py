@@ -114,3 +114,12 @@ def test_the_table_judges_ratio_size_and_latency_targets():
     assert rows["runs list p95"]["missed"] == ["ratio > 1.2x", "p95 > 100 ms"]
     assert rows["dispatch tick p95"]["missed"] == ["ratio > 1.2x"]
     assert "MISSED: ratio > 1.2x, p95 > 100 ms" in table(list(rows.values()))
+
+
+def test_a_ratio_inside_the_small_sizes_spread_is_noise_not_a_miss():
+    small = _report("sqlite", **{"runs list p95": (20.0, "ms")})
+    small["results"][0]["rows"][0].update({"min": 15.0, "max": 40.0, "n": 3})
+    (row,) = compare(small, _report("sqlite", **{"runs list p95": (30.0, "ms")}))
+    assert row["met"] is True and row["ratio"] == "1.50x (in spread)"
+    (row,) = compare(small, _report("sqlite", **{"runs list p95": (41.0, "ms")}))
+    assert row["missed"] == ["ratio > 1.2x"]
