@@ -309,8 +309,8 @@ def prune_sample(args: argparse.Namespace, url: str, index: int) -> list[dict]:
     with mock.patch("scheduler.services.dispatch.enqueue_execution"):
         while proc.poll() is None:
             if time.monotonic() > stop_at:  # long enough beside it: stop the prune (a batch is one transaction)
-                proc.send_signal(signal.SIGINT)
-                proc.wait(120)
+                proc.terminate()  # SIGTERM: a background job ignores SIGINT
+                proc.wait(60)
                 break
             with due_schedules(DUE_PER_TICK):
                 t0 = time.perf_counter()
