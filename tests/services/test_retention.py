@@ -9,11 +9,11 @@ import pytest
 
 from scheduler.models import (
     Alert, AlertKind, AlertStatus, AuditEntry, Backfill, BackfillStatus, BackfillWindow, Event, GovernanceTick,
-    LineageEvent, LineageStatus, NodeRecord, Run, RunLogLine, RunStatus, RunUpstream, Schedule, TriggerKind,
-    WatermarkState,
+    LineageEvent, LineageStatus, NodeRecord, RefusalCount, Run, RunLogLine, RunStatus, RunUpstream, Schedule,
+    TriggerKind, WatermarkState,
 )
-from scheduler.services.audit import audit_record
-from scheduler.services.audit_archive import audit_archive_read
+from scheduler.services.audit import audit_record, audit_refusal
+from scheduler.services.audit_archive import _append, audit_archive_read, entry_record
 from scheduler.services.retention import history_prune, prune_tick, retention_policy
 
 pytestmark = pytest.mark.django_db
@@ -231,9 +231,21 @@ def test_old_audit_entries_are_archived_by_month_then_deleted_and_read_back(sett
         assert json.loads(f.readline())["action"] == "schedule.update"
 
 
-def test_an_archive_written_twice_after_a_crash_reads_each_entry_once(settings, tmp_path, now):
-    from scheduler.services.audit_archive import _append, entry_record
+def test_a_refusals_repeat_count_is_archived_with_its_entry_and_goes_with_it(settings, tmp_path, now):
+    settings.ETL_AUDIT_ARCHIVE_DIR = str(tmp_path)
+    old, young = now - timedelta(days=400), now - timedelta(days=1)
+    for at in (old, old, old, young):  # three refusals in one old window: one entry, a count of 3
+        audit_refusal(user="script", perm="scheduler.change_schedule", target=None, reason="no team", now=at)
+    assert RefusalCount.objects.count() == 2
+    counts = history_prune(now=now)
+    assert counts["audit"] == 1
+    read = [record for f in tmp_path.glob("audit-*.jsonl.gz") for record in audit_archive_read(f)]
+    assert [(r["action"], r["refusals"]) for r in read] == [("permission.denied", 3)]
+    # the old window's count went with its entry; the young one stays with its own
+    assert list(RefusalCount.objects.values_list("last_at", "count")) == [(young, 1)]
 
+
+def test_an_archive_written_twice_after_a_crash_reads_each_entry_once(settings, tmp_path, now):
     entry = _old_entries(now, 1)[0]
     path = tmp_path / "audit-2025-01.jsonl.gz"
     _append(path, [entry_record(entry)])
