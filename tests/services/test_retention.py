@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError, connection, connections, transaction
+from django.db.models.signals import pre_delete
 
 from scheduler.models import (
     Alert, AlertKind, AlertStatus, AuditEntry, Backfill, BackfillStatus, BackfillWindow, Event, GovernanceTick,
@@ -278,3 +281,40 @@ def test_the_loops_tick_deletes_at_most_its_batches_and_the_next_tick_goes_on(se
     assert prune_tick(now=now, holder="c1")["runs"] == 1
     assert Run.objects.count() == 1
     assert AuditEntry.objects.filter(action="history.prune", actor="prune").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: SQLite locks the whole database")
+def test_a_prune_batch_holds_no_schedule_row_while_it_deletes(make_schedule, make_run, now):
+    """Dispatch updates due schedules' rows every tick; a batch that held them through its delete deadlocked
+    with it on PostgreSQL at 10,000,000 runs (issue 25)."""
+    schedules = [make_schedule(f"s{i}") for i in range(3)]
+    for s in schedules:
+        make_run(s, S.FAILED)
+        make_run(s, S.SUCCEEDED, age=timedelta(days=1))  # the latest: kept
+    seen: list[str] = []
+
+    def try_lock(sender, instance, **kwargs):
+        # inside the batch's transaction, while its runs are being deleted: another session takes every row
+        def other_session():
+            try:
+                with transaction.atomic():
+                    list(Schedule.objects.select_for_update(nowait=True).values_list("pk", flat=True))
+                seen.append("free")
+            except OperationalError:
+                seen.append("locked")
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=other_session)
+        thread.start()
+        thread.join()
+
+    pre_delete.connect(try_lock, sender=Run, dispatch_uid="test-lock")
+    try:
+        assert history_prune(now=now)["runs"] == 3
+    finally:
+        pre_delete.disconnect(dispatch_uid="test-lock", sender=Run)
+    assert seen and set(seen) == {"free"}, seen
+    # and the note still says how far each schedule's runs were pruned
+    assert all(s.runs_pruned_through for s in Schedule.objects.filter(pk__in=[s.pk for s in schedules]))
