@@ -40,12 +40,12 @@ from scheduler.services.dbt import dbt_execute
 from scheduler.services.dispatch import hand_off
 from scheduler.services.lineage import datasets_of, lineage_atomic, lineage_attach, lineage_enabled, lineage_run_began
 from scheduler.services.nodes import NodeLedger, nodes_done
-from scheduler.services.finish import Ending, Loaded, run_finish, run_stop_request, runs_finish, stop_outcome
+from scheduler.services.finish import Ending, run_finish, run_stop_request, runs_finish, stop_outcome
 from scheduler.services.runlogs import (
     captures_store, node_logger, run_log_capture, run_start_notes, save_pending, window_note,
 )
 from scheduler.services.runs import with_schedules
-from scheduler.services.watermarks import decode_value, encode_value, watermark_config, watermark_state
+from scheduler.services.watermarks import Loaded, decode_value, encode_value, watermark_config, watermark_state
 
 log = logging.getLogger(__name__)
 S = RunStatus
