@@ -21,7 +21,7 @@ from scheduler.services.runs import run_build
 S = RunStatus
 
 # Which statuses may become which final status. RUNNING -> QUEUED (a lost
-# worker's re-queue) is the one non-final move owned here as well.
+# worker's re-queue) is the one non-final move finish.py owns as well.
 FINAL_FROM: dict[str, frozenset[str]] = {
     S.SUCCEEDED: frozenset({S.RUNNING}),
     S.FAILED: frozenset({S.RUNNING, S.QUEUED, S.WAITING}),
@@ -32,6 +32,7 @@ FINAL_FROM: dict[str, frozenset[str]] = {
 
 
 def set_fields(run: Run, **fields: Any) -> None:
+    """What a compare-and-set wrote, onto the in-memory run."""
     for key, value in fields.items():
         setattr(run, key, value)
 
