@@ -7,10 +7,13 @@ is created and dropped) before `django.setup()` reads the settings.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -19,10 +22,11 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import redis
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
 PIPELINE_MODULES = "scheduler.pipelines.demo,bench.probe"
 
 if str(ROOT) not in sys.path:
@@ -252,7 +256,42 @@ def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str, poll:
     raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}\n{tail}")
 
 
-def flush_redis(url: str = REDIS_URL) -> None:
-    import redis
+# --- Redis: a throwaway server, never the machine's (a benchmark flushes its database) -----------
 
-    redis.Redis.from_url(url).flushdb()
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def redis_url() -> str:
+    """BENCH_REDIS_URL when set, else a throwaway `redis-server` started once for this process and its children
+    (exported as BENCH_REDIS_URL) and stopped at exit."""
+    url = os.environ.get("BENCH_REDIS_URL")
+    if url:
+        return url
+    port = _free_port()
+    proc = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    atexit.register(lambda: (proc.terminate(), proc.wait(10)))
+    url = f"redis://127.0.0.1:{port}/0"
+    wait_until(lambda: redis.Redis.from_url(url, socket_timeout=1).ping() if _answers(port) else False,
+               timeout=10, what=f"the throwaway redis-server on port {port}")
+    os.environ["BENCH_REDIS_URL"] = url
+    return url
+
+
+def _answers(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def __getattr__(name: str) -> Any:
+    # `from bench.common import REDIS_URL` keeps working; the server starts only when a scenario asks for it
+    if name == "REDIS_URL":
+        return redis_url()
+    raise AttributeError(name)
+
+
+def flush_redis(url: str | None = None) -> None:
+    redis.Redis.from_url(url or redis_url()).flushdb()

@@ -9,7 +9,7 @@
 
 Each sample of a scenario runs in its own process against its own scratch
 database (SQLite in a temp dir; PostgreSQL: a database created and dropped;
-Redis db 9, flushed). Every figure is the median of the samples, printed with
+a throwaway redis-server, or BENCH_REDIS_URL, flushed). Every figure is the median of the samples, printed with
 its spread (min-max, n); see bench/samples.py. Results go to
 bench/results/latest.json.
 """

@@ -97,6 +97,9 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["TEST"] = {"NAME": str(VAR_DIR / f"test_{envstr('ETL_TEST_DB_SUFFIX', 'main')}.sqlite3")}
 elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db["CONN_HEALTH_CHECKS"] = True
+    # No JIT: the scheduler's queries are short lookups, and at millions of runs a planner's cost estimate crosses
+    # jit_above_cost and pays 50-200 ms of compilation for a query that reads nothing (docs/benchmarks.md, issue 25)
+    _db.setdefault("OPTIONS", {})["options"] = (_db.get("OPTIONS", {}).get("options", "") + " -c jit=off").strip()
     _db["TEST"] = {"NAME": envstr("ETL_TEST_DB_NAME", "test_etl_scheduler")}
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

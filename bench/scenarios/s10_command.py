@@ -28,13 +28,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import (  # noqa: E402
-    REDIS_URL,
     Result,
     emit,
     flush_redis,
     maybe_profile,
     median,
     pct,
+    redis_url,
     scenario_args,
     scratch_database,
     setup_django,
@@ -178,7 +178,7 @@ def main() -> None:
     args = scenario_args(TITLE, SIZES).parse_args()
     runs = args.runs or (20 if args.quick else SIZES["runs"])
     cluster_runs = args.cluster_runs if args.cluster_runs is not None else (5 if args.quick else SIZES["cluster_runs"])
-    extra = {"REDIS_URL": REDIS_URL} if args.db == "postgres" else {}
+    extra = {"REDIS_URL": redis_url()} if args.db == "postgres" else {}
     with scratch_database(args.db) as url:
         setup_django(url, **extra)
         result = run(url, runs=runs, cluster_runs=cluster_runs, db=args.db, extra=extra, profile=args.profile)

@@ -39,11 +39,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import (  # noqa: E402
-    REDIS_URL,
     Result,
     child_env,
     emit,
     flush_redis,
+    redis_url,
     scenario_args,
     scratch_database,
     setup_django,
@@ -207,7 +207,7 @@ def main() -> None:
     args = scenario_args(TITLE, SIZES).parse_args()
     runs = args.runs or (500 if args.quick else SIZES["runs"])
     samples = args.samples or SIZES["samples"]
-    extra = {"REDIS_URL": REDIS_URL} if args.db == "postgres" else {}
+    extra = {"REDIS_URL": redis_url()} if args.db == "postgres" else {}
     with scratch_database(args.db) as url:
         setup_django(url, **extra)
         result = run(url, runs=runs, db=args.db, extra=extra, profile=args.profile, samples=samples)

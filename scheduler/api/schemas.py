@@ -5,7 +5,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 
 class FieldError(Schema):
@@ -190,6 +190,8 @@ class BackfillIn(Strict):
     params: dict[str, Any] | None = None
     reprocess: str = Field(default="all", description='"all": every window of the range; "failed": only the windows '
                            'without a SUCCEEDED run of the schedule for exactly that window (failed or missing).')
+    newest_first: StrictBool = Field(default=False, description="Queue the latest window first (default: oldest "
+                               "first).")
     preview: bool = Field(default=False, description="Only count the windows; nothing is created.")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)  # Strict's, plus `from` by its name
@@ -213,6 +215,7 @@ class BackfillOut(Schema):
     reason: str
     requested_by: str
     max_parallel: int
+    newest_first: bool
     total_windows: int
     created_at: datetime
     finished_at: datetime | None

@@ -95,6 +95,11 @@ class Run(models.Model):
             models.Index(fields=["status", "-id"], name="run_status_recent_idx"),
             models.Index(fields=["trigger_kind", "-id"], name="run_kind_recent_idx"),
             models.Index(fields=["queued_at"], name="run_queued_at_idx"),
+            # a rate-limited schedule's admissions of the last minute (dispatch): a range, not all its runs
+            models.Index(fields=["schedule", "admitted_at"], name="run_sched_admitted_idx"),
+            # the WAITING runs in turns (services/waiting.py): only they are in it, in the order the turns number
+            # them, so a tick never walks the finished runs (4.9 s on SQLite with 1,000,000 runs and none waiting)
+            models.Index(fields=["schedule", "id"], condition=models.Q(status="WAITING"), name="run_waiting_turns_idx"),
             models.Index(fields=["status", "backfill", "logical_time"], condition=DEADLINE_WATCHED,
                          name="run_deadline_watch_idx"),
             # the overview's "missed its deadline": only the runs that missed one are in it

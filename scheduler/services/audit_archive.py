@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from scheduler.models import AuditEntry
+from scheduler.models import AuditEntry, RefusalCount
 from scheduler.models.audit import audit_delete_archived
 from scheduler.services.errors import ServiceError
 
@@ -66,13 +66,21 @@ def audit_archive_batch(*, cutoff: datetime, batch: int, directory: str | Path, 
     except OSError as exc:
         raise ServiceError(f"cannot create the archive directory {target}: {exc.strerror}",
                            field="ETL_AUDIT_ARCHIVE_DIR") from None
+    ids = [entry.pk for entry in entries]
+    # a refusal entry's repeats (RefusalCount) are part of its record: archived with it, and removed with it
+    refusals = dict(RefusalCount.objects.filter(audit_entry_id__in=ids).values_list("audit_entry_id", "count"))
     months: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
-        months.setdefault(f"{entry.at:%Y-%m}", []).append(entry_record(entry))
+        record = entry_record(entry)
+        if entry.pk in refusals:
+            record["refusals"] = refusals[entry.pk]
+        months.setdefault(f"{entry.at:%Y-%m}", []).append(record)
     for month, records in sorted(months.items()):
         _append(archive_file(target, month), records)
     # written and fsynced: only now may the rows go
-    return audit_delete_archived([entry.pk for entry in entries])
+    deleted = audit_delete_archived(ids)
+    RefusalCount.objects.filter(audit_entry_id__in=ids).delete()
+    return deleted
 
 
 def audit_archive_read(path: str | Path) -> Iterator[dict[str, Any]]:

@@ -18,7 +18,8 @@ from scheduler.core.limits import MAX_SECONDS
 from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
-from scheduler.services.finish import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress, run_finish
+from scheduler.services.backfill_progress import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress
+from scheduler.services.finish import run_finish
 from scheduler.services.runs import check_target_params, run_enqueue, validate_params
 from scheduler.services.schedules import schedule_get
 from scheduler.services.watermarks import encode_value, parse_user_value, watermark_config

@@ -1,4 +1,5 @@
-"""A worker executes admitted runs: heartbeats, the pipeline or workflow, the outcome.
+"""A worker executes admitted runs: the claim, the window, the outcome (the target itself in targets.py, the
+heartbeat in heartbeats.py).
 
 `execute_run` takes one run; `execute_runs` a batch the dispatcher packed into
 one broker message when the queue was deep (docs/semantics.md, "Batches"): one
@@ -8,10 +9,7 @@ ETL_BATCH_FLUSH_SECONDS of its end, even while a long neighbour runs (`BatchEnds
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
-import socket
 import threading
 import time
 import traceback
@@ -20,171 +18,29 @@ from typing import Any, Callable
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from scheduler import signals
-from scheduler.core import Executor, Pipeline, RetryPolicy, RunReport, Window, compute_window
+from scheduler.core import RunReport, Window, compute_window
 from scheduler.core.windows import reached_until
 from scheduler.core.errors import PermanentError
 from scheduler.core.stop import FENCE, TIMEOUT, RunStopped
-from scheduler.models import Run, RunStatus, Schedule, StopKind, TargetKind
+from scheduler.models import Run, RunStatus, TargetKind
 from scheduler.pipelines.context import RunContext
-from scheduler.pipelines.registry import get_pipeline, get_workflow
 from scheduler.services import supervisor
 from scheduler.services.backfills import backfill_on_run_started
-from scheduler.services.commands import (
-    CommandFailed, command_execute, command_spec_check, command_tempdir, run_env,
-)
-from scheduler.services.dbt import dbt_execute
+from scheduler.services.commands import CommandFailed
 from scheduler.services.dispatch import hand_off
-from scheduler.services.lineage import datasets_of, lineage_atomic, lineage_attach, lineage_enabled, lineage_run_began
-from scheduler.services.nodes import NodeLedger, nodes_done
-from scheduler.services.finish import Ending, Loaded, run_finish, run_stop_request, runs_finish, stop_outcome
-from scheduler.services.runlogs import (
-    captures_store, node_logger, run_log_capture, run_start_notes, save_pending, window_note,
-)
+from scheduler.services.heartbeats import HeartbeatPump, record_local_stop, worker_name
+from scheduler.services.lineage import lineage_atomic, lineage_run_began
+from scheduler.services.finish import Ending, run_finish, runs_finish, stop_outcome
+from scheduler.services.runlogs import captures_store, run_log_capture, run_start_notes, window_note
 from scheduler.services.runs import with_schedules
-from scheduler.services.watermarks import decode_value, encode_value, watermark_config, watermark_state
+from scheduler.services.targets import run_target
+from scheduler.services.watermarks import Loaded, decode_value, encode_value, watermark_config, watermark_state
 
 log = logging.getLogger(__name__)
 S = RunStatus
-STOP_POLL_SECONDS = 1.0  # how often the heartbeat pump reads its runs' stop requests between two beats
-
-
-def worker_name() -> str:
-    return f"{os.environ.get('ETL_CLUSTER_ID', 'etl')}@{socket.gethostname()}:{os.getpid()}"
-
-
-class HeartbeatPump(threading.Thread):
-    """One daemon thread per worker process touches the heartbeat of every run it executes.
-
-    One long-lived thread (with its own connection) instead of one per run:
-    starting and joining a thread per run cost more than the run itself for
-    short pipelines.
-    """
-
-    _instance: "HeartbeatPump | None" = None
-    _guard = threading.Lock()
-
-    def __init__(self, interval: float) -> None:
-        super().__init__(name="etl-heartbeat", daemon=True)
-        self.interval = interval
-        self.active: dict[int, str] = {}
-        self.pid = os.getpid()
-        self.wake = threading.Event()
-
-    @classmethod
-    def get(cls) -> "HeartbeatPump":
-        # django-q2 forks its workers: a pump inherited from the parent has no thread here
-        with cls._guard:
-            if cls._instance is None or cls._instance.pid != os.getpid() or not cls._instance.is_alive():
-                cls._instance = cls(settings.ETL_HEARTBEAT_SECONDS)
-                cls._instance.start()
-            return cls._instance
-
-    def register(self, run_id: int, token: str) -> None:
-        self.active[run_id] = token
-
-    def unregister(self, run_id: int) -> None:
-        self.active.pop(run_id, None)
-
-    def run(self) -> None:
-        # Between two beats the pump only reads its runs' stop requests, every STOP_POLL_SECONDS: a cancel then
-        # reaches the code about a second after it is asked, not up to a whole heartbeat interval later (5 s
-        # by default, which put a forced stop at up to interval + grace; bench scenario 9).
-        poll = min(self.interval, STOP_POLL_SECONDS)
-        next_beat = time.monotonic() + self.interval
-        while not self.wake.wait(poll):
-            due = time.monotonic() >= next_beat - poll / 2  # half a poll early rather than a whole poll late
-            if due:
-                next_beat = time.monotonic() + self.interval
-            if not self.active:
-                if due:
-                    # idle at a beat: hand the connection back rather than hold a session open between runs (at
-                    # the beat's pace, not the poll's: a worker running short runs would reconnect every poll)
-                    connection.close()
-                continue
-            try:
-                if due:
-                    close_old_connections()
-                    self.beat(timezone.now())
-                else:
-                    self.stops(timezone.now())
-            except Exception:  # a database blip must not kill the pump; governance judges silence
-                if due:
-                    log.warning("heartbeat update failed", exc_info=True)
-                else:  # the next beat says it, once per interval
-                    log.debug("reading stop requests failed", exc_info=True)
-                connection.close()
-
-    def beat(self, now: datetime) -> int:
-        """One statement for every run this process holds (a batch beats once); returns the runs touched.
-
-        The same beat reads the stop requests of those runs (a cancel) and writes the ones the supervisor found
-        itself (a timeout), as `stops` does between beats.
-        """
-        beating = dict(self.active)
-        if not beating:
-            return 0
-        began = time.monotonic()
-        touched = Run.objects.filter(_pairs_q(beating.items()), status=S.RUNNING).update(heartbeat_at=now)
-        supervisor.Supervisor.get().beat_ok(began)
-        self._stop_requests(beating, now)
-        save_pending()  # the run page follows a running run's log at this pace
-        return touched
-
-    def stops(self, now: datetime) -> None:
-        """Between beats: the stop requests of the runs this process holds (one read by primary key) to their
-        code, and the supervisor's own (a timeout) to the database. Not a heartbeat: silence is still judged on
-        the beats alone."""
-        beating = dict(self.active)
-        if beating:
-            self._stop_requests(beating, now)
-
-    def _stop_requests(self, beating: dict[int, str], now: datetime) -> None:
-        watchdog = supervisor.Supervisor.get()
-        for run_id, kind, reason in (Run.objects.filter(_pairs_q(beating.items()), stop_requested_at__isnull=False)
-                                     .values_list("pk", "stop_kind", "stop_reason")):
-            watchdog.request(run_id, kind, reason)
-        for control in watchdog.active():
-            _record_local_stop(control, now=now)  # shown as STOPPING (timed out) while the code winds down
-
-
-def _record_local_stop(control: supervisor.RunControl, *, now: datetime) -> None:
-    """A timeout the supervisor found itself (not read from the database) is written as the run's stop request.
-
-    The heartbeat pump does it each beat, and the last words before the supervisor ends a worker process: with a
-    short grace the process may end before the next beat, and the reaper settles only runs whose stop request is
-    in the database (else governance would call the run lost, ETL_STUCK_SECONDS later, and re-queue it).
-    """
-    request = control.requested
-    if request is None or control.recorded or request.kind != StopKind.TIMEOUT:
-        return
-    stopping = Run.objects.select_related("schedule").filter(pk=control.run_id).first()
-    if stopping is not None:
-        # compare-and-set: a second writer (the pump and the last words at once) changes nothing
-        run_stop_request(run=stopping, kind=request.kind, reason=request.reason, now=now, actor="worker")
-    control.recorded = True  # after the write: a beat whose write failed tries again at the next one
-
-
-def _pairs_q(pairs) -> Q:
-    """Runs matching (id, dispatch token) pairs: a message's runs, and only while its token is theirs.
-
-    Two IN lists instead of one (id AND token) term per pair: a token is
-    unique to its run (a uuid, or the admitting tick's uuid and the run's id),
-    so a run whose token is in the list holds its own token. The id list also
-    lets the planner read the rows by id, not every RUNNING row by status.
-    """
-    pairs = list(pairs)
-    return Q(pk__in=[run_id for run_id, _ in pairs], dispatch_token__in=[token for _, token in pairs])
-
-
-def retry_policy(schedule: Schedule) -> RetryPolicy:
-    return RetryPolicy(
-        max_attempts=schedule.retry_max_attempts, initial_delay=schedule.retry_initial_delay,
-        backoff=schedule.retry_backoff, max_delay=schedule.retry_max_delay, jitter=schedule.retry_jitter,
-    )
 
 
 class NothingToRead(Exception):
@@ -453,7 +309,7 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
     last_words = _last_words(logs, clock=clock, before_end=before_end)
     with supervisor.watch(run.pk, token, timeout=timeout, on_force=last_words) as control:
         try:
-            rows, max_value, report, exit_code = _run_target(run, token, ctx, clock, control=control, logs=logs)
+            rows, max_value, report, exit_code = run_target(run, token, ctx, clock, control=control, logs=logs)
             if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
                 window, max_value = _command_mark(config, window, max_value)
         except RunStopped as stopped:
@@ -490,7 +346,7 @@ def _last_words(logs, *, clock, before_end: Callable[[], None] | None = None
     written yet is written (so the reaper can settle the run at once), `before_end` (a batch writes the ends of
     its finished runs), and the note is stored."""
     def note(control: supervisor.RunControl, text: str) -> None:
-        steps = [lambda: _record_local_stop(control, now=clock()), *([before_end] if before_end else [])]
+        steps = [lambda: record_local_stop(control, now=clock()), *([before_end] if before_end else [])]
         for step in steps:  # each on its own: one that fails must not cost the others
             try:
                 step()
@@ -536,120 +392,6 @@ def _command_mark(config, window: Window | None, reported: Any) -> tuple[Window 
     return window, value
 
 
-def retry_policy_for(pipeline: Pipeline, schedule: Schedule, budget_left: int) -> RetryPolicy:
-    """The in-process retry policy of one execution (precedence in docs/semantics.md, "Retries").
-
-    The back-off shape is the pipeline's own declared policy when it declares
-    one, else the schedule's retry_* settings; the number of attempts is never
-    more than what is left of the run's one budget (`max_attempts`).
-    """
-    base = pipeline.declared_policy or retry_policy(schedule)
-    return dataclasses.replace(base, max_attempts=max(1, min(base.max_attempts, budget_left)))
-
-
-def _spend_attempt(run: Run, token: str) -> Callable[[int, BaseException, float], None]:
-    """The hook before each in-process retry: count it on the run, or stop when the budget is spent."""
-
-    def on_retry(_attempt: int, exc: BaseException, _wait: float) -> None:
-        # Counted in the database at once, so governance (re-queueing a lost
-        # worker's run) and the worker draw from the same budget.
-        spent = Run.objects.filter(
-            pk=run.pk, status=S.RUNNING, dispatch_token=token, attempt__lt=F("max_attempts")
-        ).update(attempt=F("attempt") + 1)
-        if not spent:
-            raise exc  # budget spent (or the run was taken away): no further try
-        run.attempt += 1
-
-    return on_retry
-
-
-def _prepare(pipeline: Pipeline, run: Run, token: str) -> Pipeline:
-    pipeline.policy = retry_policy_for(pipeline, run.schedule, run.max_attempts - run.attempt + 1)
-    pipeline.on_retry = _spend_attempt(run, token)
-    return pipeline
-
-
-def _prepare_node(pipeline: Pipeline, schedule: Schedule) -> Pipeline:
-    """A workflow node retries under its own declared policy (else the schedule's); its record counts the tries."""
-    pipeline.policy = pipeline.declared_policy or retry_policy(schedule)
-    return pipeline
-
-
-def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
-                ) -> tuple[int | None, Any, RunReport | None, int | None]:
-    """(rows, largest value loaded or a command's reported mark, workflow report, a command's exit code)."""
-    schedule = run.schedule
-    if schedule.target_kind == TargetKind.COMMAND:
-        spec = command_spec_check(schedule.command)
-        window = ctx.window
-        with command_tempdir(run.pk) as tmp:
-            result_file = os.path.join(tmp, "result.json")
-            env = run_env(
-                run_id=run.pk, schedule=schedule.name, logical_time=run.logical_time,
-                window_low=encode_value(window.low) if window else "", window_high=encode_value(window.high) if window else "",
-                params=ctx.params, attempt=run.attempt, backfill=run.backfill_id, result_file=result_file,
-                extra=spec.get("env", {}),
-            )
-            result = command_execute(spec=spec, env=env, control=control, logs=logs, result_file=result_file)
-        return result.rows, result.watermark, None, result.exit_code
-    if schedule.target_kind == TargetKind.DBT:
-        outcome = dbt_execute(run=run, spec=schedule.dbt, window=ctx.window, params=ctx.params, control=control,
-                              logs=logs)
-        return outcome.rows, None, outcome.report, outcome.exit_code
-    if schedule.target_kind == TargetKind.WORKFLOW:
-        workflow = get_workflow(schedule.target_id)
-        if ctx.window is not None and not (run.window_low or run.window_high):
-            # a re-queued attempt resumes on the same window its finished nodes read
-            Run.objects.filter(pk=run.pk, dispatch_token=token).update(
-                window_low=encode_value(ctx.window.low), window_high=encode_value(ctx.window.high))
-        # each node's record is written by NodeLedger as the node finishes; nodes that
-        # already succeeded for this run (an earlier attempt, or the run it re-runs) are skipped
-        ledger = NodeLedger(run)
-        executor = Executor(ledger, clock=clock, done=nodes_done(run), on_node=node_logger(logs))
-        lineage = lineage_enabled()
-        for node_id, factory in workflow.nodes.items():
-            node = _prepare_node(factory(ctx), schedule)
-            if lineage:
-                ledger.datasets[node_id] = datasets_of(node)
-            executor.add_pipeline(node_id, node)
-        if lineage:
-            inputs, outputs = datasets_of(None, ctx)
-            lineage_attach(run, inputs=inputs, outputs=outputs)
-        for upstream, downstream in workflow.deps:
-            executor.add_dep(downstream, upstream)
-        report = executor.run()
-        return report.rows, _largest_integer_mark(report), report, None
-    spec = get_pipeline(schedule.target_id)
-    pipeline = _prepare(spec.factory(ctx), run, token)
-    if ctx.watermark_column and not pipeline.watermark_column:
-        pipeline.watermark_column = ctx.watermark_column
-    if lineage_enabled():  # named before it runs, so a failed run's FAIL names them too
-        inputs, outputs = datasets_of(pipeline, ctx)
-        lineage_attach(run, inputs=inputs, outputs=outputs)
-    result = pipeline.run()
-    if lineage_enabled() and (ctx.lineage_inputs or ctx.lineage_outputs):  # declared while it ran
-        inputs, outputs = datasets_of(pipeline, ctx)
-        lineage_attach(run, inputs=inputs, outputs=outputs)
-    return result.rows, result.max_value, None, None
-
-
-def _largest_integer_mark(report: RunReport) -> int | None:
-    """A workflow's integer mark: the largest value any of its nodes loaded (a resumed node's, as stored).
-
-    Datetime marks move to the window's high end, so only integer values count here."""
-    values = []
-    for record in report.records:
-        value = record.watermark
-        if isinstance(value, str):
-            try:
-                value = int(value)
-            except ValueError:
-                continue  # a datetime mark's text
-        if isinstance(value, int) and not isinstance(value, bool):
-            values.append(value)
-    return max(values) if values else None
-
-
 def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) -> Any:
     permanent = isinstance(exc, PermanentError) or getattr(exc, "permanent", False)
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:]
@@ -693,4 +435,4 @@ def _settle(ending: Ending | None) -> str:
     return e.run.status
 
 
-__all__ = ["execute_run", "execute_runs", "retry_policy_for"]
+__all__ = ["execute_run", "execute_runs"]

@@ -19,67 +19,40 @@ applies, in the transaction that changes the row:
 6. the audit entry for changes made by a person or by governance;
 
 and the signals (`run_completed`, `run_failed`, `run_blocked`) go out after
-commit. Nothing else in the code base writes a final status (a test checks
-it: tests/services/test_import_graph.py).
+commit. Its parts live beside it: the compare-and-set itself in finalize.py,
+the watermark advance in watermarks.py, backfill window progress in
+backfill_progress.py, downstream propagation in downstream.py; what they do,
+and in which order, is decided here (`_finish`, `_after_final`). Nothing else
+in the code base writes a final status but downstream.py, which blocks the
+dependents of a run ended here (a test checks it:
+tests/services/test_import_graph.py).
 """
 from __future__ import annotations
 
 import logging
-from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from scheduler import signals
-from scheduler.core import RetryPolicy, WatermarkConfig, Window, advance
-from scheduler.models import (
-    Backfill, BackfillStatus, BackfillWindow, BreakerStatus, Run, RunStatus, Schedule, StopKind, TriggerKind,
-    WindowStatus,
-)
-from scheduler.services import bulk, dependencies
+from scheduler.core import RetryPolicy
+from scheduler.models import BreakerStatus, Run, RunStatus, Schedule, StopKind
+from scheduler.services import bulk
 from scheduler.services.audit import actor_name, audit_build, audit_record, audit_record_many
+from scheduler.services.backfill_progress import backfill_window_done
 from scheduler.services.breakers import breaker_on_result, breaker_successes, breaker_trial_released
+from scheduler.services.downstream import children_of, propagate
 from scheduler.services.errors import ServiceError
+from scheduler.services.finalize import finalize, send_after_commit, set_fields
 from scheduler.services.lineage import lineage_batch, lineage_discard, lineage_mark, lineage_run_ended
 from scheduler.services.runlogs import run_log_append
-from scheduler.services.runs import run_build, run_enqueue
-from scheduler.services.watermarks import encode_value, watermark_advance, watermark_state, window_start_mark
+from scheduler.services.watermarks import Loaded, watermark_advance_on_success
 
 log = logging.getLogger(__name__)
 S = RunStatus
-
-# Which statuses may become which final status. RUNNING -> QUEUED (a lost
-# worker's re-queue) is the one non-final move owned here as well.
-FINAL_FROM: dict[str, frozenset[str]] = {
-    S.SUCCEEDED: frozenset({S.RUNNING}),
-    S.FAILED: frozenset({S.RUNNING, S.QUEUED, S.WAITING}),
-    S.SKIPPED: frozenset({S.RUNNING, S.QUEUED, S.WAITING}),
-    S.BLOCKED: frozenset({S.QUEUED, S.WAITING}),
-    S.CANCELLED: frozenset({S.QUEUED, S.WAITING, S.RUNNING}),
-}
-ACTIVE_WAITING = (S.QUEUED, S.WAITING)
-RUN_TO_WINDOW = {
-    S.SUCCEEDED: WindowStatus.SUCCEEDED,
-    S.SKIPPED: WindowStatus.SUCCEEDED,
-    S.FAILED: WindowStatus.FAILED,
-    S.BLOCKED: WindowStatus.FAILED,
-    S.CANCELLED: WindowStatus.CANCELLED,
-}
-OPEN_WINDOWS = (WindowStatus.PENDING, WindowStatus.QUEUED, WindowStatus.RUNNING)
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """What a succeeded live run read, for the watermark: the window and the largest value loaded."""
-
-    config: WatermarkConfig
-    window: Window | None
-    max_value: Any = None
-    capped: bool = False  # max_window cut a long gap: the next slice runs right after this one
 
 
 @dataclass
@@ -132,7 +105,7 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
     out: dict[int, str] = {}
     if not endings:
         return out
-    children = _children_of({e.run.schedule_id for e in endings})
+    children = children_of({e.run.schedule_id for e in endings})
     # the batch's lineage events go in one INSERT at the end of its transaction (none at all with lineage off)
     with transaction.atomic(), lineage_batch():
         bare = [e for e in endings if _only_the_cas(e, children)]
@@ -221,7 +194,7 @@ def run_stop_request(*, run: Run, kind: str, reason: str, now: datetime, actor: 
             stop_requested_at=now, stop_kind=kind, stop_reason=reason[:300])
         if not changed:
             return False
-        _set(run, stop_requested_at=now, stop_kind=kind, stop_reason=reason[:300])
+        set_fields(run, stop_requested_at=now, stop_kind=kind, stop_reason=reason[:300])
         audit_record(actor=actor, action=f"run.stop.{kind}", target=run, before={"status": S.RUNNING},
                      after={"status": "STOPPING", "stop": kind}, reason=reason[:500], at=now)
     return True
@@ -238,7 +211,7 @@ def run_stop_settled(*, run: Run, now: datetime, why: str, actor: Any = "governa
                 return False
             done = _retry_later(run, token=run.dispatch_token, now=now, reason=reason, fields={}, stopped=True)
         else:
-            done = _finalize(run, new=status, now=now, extra_filter=guard, reason=reason)
+            done = finalize(run, new=status, now=now, extra_filter=guard, reason=reason)
             if done:
                 _after_final(run, now=now)
         if done:
@@ -252,22 +225,6 @@ def stop_outcome(*, kind: str, reason: str) -> tuple[str, str]:
     if kind == StopKind.TIMEOUT:
         return S.FAILED, reason or "timed out"
     return S.CANCELLED, reason or "cancelled"
-
-
-def run_refused(*, schedule: Schedule, status: str, reason: str, trigger_kind: str, trigger_key: str,
-                now: datetime, blocked_by: Schedule | None = None, **build: Any) -> Run | None:
-    """A trigger that may not run is recorded as a run born BLOCKED or SKIPPED; None on a double fire."""
-    if status not in (S.BLOCKED, S.SKIPPED):
-        raise ServiceError(f"a refused trigger is BLOCKED or SKIPPED, not {status}", field="status")
-    run = run_build(schedule=schedule, trigger_kind=trigger_kind, trigger_key=trigger_key, status=status,
-                    reason=reason, blocked_by=blocked_by, now=now, **build)
-    try:
-        with transaction.atomic():
-            run.save(force_insert=True)
-    except IntegrityError:
-        return None  # the unique (schedule, trigger_key) constraint: recorded already
-    _send_after_commit(run, status, S.QUEUED)
-    return run
 
 
 def run_lost(*, run: Run, now: datetime, why: str) -> str:
@@ -290,14 +247,14 @@ def run_lost(*, run: Run, now: datetime, why: str) -> str:
             if not changed:
                 return "changed"
             worker = run.worker_id
-            _set(run, status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
+            set_fields(run, status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
                  dispatch_token="", worker_id="", reason=reason)
-            _send_after_commit(run, S.QUEUED, S.RUNNING)
+            send_after_commit(run, S.QUEUED, S.RUNNING)
             outcome = "requeued"
         else:
             reason = f"{why} (attempt {run.attempt}/{run.max_attempts})"[:500]
             worker = run.worker_id
-            if not _finalize(run, new=S.FAILED, now=now, extra_filter=guard, reason=reason):
+            if not finalize(run, new=S.FAILED, now=now, extra_filter=guard, reason=reason):
                 return "changed"
             _after_final(run, now=now)
             outcome = "failed"
@@ -331,7 +288,7 @@ def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
         except Exception:
             log.exception("settling %d lost runs in bulk failed; settling them one at a time", len(runs))
             for run in runs:  # back to what governance read: the guards of the per-run path
-                _set(run, **read[run.pk])
+                set_fields(run, **read[run.pk])
     out: dict[str, list[int]] = {"requeued": [], "failed": []}
     with transaction.atomic():
         for run in runs:
@@ -383,14 +340,14 @@ def _runs_lost_bulk(runs: list[Run], *, now: datetime) -> dict[str, list[int]]:
             continue  # its worker came back, or someone else settled it first
         worker = run.worker_id
         if run.pk in requeued:
-            _set(run, status=S.QUEUED, attempt=run.attempt + 1, started_at=None, admitted_at=None, heartbeat_at=None,
+            set_fields(run, status=S.QUEUED, attempt=run.attempt + 1, started_at=None, admitted_at=None, heartbeat_at=None,
                  dispatch_token="", worker_id="", reason=reasons[run.pk])
-            _send_after_commit(run, S.QUEUED, S.RUNNING)
+            send_after_commit(run, S.QUEUED, S.RUNNING)
             outcome = "requeued"
         else:
-            _set(run, status=S.FAILED, finished_at=now, reason=reasons[run.pk])
+            set_fields(run, status=S.FAILED, finished_at=now, reason=reasons[run.pk])
             lineage_run_ended(run=run, old=S.RUNNING, now=now)
-            _send_after_commit(run, S.FAILED, S.RUNNING)
+            send_after_commit(run, S.FAILED, S.RUNNING)
             _after_final(run, now=now)
             outcome = "failed"
         entries.append(audit_build(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
@@ -437,9 +394,9 @@ def _succeed_together(endings: list[Ending]) -> dict[int, str]:
     for e in endings:
         if e.run.pk not in done:
             continue  # cancelled, lost or asked to stop meanwhile: runs_finish takes it on its own
-        _set(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **(e.fields or {}))
+        set_fields(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **(e.fields or {}))
         lineage_run_ended(run=e.run, old=S.RUNNING, now=e.now)
-        _send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
+        send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
         out[e.run.pk] = S.SUCCEEDED
     if out:
         breaker_successes(schedule_ids=sorted({e.run.schedule_id for e in endings if e.run.pk in out}))
@@ -464,12 +421,12 @@ def _finish(*, run: Run, status: str, now: datetime, reason: str = "", token: st
         values["blocked_by"] = blocked_by
     if status == S.FAILED and retryable and before == S.RUNNING and token is not None and run.attempt < run.max_attempts:
         return _retry_later(run, token=token, now=now, reason=reason, fields=values, stopped=stopped)
-    if not _finalize(run, new=status, now=now, extra_filter=extra, **values):
+    if not finalize(run, new=status, now=now, extra_filter=extra, **values):
         if verdict:
             return _finish_stopped_instead(run, token=token, now=now, fields=fields, children=children)
         return False
     if status == S.SUCCEEDED and loaded is not None and run.backfill_id is None:
-        _advance_watermark(run, loaded, now=now)
+        watermark_advance_on_success(run, loaded, now=now)
     _after_final(run, now=now, children=children)
     if audit_action:
         audit_record(actor=actor, action=audit_action, target=run, before={"status": before},
@@ -484,7 +441,7 @@ def _finish_stopped_instead(run: Run, *, token: str, now: datetime, fields: dict
              .values("stop_kind", "stop_reason", "stop_requested_at").first())
     if asked is None:
         return False  # someone else (governance, a person) changed the run first
-    _set(run, **asked)
+    set_fields(run, **asked)
     status, reason = stop_outcome(kind=asked["stop_kind"], reason=asked["stop_reason"])
     kept = {k: v for k, v in (fields or {}).items() if k in ("heartbeat_at", "exit_code", "error")}
     return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=kept, children=children,
@@ -513,52 +470,13 @@ def _retry_later(run: Run, *, token: str, now: datetime, reason: str, fields: di
         if not stopped:
             return _finish_stopped_instead(run, token=token, now=now, fields=fields, children=None)
         return False
-    _set(run, status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
+    set_fields(run, status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
          dispatch_token="", worker_id="", reason=why, not_before=now + timedelta(seconds=delay),
          stop_requested_at=None, stop_kind="", stop_reason="", **kept)
-    _send_after_commit(run, S.QUEUED, S.RUNNING)
+    send_after_commit(run, S.QUEUED, S.RUNNING)
     audit_record(actor="worker", action="run.retry", target=run, before={"status": S.RUNNING},
                  after={"status": S.QUEUED, "attempt": attempt}, reason=reason[:500], at=now)
     return True
-
-
-def _set(run: Run, **fields: Any) -> None:
-    for key, value in fields.items():
-        setattr(run, key, value)
-
-
-def _finalize(run: Run, *, new: str, now: datetime, extra_filter: dict | None = None, **fields: Any) -> bool:
-    """The compare-and-set to a final status; updates `run` in place and queues the signal."""
-    old = run.status
-    if new not in FINAL_FROM or old not in FINAL_FROM[new]:
-        raise ServiceError(f"a {old} run cannot become {new}", field="status")
-    fields.setdefault("finished_at", now)
-    if not Run.objects.filter(pk=run.pk, status=old, **(extra_filter or {})).update(status=new, **fields):
-        return False
-    _set(run, status=new, **fields)
-    lineage_run_ended(run=run, old=old, now=now)  # its end event (if it began), in this transaction
-    _send_after_commit(run, new, old)
-    return True
-
-
-def _advance_watermark(run: Run, loaded: Loaded, *, now: datetime) -> None:
-    state = watermark_state(run.schedule, loaded.config)
-    moved = advance(loaded.config, state, loaded.window, loaded.max_value)
-    new_value = moved.value if moved.value is not None and moved != state else None
-    # the mark moves in the same transaction as the run's success, and only from where the run's window began
-    refused = watermark_advance(schedule=run.schedule, run=run, new_value=new_value, now=now,
-                                started_from=window_start_mark(loaded.config, loaded.window))
-    if refused:
-        run.reason = refused
-        Run.objects.filter(pk=run.pk).update(reason=refused)
-        return  # no catch-up slice either: the next run reads from where the mark now is
-    if new_value is not None:
-        run.watermark_after = encode_value(new_value)
-        Run.objects.filter(pk=run.pk).update(watermark_after=run.watermark_after)
-    if loaded.capped and loaded.window is not None:
-        run_enqueue(schedule=run.schedule, trigger_kind=run.trigger_kind,
-                    trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(loaded.window.high)}",
-                    params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
 
 
 def _after_final(run: Run, *, now: datetime, children: dict[int, list[int]] | None = None) -> None:
@@ -569,184 +487,14 @@ def _after_final(run: Run, *, now: datetime, children: dict[int, list[int]] | No
         # a test run that ends without a verdict must not keep the breaker half-open forever
         breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
     if run.backfill_id is not None:
-        _backfill_window_done(run, now=now)
+        backfill_window_done(run, now=now)
         return  # backfill windows never drive the live dependency graph
     if run.status == S.CANCELLED or not run.propagate:
         return  # a person stopped it, or re-ran just this one: downstreams neither start nor block
     propagate(run, now=now, children=children)
 
 
-def _send_after_commit(run: Run, new: str, old: str) -> None:
-    def send() -> None:
-        # the in-memory run already holds the committed values: no re-fetch
-        if new in (S.SUCCEEDED, S.SKIPPED):
-            signals.run_completed.send(sender=Run, run=run)
-        elif new == S.FAILED:
-            signals.run_failed.send(sender=Run, run=run, final=True)
-        elif new == S.QUEUED and old == S.RUNNING:
-            signals.run_failed.send(sender=Run, run=run, final=False)
-        elif new == S.BLOCKED:
-            signals.run_blocked.send(sender=Run, run=run)
-
-    if new in (S.SUCCEEDED, S.SKIPPED, S.FAILED, S.BLOCKED) or (new, old) == (S.QUEUED, S.RUNNING):
-        transaction.on_commit(send)
-
-
-# --- backfill window progress ---------------------------------------------------
-
-def _backfill_window_done(run: Run, *, now: datetime) -> None:
-    status = RUN_TO_WINDOW.get(run.status)
-    if status is None:
-        return
-    BackfillWindow.objects.filter(backfill_id=run.backfill_id, run_id=run.pk).update(status=status)
-    backfill = Backfill.objects.filter(pk=run.backfill_id).first()
-    if backfill is not None:
-        backfill_complete_if_done(backfill, now=now)
-
-
-def backfill_complete_if_done(backfill: Backfill, *, now: datetime) -> None:
-    """An active backfill with no open window left is COMPLETED (audited)."""
-    if backfill.status != BackfillStatus.ACTIVE:
-        return
-    if BackfillWindow.objects.filter(backfill=backfill, status__in=OPEN_WINDOWS).exists():
-        return
-    if Backfill.objects.filter(pk=backfill.pk, status=BackfillStatus.ACTIVE).update(
-        status=BackfillStatus.COMPLETED, finished_at=now
-    ):
-        progress = backfill_progress(backfill)
-        audit_record(actor="dispatcher", action="backfill.complete", target=backfill,
-                     before={"status": BackfillStatus.ACTIVE}, after={"status": BackfillStatus.COMPLETED, **progress},
-                     at=now)
-        backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
-
-
-def backfill_progress(backfill: Backfill) -> dict[str, int]:
-    """done / failed / running / queued / pending / cancelled / total window counts."""
-    counts = dict(
-        BackfillWindow.objects.filter(backfill=backfill).values_list("status").annotate(n=Count("id")).order_by()
-    )
-    return {
-        "total": backfill.total_windows,
-        "done": counts.get(WindowStatus.SUCCEEDED, 0),
-        "failed": counts.get(WindowStatus.FAILED, 0),
-        "running": counts.get(WindowStatus.RUNNING, 0),
-        "queued": counts.get(WindowStatus.QUEUED, 0),
-        "pending": counts.get(WindowStatus.PENDING, 0),
-        "cancelled": counts.get(WindowStatus.CANCELLED, 0),
-    }
-
-
-# --- downstream propagation ---------------------------------------------------------
-
-def _root(run: Run) -> int:
-    """The run whose failure started a chain of blocks (itself when it is not a propagated block)."""
-    if run.status == S.BLOCKED and run.trigger_key.startswith("blocked:"):
-        return int(run.trigger_key.split(":", 1)[1])
-    return run.pk
-
-
-def _root_note(run: Run) -> str:
-    root_id = _root(run)
-    if root_id == run.pk:
-        return ""
-    root = Run.objects.filter(pk=root_id).select_related("schedule").only("id", "status", "schedule__name").first()
-    if root is None:
-        return ""
-    return f"; root cause: '{root.schedule.name}' {root.status.lower()} (run {root.pk})"
-
-
-def _children_of(schedule_ids: set[int]) -> dict[int, list[int]]:
-    """The enabled downstream schedules of each of `schedule_ids` (by name), in one query."""
-    children: dict[int, list[int]] = {pk: [] for pk in schedule_ids}
-    for upstream, child in (
-        Schedule.depends_on.through.objects.filter(to_schedule_id__in=schedule_ids, from_schedule__enabled=True)
-        .order_by("from_schedule__name").values_list("to_schedule_id", "from_schedule_id")
-    ):
-        children[upstream].append(child)
-    return children
-
-
-def propagate(run: Run, *, now: datetime, children: dict[int, list[int]] | None = None) -> None:
-    """Start or block the dependents of a final live run, transitively (breadth first, each once).
-
-    `children` (schedule id -> downstream schedule ids) is what a batch looked
-    up already; schedules missing from it are looked up (and added) here.
-    """
-    children = {} if children is None else children
-    queue: deque[Run] = deque([run])
-    seen: set[int] = set()
-    while queue:
-        current = queue.popleft()
-        if current.pk in seen:
-            continue
-        seen.add(current.pk)
-        if current.schedule_id not in children:
-            children.update(_children_of({current.schedule_id}))
-        queue.extend(_propagate_one(current, now=now, child_ids=children[current.schedule_id]))
-
-
-def _propagate_one(run: Run, *, now: datetime, child_ids: list[int]) -> list[Run]:
-    """Start, join or block the direct downstream runs of `run`; return newly blocked runs (to go on down).
-
-    A downstream run is judged on the upstream runs it stands for
-    (dependencies.verdicts), so a later run of the same upstream neither
-    holds back nor blocks a run that stands for an earlier one.
-    """
-    newly_blocked: list[Run] = []
-    for child_id in child_ids:
-        # The row lock serialises two upstreams finishing at once, so the
-        # child gets one run, not one per upstream (PostgreSQL; SQLite
-        # writers are serialised already).
-        child = Schedule.objects.select_for_update().get(pk=child_id)
-        active = list(Run.objects.filter(schedule=child, status__in=ACTIVE_WAITING, backfill__isnull=True)
-                      .select_related("schedule"))
-        upstream_kind = child.trigger_kind == TriggerKind.UPSTREAM
-        if upstream_kind:
-            # a waiting downstream run that does not stand for a run of this upstream yet stands for this one
-            for waiting in active:
-                dependencies.pin(waiting, run)
-        subjects = dependencies.subjects_for(active)
-        new_key = "new"
-        if upstream_kind and not active:
-            subjects.append(dependencies.Subject(new_key, child, dependencies.logical_time_of(run),
-                                                 {run.schedule_id: (run.pk, run.status)}))
-        verdicts = dependencies.verdicts(subjects)
-        for waiting in active:
-            verdict = verdicts[waiting.pk]
-            if verdict.action != "block":
-                continue
-            reason = (verdict.reason + _root_note(run))[:500]
-            if _finalize(waiting, new=S.BLOCKED, now=now, reason=reason, blocked_by=verdict.upstream):
-                dependencies.record_matches(waiting, verdict)
-                breaker_trial_released(schedule_id=waiting.schedule_id, run_id=waiting.pk, now=now)
-                newly_blocked.append(waiting)
-        if new_key not in verdicts:
-            continue
-        verdict = verdicts[new_key]
-        if verdict.action == "block":
-            # One blocked run per failure chain: the key names the root run,
-            # so a diamond reaching the child twice creates it once.
-            blocked = run_refused(
-                schedule=child, status=S.BLOCKED, reason=(verdict.reason + _root_note(run))[:500],
-                blocked_by=verdict.upstream, trigger_kind=TriggerKind.UPSTREAM, trigger_key=f"blocked:{_root(run)}",
-                triggered_by=f"upstream:{run.schedule.name}", logical_time=run.logical_time, now=now,
-            )
-            if blocked is not None:
-                dependencies.record_matches(blocked, verdict)
-                newly_blocked.append(blocked)
-        elif run.status != S.CANCELLED:
-            # admit now, or wait (as a WAITING run) for the other upstreams; a
-            # failed upstream only gets here when the condition tolerates it
-            created = run_enqueue(
-                schedule=child, trigger_kind=TriggerKind.UPSTREAM, trigger_key=f"upstream:{run.pk}",
-                triggered_by=f"upstream:{run.schedule.name}", logical_time=run.logical_time, now=now,
-            )
-            if created is not None:
-                dependencies.pin(created, run)
-    return newly_blocked
-
-
 __all__ = [
-    "Ending", "Loaded", "backfill_complete_if_done", "backfill_progress", "propagate", "run_cancel", "run_finish",
-    "run_lost", "run_refused", "run_stop_request", "run_stop_settled", "runs_finish", "runs_lost", "stop_outcome",
+    "Ending", "run_cancel", "run_finish", "run_lost", "run_stop_request", "run_stop_settled", "runs_finish",
+    "runs_lost", "stop_outcome",
 ]

@@ -23,7 +23,8 @@ from scheduler.core.overlap import ALLOW_ALL, BUFFER_ALL, OVERLAP_POLICIES
 from scheduler.models import CatchupPolicy, Run, RunStatus, Schedule
 from scheduler.services import bulk
 from scheduler.services.errors import ServiceError
-from scheduler.services.finish import run_cancel, run_refused
+from scheduler.services.finalize import run_refused
+from scheduler.services.finish import run_cancel
 from scheduler.services.runs import run_build
 from scheduler.triggers.registry import get_trigger
 

@@ -261,14 +261,17 @@ def _runs_batch(candidates: QuerySet, protected: set[int], after: int, batch: in
         chosen = list(candidates.filter(pk__in=chosen).values_list("pk", flat=True))
         counts = {"log_lines": RunLogLine.objects.filter(run_id__in=chosen).delete()[0],
                   "node_records": NodeRecord.objects.filter(run_id__in=chosen).delete()[0]}
-        through = (Run.objects.filter(pk__in=chosen).order_by().values("schedule_id")
-                   .annotate(top=Max("pk")).values_list("schedule_id", "top"))
-        for schedule_id, top in through:
-            (Schedule.objects.filter(pk=schedule_id).filter(Q(runs_pruned_through__isnull=True)
-                                                            | Q(runs_pruned_through__lt=top))
-             .update(runs_pruned_through=top))
+        through = sorted(Run.objects.filter(pk__in=chosen).order_by().values("schedule_id")
+                         .annotate(top=Max("pk")).values_list("schedule_id", "top"))
         _, by_model = Run.objects.filter(pk__in=chosen).delete()
         counts["runs"] = by_model.get(Run._meta.label, 0)
+    # Each schedule's note ("older runs pruned") after the batch has committed, one row per statement: a batch
+    # that held up to every schedule's row lock through its whole delete deadlocked with dispatch's multi-row
+    # UPDATE of due schedules, and made a due schedule wait for the batch (issue 25).
+    for schedule_id, top in through:
+        (Schedule.objects.filter(pk=schedule_id)
+         .filter(Q(runs_pruned_through__isnull=True) | Q(runs_pruned_through__lt=top))
+         .update(runs_pruned_through=top))
     return counts, ids[-1]
 
 

@@ -7,7 +7,7 @@ stop its runs on time.
 * Each run a worker executes gets a `RunControl` (`watch`): the run's
   `StopToken`, made the current token of the worker thread, its timeout and,
   for a command, its process.
-* The heartbeat pump (services/execution.py) reads stop requests from the
+* The heartbeat pump (services/heartbeats.py) reads stop requests from the
   database each beat and hands them to `request`; the run's own timeout and a
   workflow node's are found here, by the `Supervisor` thread.
 * A request reaches the code at once: Python code sees `cancelled()` /

@@ -1,19 +1,31 @@
 """Watermarks: read, advance with a run's success, reset and set (audited)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.core import (INT64_MAX, INT64_MIN, ConfigError, WatermarkConfig, WatermarkState, Window,
+from scheduler.core import (INT64_MAX, INT64_MIN, ConfigError, WatermarkConfig, WatermarkState, Window, advance,
                             compute_window, compute_windows)
 from scheduler.core.limits import LATEST
 from scheduler.models import Run, Schedule, WatermarkChange, WatermarkHistory
 from scheduler.models import WatermarkState as WatermarkRow
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.runs import run_enqueue
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What a succeeded live run read, for the watermark: the window and the largest value loaded."""
+
+    config: WatermarkConfig
+    window: Window | None
+    max_value: Any = None
+    capped: bool = False  # max_window cut a long gap: the next slice runs right after this one
 
 
 def watermark_config(schedule: Schedule) -> WatermarkConfig | None:
@@ -137,6 +149,27 @@ def watermark_advance(*, schedule: Schedule, run: Run, new_value: Any, now: date
     return ""
 
 
+def watermark_advance_on_success(run: Run, loaded: Loaded, *, now: datetime) -> None:
+    """A live run's success moves its schedule's mark (finish.py calls it in the transaction of the success)."""
+    state = watermark_state(run.schedule, loaded.config)
+    moved = advance(loaded.config, state, loaded.window, loaded.max_value)
+    new_value = moved.value if moved.value is not None and moved != state else None
+    # the mark moves in the same transaction as the run's success, and only from where the run's window began
+    refused = watermark_advance(schedule=run.schedule, run=run, new_value=new_value, now=now,
+                                started_from=window_start_mark(loaded.config, loaded.window))
+    if refused:
+        run.reason = refused
+        Run.objects.filter(pk=run.pk).update(reason=refused)
+        return  # no catch-up slice either: the next run reads from where the mark now is
+    if new_value is not None:
+        run.watermark_after = encode_value(new_value)
+        Run.objects.filter(pk=run.pk).update(watermark_after=run.watermark_after)
+    if loaded.capped and loaded.window is not None:
+        run_enqueue(schedule=run.schedule, trigger_kind=run.trigger_kind,
+                    trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(loaded.window.high)}",
+                    params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
+
+
 def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, now: datetime | None = None,
                   force: bool = False) -> str:
     """Set the mark to a value (or reset it with value=None). Audited; a reason is required.
@@ -208,6 +241,7 @@ def watermark_reset(*, schedule: Schedule, actor: Any, reason: str, now: datetim
 
 
 __all__ = [
-    "ConfigError", "decode_value", "effective_mark", "encode_value", "watermark_advance", "window_start_mark",
-    "watermark_config", "watermark_preview", "watermark_reset", "watermark_set", "watermark_state", "window_encode",
+    "ConfigError", "Loaded", "decode_value", "effective_mark", "encode_value", "watermark_advance",
+    "watermark_advance_on_success", "window_start_mark", "watermark_config", "watermark_preview", "watermark_reset",
+    "watermark_set", "watermark_state", "window_encode",
 ]

@@ -78,6 +78,8 @@ def backfill_submit(request):
                 reason=data["reason"],
                 max_parallel=data["max_parallel"],
                 params=data["params"],
+                newest_first=data["order"] == "newest",
+                reprocess=data["reprocess"],
                 requested_by=request.user,
             )
         except ServiceError as exc:

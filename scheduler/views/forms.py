@@ -149,6 +149,10 @@ class ReasonForm(forms.Form):
     reason = forms.CharField(required=False, max_length=500)
 
 
+ORDERS = [("oldest", "oldest first"), ("newest", "newest first")]
+REPROCESS_CHOICES = [("all", "all windows"), ("failed", "failed and missing only")]
+
+
 class BackfillForm(forms.Form):
     schedule = forms.ModelChoiceField(queryset=Schedule.objects.order_by("name"), to_field_name="name")
     range_from = forms.CharField(
@@ -159,9 +163,20 @@ class BackfillForm(forms.Form):
         max_length=32, help_text="Seconds for datetime marks (86400 = a day), a count for integer marks"
     )
     max_parallel = forms.IntegerField(min_value=1, max_value=100, initial=1)
+    order = forms.ChoiceField(choices=ORDERS, initial="oldest", required=False, label="Order")
+    reprocess = forms.ChoiceField(choices=REPROCESS_CHOICES, initial="all", required=False, label="Reprocess",
+                                  help_text="Failed and missing only: skip the windows that already have a "
+                                            "succeeded run of this schedule.")
     params = JSONObjectField(required=False, label="Params (JSON object)",
                              help_text='Given to every window\'s run, e.g. {"table": "fact_orders_replay"}')
     reason = forms.CharField(max_length=500)
+
+    # not required: a post without them queues every window oldest first, as before the options existed
+    def clean_order(self) -> str:
+        return self.cleaned_data.get("order") or "oldest"
+
+    def clean_reprocess(self) -> str:
+        return self.cleaned_data.get("reprocess") or "all"
 
 
 class RerunForm(forms.Form):
@@ -209,8 +224,6 @@ class TimelineForm(forms.Form):
 
 WINDOW_UNITS = [("minutes", "minutes"), ("hours", "hours"), ("days", "days")]
 UNIT_SECONDS = {"minutes": 60, "hours": 3600, "days": 86400}
-ORDERS = [("oldest", "oldest first"), ("newest", "newest first")]
-REPROCESS_CHOICES = [("all", "all windows"), ("failed", "failed and missing only")]
 
 
 class ScheduleBackfillForm(forms.Form):

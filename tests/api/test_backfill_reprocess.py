@@ -1,5 +1,5 @@
-"""POST /api/v1/backfills with `reprocess`: "all" (default) or "failed" (only windows without a succeeded run),
-for the create and the preview (issue 23, point 7)."""
+"""POST /api/v1/backfills with `reprocess` ("all" by default, or "failed": only windows without a succeeded run)
+and `newest_first`, for the create and the preview (issue 23, point 7)."""
 import pytest
 from django.utils import timezone
 
@@ -46,4 +46,19 @@ def test_create_with_reprocess_failed_makes_only_those_windows(api, op_token, or
 def test_a_bad_reprocess_is_refused_naming_the_field(api, op_token, orders, value, preview):
     bad = problem_of(api.post("/backfills", {**BODY, "reprocess": value, "preview": preview}, token=op_token), 422)
     assert any("reprocess" in str(e.get("field", "")) for e in bad["errors"]), bad
+    assert not Backfill.objects.exists()
+
+
+def test_newest_first_queues_the_latest_window_first_and_says_so(api, op_token, orders):
+    r = api.post("/backfills", {**BODY, "newest_first": True}, token=op_token)
+    assert r.status_code == 201, r.content
+    assert r.json()["newest_first"] is True
+    assert Backfill.objects.get().newest_first is True
+    assert api.post("/backfills", BODY, token=op_token).json()["newest_first"] is False
+
+
+@pytest.mark.parametrize("value", ["yes", 3, None])
+def test_a_bad_newest_first_is_refused_naming_the_field(api, op_token, orders, value):
+    bad = problem_of(api.post("/backfills", {**BODY, "newest_first": value}, token=op_token), 422)
+    assert any("newest_first" in str(e.get("field", "")) for e in bad["errors"]), bad
     assert not Backfill.objects.exists()

@@ -259,7 +259,7 @@ def test_the_api_refuses_what_the_admin_form_refuses(api, admin_token, make_sche
 
     from django.forms.models import model_to_dict
 
-    from scheduler.admin import ScheduleForm
+    from scheduler.admin.schedules import ScheduleForm
     from scheduler.models import WorkloadClass
 
     base = make_schedule("base", trigger_kind="cron", trigger_config={"cron": "0 * * * *"})

@@ -1,3 +1,4 @@
+import getpass
 import json
 from io import StringIO
 from unittest import mock
@@ -17,14 +18,15 @@ def marked(make_schedule):
     return make_schedule("marked", watermark_config={"type": "integer", "column": "id"})
 
 
-def test_it_submits_a_backfill_and_prints_json(marked):
+def test_it_submits_a_backfill_and_prints_json(marked, monkeypatch):
+    monkeypatch.setattr(getpass, "getuser", lambda: "shelly")  # the actor by default, as trigger's
     out = StringIO()
     call_command("backfill", "marked", "--from", "0", "--to", "1000", "--window", "250", "--reason", "replay",
                  "--max-parallel", "2", "--json", stdout=out)
     data = json.loads(out.getvalue())
     assert (data["schedule"], data["status"], data["max_parallel"]) == ("marked", "ACTIVE", 2)
     assert data["progress"]["total"] == 4 and data["progress"]["pending"] == 4
-    assert Backfill.objects.get(pk=data["id"]).requested_by == "cli"
+    assert Backfill.objects.get(pk=data["id"]).requested_by == "shelly"
 
 
 @pytest.mark.parametrize("args, text", [

@@ -1,3 +1,4 @@
+import getpass
 import json
 from io import StringIO
 
@@ -22,13 +23,14 @@ def failed_run(make_schedule, now):
     return run
 
 
-def test_it_queues_a_resuming_run_and_prints_what_it_skips(failed_run):
+def test_it_queues_a_resuming_run_and_prints_what_it_skips(failed_run, monkeypatch):
+    monkeypatch.setattr(getpass, "getuser", lambda: "shelly")  # the actor by default, as trigger's
     out = StringIO()
     call_command("rerun_from_failure", str(failed_run.pk), "--reason", "fixed", "--json", stdout=out)
     data = json.loads(out.getvalue())
     new = Run.objects.get(retry_of=failed_run)
     assert data == {"run": new.pk, "rerun_of": failed_run.pk, "schedule": "wf", "skips": ["extract_orders"]}
-    assert AuditEntry.objects.get(action="run.rerun_from_failure").actor == "cli"
+    assert AuditEntry.objects.get(action="run.rerun_from_failure").actor == "shelly"
 
 
 @pytest.mark.parametrize("arg, text", [("x", "run_id: 'x' is not a run id"), ("999999", "run_id: unknown run")])

@@ -1,4 +1,5 @@
 """`team` manages teams; every command that acts on a schedule holds its --actor to that user's teams."""
+import getpass
 import json
 from io import StringIO
 
@@ -26,7 +27,8 @@ def outsider(make_user):
     return user
 
 
-def test_it_creates_shows_and_lists_a_team(make_user):
+def test_it_creates_shows_and_lists_a_team(make_user, monkeypatch):
+    monkeypatch.setattr(getpass, "getuser", lambda: "shelly")  # the actor by default, as trigger's
     make_user("olga", "operator")
     created = _json("create", "ml", "--description", "models", "--emails", "ml@example.com, lead@example.com",
                     "--webhook-url", "https://hooks.example/ml")
@@ -37,7 +39,7 @@ def test_it_creates_shows_and_lists_a_team(make_user):
                      "alert_channels": ["mailto://ml@example.com", "mailto://lead@example.com",
                                         "etlhooks://hooks.example/ml"], "webhook_secret_set": True}  # masked: none
     assert [t["name"] for t in _json("list")] == ["default", "ml"]
-    assert set(AuditEntry.objects.filter(actor="cli").values_list("action", flat=True)) == {
+    assert set(AuditEntry.objects.filter(actor="shelly").values_list("action", flat=True)) == {
         "team.create", "team.members"}
 
 

@@ -1,3 +1,4 @@
+import getpass
 import json
 from io import StringIO
 
@@ -25,14 +26,15 @@ def test_it_shows_the_mark(marked):
     assert (data["value"], data["type"], data["changed"], data["history"]) == (None, "integer", False, [])
 
 
-def test_set_and_reset_change_the_mark_with_history_and_audit(marked):
+def test_set_and_reset_change_the_mark_with_history_and_audit(marked, monkeypatch):
+    monkeypatch.setattr(getpass, "getuser", lambda: "shelly")  # the actor by default, as trigger's
     data = _json("marked", "--set", "500", "--reason", "skip the bad ids", "--actor", "olivia")
     assert (data["before"], data["value"], data["changed"]) == (None, "500", True)
     assert data["history"][0]["kind"] == "set" and data["history"][0]["reason"] == "skip the bad ids"
     data = _json("marked", "--reset", "--reason", "reload")
     assert (data["before"], data["value"]) == ("500", None)
     assert list(AuditEntry.objects.order_by("id").filter(action__startswith="watermark.")
-                .values_list("action", flat=True)) == ["watermark.set", "watermark.reset"]
+                .values_list("action", "actor")) == [("watermark.set", "olivia"), ("watermark.reset", "shelly")]
 
 
 @pytest.mark.parametrize("args, text", [

@@ -12,7 +12,8 @@ from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
 from scheduler.models import LineageEvent, Run, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink, NoopSource
-from scheduler.services.finish import run_cancel, run_lost, run_refused
+from scheduler.services.finalize import run_refused
+from scheduler.services.finish import run_cancel, run_lost
 from scheduler.services.lineage import lineage_run_began, run_uuid
 from scheduler.services.lineage_send import lineage_drain
 from scheduler.services.runs import run_trigger_manual

@@ -18,7 +18,8 @@ from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
 from scheduler.services import dispatch, execution, finish
 from scheduler.services.dispatch import admit_runs, hand_off, message_sizes
-from scheduler.services.execution import HeartbeatPump, execute_runs
+from scheduler.services.execution import execute_runs
+from scheduler.services.heartbeats import HeartbeatPump
 from scheduler.services.finish import Ending, run_cancel, runs_finish
 from scheduler.services.governance import stuck_runs
 from scheduler.services.runs import run_build

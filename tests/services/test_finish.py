@@ -13,7 +13,8 @@ from scheduler.services import governance
 from scheduler.services.breakers import breaker_cooldowns
 from scheduler.services.errors import ServiceError
 from scheduler.services.execution import execute_run
-from scheduler.services.finish import run_cancel, run_finish, run_lost, run_refused
+from scheduler.services.finalize import run_refused
+from scheduler.services.finish import run_cancel, run_finish, run_lost
 from scheduler.services.runs import run_enqueue, run_transition, run_trigger_manual
 from tests.services.semantics_helpers import claim_then_go_silent, tick
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Run, RunStatus, WorkloadClass
-from scheduler.services.dispatch import explain_wait
+from scheduler.services.dispatch import _rate_limited, explain_wait
 from scheduler.services.runs import run_enqueue, run_trigger_manual
 from tests.services.semantics_helpers import tick, tick_and_execute
 
@@ -59,6 +61,29 @@ def test_max_runs_per_minute_keeps_the_excess_queued_until_allowed(make_schedule
     assert explain_wait(third, now + timedelta(seconds=30)).startswith("rate limited until 12:01:00")
     assert tick_and_execute(now + timedelta(seconds=59)) == []
     assert len(tick_and_execute(now + timedelta(seconds=60))) == 2
+
+
+def test_the_rate_limit_reads_only_the_limited_schedules_recent_admissions(make_schedule, now):
+    """Most schedules have no rate limit: the dispatch tick does not group a minute of every schedule's runs
+    (4.9 s a tick on SQLite with 1,000,000 runs and no limit at all, issue 25)."""
+    free = make_schedule("free")
+    _queue(free, now, "a")
+    with CaptureQueriesContext(connection) as queries:
+        assert _rate_limited(now) == set()
+    assert [q["sql"] for q in queries.captured_queries if "scheduler_run" in q["sql"]] == []
+    limited = make_schedule("limited", max_runs_per_minute=1)
+    tick_and_execute(now)  # admits free's run
+    _queue(limited, now, "b")
+    tick_and_execute(now)
+    assert _rate_limited(now + timedelta(seconds=1)) == {limited.pk}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL setting")
+def test_postgresql_connections_do_not_jit_compile_the_schedulers_short_queries():
+    """At 10,000,000 runs a query that reads nothing had an estimate over jit_above_cost: 190 ms of JIT a tick."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
 
 
 def test_a_queued_run_knows_its_position_in_the_queue(make_schedule, now):

@@ -3,17 +3,20 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError, connection, connections, transaction
+from django.db.models.signals import pre_delete
 
 from scheduler.models import (
     Alert, AlertKind, AlertStatus, AuditEntry, Backfill, BackfillStatus, BackfillWindow, Event, GovernanceTick,
-    LineageEvent, LineageStatus, NodeRecord, Run, RunLogLine, RunStatus, RunUpstream, Schedule, TriggerKind,
-    WatermarkState,
+    LineageEvent, LineageStatus, NodeRecord, RefusalCount, Run, RunLogLine, RunStatus, RunUpstream, Schedule,
+    TriggerKind, WatermarkState,
 )
-from scheduler.services.audit import audit_record
-from scheduler.services.audit_archive import audit_archive_read
+from scheduler.services.audit import audit_record, audit_refusal
+from scheduler.services.audit_archive import _append, audit_archive_read, entry_record
 from scheduler.services.retention import history_prune, prune_tick, retention_policy
 
 pytestmark = pytest.mark.django_db
@@ -231,9 +234,21 @@ def test_old_audit_entries_are_archived_by_month_then_deleted_and_read_back(sett
         assert json.loads(f.readline())["action"] == "schedule.update"
 
 
-def test_an_archive_written_twice_after_a_crash_reads_each_entry_once(settings, tmp_path, now):
-    from scheduler.services.audit_archive import _append, entry_record
+def test_a_refusals_repeat_count_is_archived_with_its_entry_and_goes_with_it(settings, tmp_path, now):
+    settings.ETL_AUDIT_ARCHIVE_DIR = str(tmp_path)
+    old, young = now - timedelta(days=400), now - timedelta(days=1)
+    for at in (old, old, old, young):  # three refusals in one old window: one entry, a count of 3
+        audit_refusal(user="script", perm="scheduler.change_schedule", target=None, reason="no team", now=at)
+    assert RefusalCount.objects.count() == 2
+    counts = history_prune(now=now)
+    assert counts["audit"] == 1
+    read = [record for f in tmp_path.glob("audit-*.jsonl.gz") for record in audit_archive_read(f)]
+    assert [(r["action"], r["refusals"]) for r in read] == [("permission.denied", 3)]
+    # the old window's count went with its entry; the young one stays with its own
+    assert list(RefusalCount.objects.values_list("last_at", "count")) == [(young, 1)]
 
+
+def test_an_archive_written_twice_after_a_crash_reads_each_entry_once(settings, tmp_path, now):
     entry = _old_entries(now, 1)[0]
     path = tmp_path / "audit-2025-01.jsonl.gz"
     _append(path, [entry_record(entry)])
@@ -266,3 +281,40 @@ def test_the_loops_tick_deletes_at_most_its_batches_and_the_next_tick_goes_on(se
     assert prune_tick(now=now, holder="c1")["runs"] == 1
     assert Run.objects.count() == 1
     assert AuditEntry.objects.filter(action="history.prune", actor="prune").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: SQLite locks the whole database")
+def test_a_prune_batch_holds_no_schedule_row_while_it_deletes(make_schedule, make_run, now):
+    """Dispatch updates due schedules' rows every tick; a batch that held them through its delete deadlocked
+    with it on PostgreSQL at 10,000,000 runs (issue 25)."""
+    schedules = [make_schedule(f"s{i}") for i in range(3)]
+    for s in schedules:
+        make_run(s, S.FAILED)
+        make_run(s, S.SUCCEEDED, age=timedelta(days=1))  # the latest: kept
+    seen: list[str] = []
+
+    def try_lock(sender, instance, **kwargs):
+        # inside the batch's transaction, while its runs are being deleted: another session takes every row
+        def other_session():
+            try:
+                with transaction.atomic():
+                    list(Schedule.objects.select_for_update(nowait=True).values_list("pk", flat=True))
+                seen.append("free")
+            except OperationalError:
+                seen.append("locked")
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=other_session)
+        thread.start()
+        thread.join()
+
+    pre_delete.connect(try_lock, sender=Run, dispatch_uid="test-lock")
+    try:
+        assert history_prune(now=now)["runs"] == 3
+    finally:
+        pre_delete.disconnect(dispatch_uid="test-lock", sender=Run)
+    assert seen and set(seen) == {"free"}, seen
+    # and the note still says how far each schedule's runs were pruned
+    assert all(s.runs_pruned_through for s in Schedule.objects.filter(pk__in=[s.pk for s in schedules]))

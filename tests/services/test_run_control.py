@@ -10,9 +10,10 @@ from scheduler.core import stop
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, WorkloadClass
 from scheduler.pipelines import registry
 from scheduler.pipelines.registry import PipelineSpec
-from scheduler.services import execution, supervisor
+from scheduler.services import heartbeats, supervisor
 from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import HeartbeatPump, execute_run
+from scheduler.services.execution import execute_run
+from scheduler.services.heartbeats import HeartbeatPump
 from scheduler.services.finish import Ending, run_cancel, run_finish, run_stop_request, run_stop_settled, runs_finish
 from scheduler.services.governance import stopped_runs_of_dead_workers, stuck_runs
 from scheduler.services.runs import run_trigger_manual
@@ -94,7 +95,7 @@ def test_between_beats_the_pump_hands_a_cancel_to_the_runs_code_without_a_heartb
 
 
 def test_the_pump_reads_stop_requests_between_its_beats(monkeypatch):
-    monkeypatch.setattr(execution, "STOP_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(heartbeats, "STOP_POLL_SECONDS", 0.01)
     pump = HeartbeatPump(interval=3600)  # no beat due for an hour
     calls = []
     monkeypatch.setattr(pump, "beat", lambda now: calls.append("beat"))

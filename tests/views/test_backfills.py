@@ -3,8 +3,11 @@ from __future__ import annotations
 import re
 
 from django.urls import reverse
+from django.utils import timezone
 
-from scheduler.models import AuditEntry, Backfill, BackfillStatus, BackfillWindow, WindowStatus
+from scheduler.models import (
+    AuditEntry, Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, TriggerKind, WindowStatus,
+)
 
 WM = {"type": "integer", "column": "id", "initial": 0}
 
@@ -187,3 +190,23 @@ def test_a_large_backfill_is_drawn_in_blocks_with_paging_into_its_windows(viewer
     assert second.context["page"]["next"] is None and second.context["page"]["previous"] == 1995 - WINDOW_PAGE
     for hostile in ("-5", "abc", "99999999999999999999"):
         assert viewer_client.get(url, {"from": hostile}).status_code == 200
+
+
+def test_the_raw_form_takes_the_order_and_reprocesses_only_failed_and_missing_windows(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    Run.objects.create(schedule=schedule, trigger_key="done", trigger_kind=TriggerKind.MANUAL,
+                       workload_class=schedule.workload_class, status=RunStatus.SUCCEEDED, queued_at=timezone.now(),
+                       finished_at=timezone.now(), window_low="10", window_high="20")
+    response = _submit(operator_client, schedule, order="newest", reprocess="failed")
+    assert response.status_code == 302, response.context["form"].errors
+    backfill = Backfill.objects.get()
+    assert backfill.newest_first is True and backfill.total_windows == 3
+    assert sorted(BackfillWindow.objects.values_list("low", flat=True)) == ["0", "20", "30"]
+
+
+def test_a_bad_order_or_reprocess_names_the_field_and_creates_nothing(operator_client, make_schedule):
+    schedule = make_schedule("orders", watermark_config=WM)
+    for field in ("order", "reprocess"):
+        response = _submit(operator_client, schedule, **{field: "sideways"})
+        assert response.status_code == 400 and response.context["form"].errors[field]
+    assert not Backfill.objects.exists()

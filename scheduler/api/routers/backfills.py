@@ -8,7 +8,7 @@ from scheduler.api.common import backfill_by_id, caller, errors, require, schedu
 from scheduler.api.schemas import BackfillIn, BackfillOut, BackfillPreview, ReasonIn
 from scheduler.models import Backfill, BackfillWindow
 from scheduler.services.backfills import backfill_cancel, backfill_pause, backfill_resume, backfill_submit
-from scheduler.services.finish import backfill_progress
+from scheduler.services.backfill_progress import backfill_progress
 
 router = Router(tags=["backfills"])
 
@@ -25,7 +25,7 @@ def backfill_out(backfill: Backfill) -> dict:
         "id": backfill.pk, "schedule": backfill.schedule.name, "status": backfill.status,
         "range_from": backfill.range_from, "range_to": backfill.range_to, "window_size": backfill.window_size,
         "reason": backfill.reason, "requested_by": backfill.requested_by, "max_parallel": backfill.max_parallel,
-        "total_windows": backfill.total_windows, "created_at": backfill.created_at,
+        "newest_first": backfill.newest_first, "total_windows": backfill.total_windows, "created_at": backfill.created_at,
         "finished_at": backfill.finished_at, "progress": backfill_progress(backfill),
     }
 
@@ -37,7 +37,8 @@ def create_backfill(request, payload: BackfillIn):
     require(request, "scheduler.manage_backfill", schedule)
     submit = {"schedule": schedule, "start": payload.from_, "end": payload.to, "window": payload.window,
               "reason": payload.reason, "requested_by": caller(request), "max_parallel": payload.max_parallel,
-              "params": payload.params, "reprocess": payload.reprocess}
+              "params": payload.params, "reprocess": payload.reprocess,
+              "newest_first": payload.newest_first}
     if not payload.preview:
         return Status(201, backfill_out(backfill_by_id(backfill_submit(**submit).pk)))
     # the preview is the real submit rolled back: the same checks and the same windows, and nothing kept

@@ -1,4 +1,5 @@
 """`manage.py backfill SCHEDULE --from --to --window ... --reason ...`: reprocess a historical range."""
+import getpass
 import time
 
 from django.core.management.base import BaseCommand
@@ -69,7 +70,8 @@ class Command(BaseCommand):
         parser.add_argument("--reprocess", default="all", metavar="failed|all",
                             help="all (default): every window of the range; failed: only the windows without a "
                                  "succeeded run of this schedule for exactly that window (failed or missing).")
-        parser.add_argument("--actor", default="cli", help="Who asks for it (default: cli); a user is held to their teams.")
+        parser.add_argument("--actor", default=None,
+                            help="Who asks for it (default: the shell user); a user is held to their teams.")
         parser.add_argument("--wait", action="store_true", help="Show a progress bar until the backfill ends.")
         parser.add_argument("--poll", type=float, default=1.0, help="Seconds between progress checks with --wait.")
         parser.add_argument("--json", action="store_true", help="Print the backfill as JSON.")
@@ -77,11 +79,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         check_number(options["poll"], option="--poll")  # before the backfill exists: a re-run would duplicate it
         schedule = get_schedule(options["schedule"])
+        actor = "user:" + (options["actor"] or getpass.getuser())
         try:
-            authorize(actor=options["actor"], perm="scheduler.manage_backfill", obj=schedule)
+            authorize(actor=actor, perm="scheduler.manage_backfill", obj=schedule)
             backfill = backfill_submit(
                 schedule=schedule, start=options["start"], end=options["end"], window=options["window"],
-                reason=options["reason"], requested_by=options["actor"], max_parallel=options["max_parallel"],
+                reason=options["reason"], requested_by=actor, max_parallel=options["max_parallel"],
                 params=parse_params(options["param"]), newest_first=options["newest_first"],
                 reprocess=options["reprocess"],
             )

@@ -1,5 +1,7 @@
 """`manage.py rerun_from_failure RUN_ID [--reason ...] [--json]`: re-run a failed workflow run, skipping what
 succeeded (a dbt run: only what failed or was skipped, and its children; docs/dbt.md)."""
+import getpass
+
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
@@ -17,7 +19,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("run_id", help="The failed workflow run's id.")
         parser.add_argument("--reason", default="", help="Why (kept in the audit log).")
-        parser.add_argument("--actor", default="cli", help="Who asks for it (default: cli).")
+        parser.add_argument("--actor", default=None,
+                            help="Who asks for it (default: the shell user); a user is held to their teams.")
         parser.add_argument("--json", action="store_true", help="Print {run, rerun_of, skips} as JSON.")
 
     def handle(self, *args, **options):
@@ -29,9 +32,10 @@ class Command(BaseCommand):
         if run is None:
             raise bad_input(f"run_id: unknown run {run_id}")
         skips = sorted(nodes_done(run))
+        actor = "user:" + (options["actor"] or getpass.getuser())
         try:
-            authorize(actor=options["actor"], perm="scheduler.trigger_schedule", obj=run)  # as the page asks
-            new = run_rerun_from_failure(run=run, actor=options["actor"], reason=options["reason"])
+            authorize(actor=actor, perm="scheduler.trigger_schedule", obj=run)  # as the page asks
+            new = run_rerun_from_failure(run=run, actor=actor, reason=options["reason"])
         except EtlError as exc:
             raise bad_input(f"{exc.field}: {exc}" if getattr(exc, "field", None) else exc) from None
         if run.schedule.target_kind == TargetKind.DBT:

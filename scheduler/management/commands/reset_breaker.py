@@ -1,4 +1,6 @@
 """`manage.py reset_breaker SCHEDULE --reason ...`: close a circuit breaker and zero its count."""
+import getpass
+
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
@@ -13,7 +15,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("schedule", help="Schedule name or id.")
         parser.add_argument("--reason", required=True, help="Why (kept in the audit log).")
-        parser.add_argument("--actor", default="cli", help="Who resets it (default: cli); a user is held to their teams.")
+        parser.add_argument("--actor", default=None,
+                            help="Who resets it (default: the shell user); a user is held to their teams.")
         parser.add_argument("--json", action="store_true", help="Print the new state as JSON.")
 
     def handle(self, *args, **options):
@@ -21,9 +24,10 @@ class Command(BaseCommand):
             raise bad_input("reason: a reason is required")
         schedule = get_schedule(options["schedule"])
         before = schedule.breaker_status
+        actor = "user:" + (options["actor"] or getpass.getuser())
         try:
-            authorize(actor=options["actor"], perm="scheduler.reset_breaker", obj=schedule)
-            breaker_reset(schedule=schedule, actor=options["actor"], reason=options["reason"])
+            authorize(actor=actor, perm="scheduler.reset_breaker", obj=schedule)
+            breaker_reset(schedule=schedule, actor=actor, reason=options["reason"])
         except EtlError as exc:
             raise bad_input(exc) from None
         if options["json"]:

@@ -2,9 +2,12 @@
 
 Teams own schedules; their members act on them (as their group allows) and
 their channels hear the schedules' alerts. Every change is audited; with
-`--actor USER` the change is made as that user and held to their permissions.
+`--actor USER` (default: the shell user) the change is made as that user and held to their
+permissions; a name that is no user is trusted as the shell is.
 """
 from __future__ import annotations
+
+import getpass
 
 from django.core.management.base import BaseCommand
 
@@ -65,11 +68,12 @@ class Command(BaseCommand):
         rotate.add_argument("team")
         for p in sub.choices.values():
             p.add_argument("--reason", default="", help="Why (kept in the audit log).")
-            p.add_argument("--actor", default="cli", help="Who makes the change (default: cli); a user is held "
-                                                     "to their permissions and teams.")
+            p.add_argument("--actor", default=None, help="Who makes the change (default: the shell user); a user "
+                                                       "is held to their permissions and teams.")
             p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     def handle(self, *args, **opts):
+        opts["actor"] = "user:" + (opts["actor"] or getpass.getuser())
         try:
             result = getattr(self, "op_" + opts["op"].replace("-", "_"))(opts)
         except EtlError as exc:

@@ -1,4 +1,6 @@
 """`manage.py watermark SCHEDULE [--set VALUE | --reset] --reason ...`: show or change a watermark."""
+import getpass
+
 from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
@@ -25,7 +27,8 @@ class Command(BaseCommand):
         group.add_argument("--reset", action="store_true", help="Forget the mark; the next run starts at 'initial'.")
         parser.add_argument("--reason", default="", help="Why (required with --set and --reset).")
         parser.add_argument("--force", action="store_true", help="Allow --set to a datetime in the future.")
-        parser.add_argument("--actor", default="cli", help="Who changes it (default: cli); a user is held to their teams.")
+        parser.add_argument("--actor", default=None,
+                            help="Who changes it (default: the shell user); a user is held to their teams.")
         parser.add_argument("--history", type=int, default=5, help="History entries to show (default 5).")
         parser.add_argument("--json", action="store_true", help="Print JSON.")
 
@@ -37,13 +40,14 @@ class Command(BaseCommand):
             raise bad_input(f"schedule: '{schedule.name}' has no watermark")
         before = encode_value(watermark_state(schedule, config).value) or None
         changed = options["reset"] or options["value"] is not None
+        actor = "user:" + (options["actor"] or getpass.getuser())
         try:
             if changed:
-                authorize(actor=options["actor"], perm="scheduler.manage_watermark", obj=schedule)
+                authorize(actor=actor, perm="scheduler.manage_watermark", obj=schedule)
             if options["reset"]:
-                watermark_reset(schedule=schedule, actor=options["actor"], reason=options["reason"])
+                watermark_reset(schedule=schedule, actor=actor, reason=options["reason"])
             elif options["value"] is not None:
-                watermark_set(schedule=schedule, value=options["value"], actor=options["actor"],
+                watermark_set(schedule=schedule, value=options["value"], actor=actor,
                               reason=options["reason"], force=options["force"])
         except EtlError as exc:
             raise bad_input(exc) from None
