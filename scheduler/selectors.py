@@ -36,6 +36,7 @@ from scheduler.models import (
     WorkloadClass,
 )
 from scheduler.services.dependencies import verdict_for
+from scheduler.services.tally import tally_totals
 from scheduler.triggers.registry import get_trigger
 
 
@@ -113,6 +114,7 @@ def leases(now: datetime | None = None) -> list[dict]:
 def status_snapshot(now: datetime | None = None) -> dict:
     now = now or timezone.now()
     health = governance_health(now)
+    queue = queue_by_class()
     return {
         "now": now.isoformat(),
         "active_runs": [
@@ -127,7 +129,7 @@ def status_snapshot(now: datetime | None = None) -> dict:
             }
             for r in active_runs()
         ],
-        "queue": queue_by_class(),
+        "queue": queue,
         "leases": [
             {**lease, "expires_at": lease["expires_at"].isoformat() if lease["expires_at"] else None}
             for lease in leases(now)
@@ -137,7 +139,9 @@ def status_snapshot(now: datetime | None = None) -> dict:
             "age_seconds": health["age_seconds"],
             "late": health["late"],
         },
-        "runs_by_status": dict(Run.objects.values_list("status").annotate(n=Count("id")).order_by()),
+        # active statuses live, final ones from the counters kept as runs end: never a count of the ledger
+        "runs_by_status": {**{key.upper(): sum(q[key] for q in queue) for key in ("queued", "waiting", "running")},
+                           **tally_totals()},
     }
 
 

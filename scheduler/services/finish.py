@@ -47,6 +47,7 @@ from scheduler.services.errors import ServiceError
 from scheduler.services.lineage import lineage_batch, lineage_discard, lineage_mark, lineage_run_ended
 from scheduler.services.runlogs import run_log_append
 from scheduler.services.runs import run_build, run_enqueue
+from scheduler.services.tally import runs_tallied
 from scheduler.services.watermarks import encode_value, watermark_advance, watermark_state, window_start_mark
 
 log = logging.getLogger(__name__)
@@ -264,6 +265,7 @@ def run_refused(*, schedule: Schedule, status: str, reason: str, trigger_kind: s
     try:
         with transaction.atomic():
             run.save(force_insert=True)
+            runs_tallied([status])
     except IntegrityError:
         return None  # the unique (schedule, trigger_key) constraint: recorded already
     _send_after_commit(run, status, S.QUEUED)
@@ -377,6 +379,7 @@ def _runs_lost_bulk(runs: list[Run], *, now: datetime) -> dict[str, list[int]]:
         assign="status = %s, finished_at = v.finished_at, reason = v.reason",
         assign_params=[S.FAILED], guard=guard, guard_params=[S.RUNNING],
     )
+    runs_tallied([S.FAILED] * len(failed))
     entries = []
     for run in runs:
         if run.pk not in requeued and run.pk not in failed:
@@ -433,6 +436,7 @@ def _succeed_together(endings: list[Ending]) -> dict[int, str]:
         # a run asked to stop meanwhile is left to the per-run path, which writes the stop's outcome instead
         guard="t.status = %s AND t.dispatch_token = v.token AND t.stop_requested_at IS NULL", guard_params=[S.RUNNING],
     )
+    runs_tallied([S.SUCCEEDED] * len(done))
     out: dict[int, str] = {}
     for e in endings:
         if e.run.pk not in done:
@@ -535,6 +539,7 @@ def _finalize(run: Run, *, new: str, now: datetime, extra_filter: dict | None = 
     fields.setdefault("finished_at", now)
     if not Run.objects.filter(pk=run.pk, status=old, **(extra_filter or {})).update(status=new, **fields):
         return False
+    runs_tallied([new])
     _set(run, status=new, **fields)
     lineage_run_ended(run=run, old=old, now=now)  # its end event (if it began), in this transaction
     _send_after_commit(run, new, old)
