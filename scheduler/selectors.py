@@ -656,11 +656,21 @@ def run_log_lines(run: Run, *, after: int = 0, limit: int = 5000, node: str | No
     return list(lines.order_by("seq")[:limit])
 
 
-def run_log_nodes(run: Run) -> list[str]:
-    """The nodes a run's log lines or node records name, in the order of their first record, then of the log."""
-    named = list(NodeRecord.objects.filter(run=run).order_by("id").values_list("task_id", flat=True))
-    logged = RunLogLine.objects.filter(run=run).exclude(node="").values_list("node", flat=True).distinct()
-    return list(dict.fromkeys(named + sorted(logged)))
+def run_log_nodes(run: Run, *, limit: int | None = None) -> list[str]:
+    """The nodes a run's log lines or node records name, in the order of their first record, then of the log.
+
+    With `limit`, at most that many (a dbt project names thousands: the run page then asks for a name)."""
+    named = NodeRecord.objects.filter(run=run).order_by("id").values_list("task_id", flat=True)
+    logged = RunLogLine.objects.filter(run=run).exclude(node="").values_list("node", flat=True).distinct().order_by("node")
+    if limit is not None:
+        named, logged = named[:limit], logged[:limit]
+    return list(dict.fromkeys(list(named) + list(logged)))[:limit]
+
+
+def run_names_node(run: Run, node: str) -> bool:
+    """Whether the run's node records or log lines name `node`."""
+    return (NodeRecord.objects.filter(run=run, task_id=node).exists()
+            or RunLogLine.objects.filter(run=run, node=node).exists())
 
 
 def log_line_text(line: RunLogLine) -> str:

@@ -162,8 +162,16 @@ def history_chart(runs: list, *, width: int = 640, height: int = 180, href=lambd
     )
 
 
-def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = ()) -> tuple[list[dict], Layout]:
-    """Rows for the workflow report table and a layout of its nodes coloured by outcome."""
+def report_size(report: dict) -> int:
+    """How many nodes the report names (records, then skipped and blocked ones)."""
+    return sum(len(report.get(key, []) or []) for key in ("records", "skipped", "blocked"))
+
+
+def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = (), *, limit: int | None = None
+                 ) -> tuple[list[dict], Layout]:
+    """Rows for the workflow report table and a layout of its nodes coloured by outcome.
+
+    With `limit`, at most that many rows, those that did not succeed first (a dbt build can name thousands)."""
     rows: list[dict] = []
     for record in report.get("records", []) or []:
         outcome = str(record.get("outcome", "")).upper()
@@ -177,11 +185,14 @@ def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = ()) -> tuple[li
                 "finished_at": record.get("finished_at"),
             }
         )
+    recorded = {r["task"] for r in rows}
     for task in report.get("skipped", []) or []:
-        if not any(r["task"] == task for r in rows):
+        if task not in recorded:
             rows.append({"task": task, "outcome": "SKIPPED", "rows": None, "reason": "still fresh"})
     for task in report.get("blocked", []) or []:
         rows.append({"task": task, "outcome": "BLOCKED", "rows": None, "reason": "an upstream node failed"})
+    if limit is not None and len(rows) > limit:
+        rows = ([r for r in rows if r["outcome"] != "SUCCEEDED"] + [r for r in rows if r["outcome"] == "SUCCEEDED"])[:limit]
     nodes = [Node(key=r["task"], label=r["task"], status=r["outcome"].lower()) for r in rows]
     return rows, layered_layout(nodes, list(deps))
 
