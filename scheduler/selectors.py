@@ -679,35 +679,6 @@ def log_line_text(line: RunLogLine) -> str:
     return f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {source}: {line.message}"
 
 
-def _timeline_qs(*, start: datetime, end: datetime, team_ids=None):
-    """Runs that overlap [start, end]: queued before the end and not finished before the start."""
-    return (owned_by(Run.objects.filter(queued_at__lt=end, queued_at__gte=start - timedelta(days=2)), team_ids)
-            .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=start)))
-
-
-def timeline_count(*, start: datetime, end: datetime, team_ids=None) -> int:
-    return _timeline_qs(start=start, end=end, team_ids=team_ids).count()
-
-
-def timeline_runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) -> list[Run]:
-    """Runs that overlap [start, end]: queued before the end and not finished before the start."""
-
-    return list(
-        _timeline_qs(start=start, end=end, team_ids=team_ids)
-        .select_related("schedule")
-        .only("id", "status", "stop_requested_at", "queued_at", "started_at", "finished_at", "schedule__id",
-              "schedule__name")
-        .order_by("queued_at", "id")[:limit]
-    )
-
-
-def timeline_facts(*, start: datetime, end: datetime, team_ids=None) -> list[tuple]:
-    """(schedule id, schedule name, status, queued, started) of every run in the range: what grouping needs."""
-    return list(_timeline_qs(start=start, end=end, team_ids=team_ids)
-                .values_list("schedule_id", "schedule__name", "status", "queued_at", "started_at")
-                .order_by("queued_at", "id"))
-
-
 STRIP_LENGTH = 20
 
 
