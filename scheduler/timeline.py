@@ -30,7 +30,8 @@ class EpochSeconds(Func):
         return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)", **extra)
 
     def as_sqlite(self, compiler, connection, **extra):
-        return self.as_sql(compiler, connection, template="CAST(strftime('%%s', %(expressions)s) AS REAL)", **extra)
+        # %%%%: the template is interpolated twice, by Func and by the cursor
+        return self.as_sql(compiler, connection, template="CAST(strftime('%%%%s', %(expressions)s) AS REAL)", **extra)
 
 
 def owned(qs, team_ids):
