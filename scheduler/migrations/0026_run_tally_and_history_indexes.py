@@ -1,5 +1,6 @@
-"""Counters of runs by final status (services/tally.py), so /metrics never counts the ledger, and an index on
-finished_at for the scrape's last hour (issue 25). The counters start from the runs already in the ledger:
+"""Counters of runs by final status (services/tally.py), so /metrics never counts the ledger; an index on
+finished_at for the scrape's last hour, and one on (schedule, status, -id) of live runs for the overview's
+failing schedules (issue 25). The counters start from the runs already in the ledger:
 one count, here, instead of one per scrape."""
 
 from django.db import migrations, models
@@ -33,5 +34,9 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='run',
             index=models.Index(condition=models.Q(('finished_at__isnull', False)), fields=['finished_at'], name='run_finished_at_idx'),
+        ),
+        migrations.AddIndex(
+            model_name='run',
+            index=models.Index(condition=models.Q(('backfill__isnull', True)), fields=['schedule', 'status', '-id'], name='run_sched_verdict_idx'),
         ),
     ]
