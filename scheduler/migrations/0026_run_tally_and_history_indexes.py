@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
         migrations.RunPython(seed, migrations.RunPython.noop),
         migrations.AddIndex(
             model_name='run',
-            index=models.Index(condition=models.Q(('finished_at__isnull', False)), fields=['finished_at'], name='run_finished_at_idx'),
+            index=models.Index(fields=['finished_at'], name='run_finished_at_idx'),
         ),
         migrations.AddIndex(
             model_name='run',
