@@ -76,3 +76,15 @@ def test_long_lines_fill_the_page_by_characters_not_only_by_count(viewer_client,
     response = viewer_client.get(reverse("scheduler:run_detail", args=[huge_run.pk]))
     assert len(response.content) <= PAGE_LIMIT, f"{len(response.content):,} bytes"
     assert 1 <= response.content.decode().count("<li class=\"l-") <= pages.RUN_PAGE_LOG_CHARS // 16_000 + 1
+
+
+def test_a_running_runs_follower_catches_up_a_bounded_answer_at_a_time(viewer_client, huge_run):
+    from scheduler.models import Run
+
+    Run.objects.filter(pk=huge_run.pk).update(status=RunStatus.RUNNING, finished_at=None)
+    url = reverse("scheduler:run_log", args=[huge_run.pk])
+    behind = viewer_client.get(url, {"after": 0}, headers={"HX-Request": "true"}).content.decode()
+    assert behind.count("<li class=\"l-") == pages.RUN_PAGE_LOG_LINES
+    assert 'hx-trigger="load, every 2s' in behind  # more lines wait: the next answer is asked for at once
+    caught_up = viewer_client.get(url, {"after": LINES}, headers={"HX-Request": "true"}).content.decode()
+    assert 'hx-trigger="every 2s' in caught_up
