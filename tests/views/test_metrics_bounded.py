@@ -13,7 +13,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.models import Run, RunStatus, RunTally, TriggerKind
-from scheduler.services.finish import run_finish, run_refused
+from scheduler.services.finalize import run_refused
+from scheduler.services.finish import run_finish
 from scheduler.services.tally import runs_tallied, tally_fold, tally_totals
 
 URL = reverse("scheduler:metrics")
