@@ -7,13 +7,14 @@ in the database, shared by every cluster.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -21,6 +22,7 @@ from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Sche
 from scheduler.services.freshness import freshness_status
 from scheduler.services.lineage_send import lineage_backlog
 from scheduler.services.retention import history_status
+from scheduler.services.tally import tally_totals
 
 DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, float("inf"))
 LATENCY_BUCKETS = (0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, float("inf"))
@@ -66,19 +68,25 @@ class SchedulerCollector(Collector):
         yield depth
         yield limit
 
-        # status has an index leading the run_status_recent_idx, so this is an index-only group on PostgreSQL
-        by_status = dict(Run.objects.values_list("status").annotate(n=Count("id")).order_by())
-        runs = GaugeMetricFamily("etl_runs", "Runs in the ledger by status.", labels=["status"])
-        for status in RunStatus:
-            runs.add_metric([status.value], by_status.get(status.value, 0))
+        # Never a count of the whole ledger (issue 25): the live statuses from the query above (an index range
+        # of the few active runs), the final ones from counters kept as runs end (services/tally.py).
+        runs = GaugeMetricFamily("etl_runs", "Runs by active status (QUEUED, WAITING, RUNNING).", labels=["status"])
+        for status in (RunStatus.QUEUED, RunStatus.WAITING, RunStatus.RUNNING):
+            runs.add_metric([status.value], sum(n for (_wc, st), n in per_class.items() if st == status))
         yield runs
+        finished = CounterMetricFamily("etl_runs_finished", "Runs that ended, by final status, since the counters "
+                                       "began (pruned runs stay counted).", labels=["status"])
+        for status, n in tally_totals().items():
+            finished.add_metric([status], n)
+        yield finished
         yield GaugeMetricFamily(
             "etl_runs_stopping", "RUNNING runs asked to stop (cancel, timeout, fence) whose work has not ended yet.",
             value=Run.objects.filter(status=RunStatus.RUNNING, stop_requested_at__isnull=False).count(),
         )
 
         recent = list(
-            Run.objects.filter(finished_at__gte=now - RECENT, started_at__isnull=False).values_list(
+            # no ordering: ordered by id, SQLite walked the primary key instead of run_finished_at_idx
+            Run.objects.filter(finished_at__gte=now - RECENT, started_at__isnull=False).order_by().values_list(
                 "queued_at", "started_at", "finished_at"
             )
         )
@@ -191,13 +199,14 @@ class SchedulerCollector(Collector):
             "Runs of each team's schedules that ended in the last hour, by status.",
             labels=["team", "status"],
         )
-        counts = {
-            (team_id, status): n
-            for team_id, status, n in Run.objects.filter(finished_at__gte=now - RECENT)
-            .values_list("schedule__owner_id", "status")
-            .annotate(n=Count("id"))
-            .order_by()
-        }
+        # the last hour's runs through run_finished_at_idx, counted here: joined to schedules and grouped in SQL,
+        # SQLite walked run_sched_status_idx over every run instead
+        owner_of = dict(Schedule.objects.values_list("pk", "owner_id"))
+        counts = Counter(
+            (owner_of.get(schedule_id), status)
+            for schedule_id, status in Run.objects.filter(finished_at__gte=now - RECENT).order_by()
+            .values_list("schedule_id", "status")
+        )
         for pk, name in sorted(teams.items(), key=lambda item: item[1]):
             for status in sorted(RunStatus.final()):
                 finished.add_metric([name, status], counts.get((pk, status), 0))

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from django.db.models import Max
+from django.db.models import OuterRef, Subquery
 
-from scheduler.models import FailureAck, Run, RunStatus
+from scheduler.models import FailureAck, Run, RunStatus, Schedule
 
 CANDIDATE_RUNS = 500  # the latest failed runs looked at: older failures have long been dealt with or recovered
 COUNT_HOURS = 24  # an item counts its schedule's failures in the day up to its last failure
@@ -45,11 +45,14 @@ def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
         last = last_runs[schedule_id]
         if last.finished_at and last.finished_at - timedelta(hours=COUNT_HOURS) <= finished <= last.finished_at:
             counts[schedule_id] += 1
-    # the latest success's time and id: one aggregate (the id links to it; runs of a schedule end in id order
-    # but for overlaps, where either run proves it works again)
-    successes = {row["schedule_id"]: row for row in Run.objects.filter(status=RunStatus.SUCCEEDED,
-                                                                        schedule_id__in=last_ids)
-                 .values("schedule_id").annotate(at=Max("finished_at"), pk=Max("id"))}
+    # the latest success's time and id: one backward seek of run_sched_status_idx (schedule, status, finished_at)
+    # per schedule, not an aggregate over every success the schedules ever had
+    latest = (Run.objects.filter(schedule=OuterRef("pk"), status=RunStatus.SUCCEEDED, finished_at__isnull=False)
+              .order_by("-finished_at"))
+    successes = {schedule_id: {"schedule_id": schedule_id, "at": at, "pk": pk}
+                 for schedule_id, at, pk in Schedule.objects.filter(pk__in=last_ids)
+                 .annotate(at=Subquery(latest.values("finished_at")[:1]), success=Subquery(latest.values("id")[:1]))
+                 .filter(at__isnull=False).values_list("pk", "at", "success")}
     acks: dict[int, FailureAck] = {}
     for ack in FailureAck.objects.filter(schedule_id__in=last_ids).order_by("schedule_id", "-up_to_run_id", "-id"):
         acks.setdefault(ack.schedule_id, ack)

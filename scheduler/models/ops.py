@@ -54,3 +54,18 @@ class Alert(models.Model):
             models.Index(fields=["status", "next_attempt_at"], name="alert_due"),
             models.Index(fields=["created_at"], name="alert_created_idx"),  # the prune reads oldest first
         ]
+
+
+class RunTally(models.Model):
+    """Runs that became final, counted as they end (the `etl_runs_finished_total` counter).
+
+    Each run's end inserts a row in its own transaction (an insert waits on no
+    other writer's lock); governance folds the rows into one per status now and
+    then, so a scrape sums a handful of rows instead of counting the ledger.
+    """
+
+    status = models.CharField(max_length=16, help_text="The final status the runs reached.")
+    n = models.BigIntegerField(help_text="How many runs reached it.")
+
+    def __str__(self) -> str:
+        return f"{self.n} {self.status}"

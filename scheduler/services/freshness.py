@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import OuterRef, Q, Subquery
 
 from scheduler.core import ConfigError, Freshness, freshness
 from scheduler.models import AlertKind, FreshnessMeasure, Run, RunStatus, Schedule, WatermarkState
@@ -74,10 +74,11 @@ def freshness_status(*, now: datetime, schedules: list[Schedule] | None = None) 
     ids = [s.pk for s in schedules]
     if not ids:
         return []
-    last = dict(
-        Run.objects.filter(schedule_id__in=ids, status=RunStatus.SUCCEEDED, backfill__isnull=True)
-        .values("schedule_id").annotate(last=Max("finished_at")).values_list("schedule_id", "last").order_by()
-    )
+    # one backward seek of run_sched_status_idx (schedule, status, finished_at) per schedule, not a MAX over
+    # every success the schedules ever had (governance and /metrics read this each time)
+    latest = (Run.objects.filter(schedule=OuterRef("pk"), status=RunStatus.SUCCEEDED, backfill__isnull=True,
+                                 finished_at__isnull=False).order_by("-finished_at").values("finished_at")[:1])
+    last = dict(Schedule.objects.filter(pk__in=ids).annotate(last=Subquery(latest)).values_list("pk", "last"))
     marks = dict(WatermarkState.objects.filter(schedule_id__in=ids).values_list("schedule_id", "value"))
     out = []
     for schedule in schedules:

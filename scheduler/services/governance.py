@@ -23,6 +23,7 @@ from scheduler.services.deadlines import deadlines_check
 from scheduler.services.dispatch import run_redispatch
 from scheduler.services.finish import run_finish, run_stop_settled, runs_lost
 from scheduler.services.freshness import freshness_check
+from scheduler.services.tally import tally_fold
 from scheduler.services.waiting import waiting_in_turns
 from scheduler.services.webhooks import webhook_prune
 
@@ -122,6 +123,7 @@ def _jobs() -> list[tuple[str, Callable[..., object]]]:
         ("freshness", freshness_check),
         ("deadlines_missed", deadlines_check),
         ("pruned", prune),
+        ("tally_folded", tally_fold),
     ]
 
 

@@ -123,8 +123,20 @@ def nodes_done(run: Run) -> dict[str, RunRecord]:
 
 
 def node_records(run: Run) -> list[NodeRecord]:
-    """Every node record of the run, in the order the nodes finished (for the run page and commands)."""
+    """Every node record of the run, in the order the nodes finished (for commands and the executor's tests)."""
     return list(NodeRecord.objects.filter(run=run).order_by("id"))
+
+
+def node_records_shown(run: Run, *, limit: int) -> dict:
+    """At most `limit` of the run's node records for its page, in the order the nodes finished; past the limit
+    those that did not succeed are chosen first. `total` counts them all (a dbt project can have thousands)."""
+    records = NodeRecord.objects.filter(run=run)
+    # node_run_outcome_idx: each part reads at most `limit` rows of this run
+    rows = list(records.exclude(outcome=NodeOutcome.SUCCESS).order_by("id")[:limit])
+    if len(rows) < limit:
+        rows += list(records.filter(outcome=NodeOutcome.SUCCESS).order_by("id")[:limit - len(rows)])
+    total = records.count() if len(rows) == limit else len(rows)
+    return {"rows": sorted(rows, key=lambda r: r.pk), "total": total}
 
 
 def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None) -> Run:
@@ -165,4 +177,4 @@ def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datet
     return new
 
 
-__all__ = ["NodeLedger", "node_records", "nodes_done", "run_rerun_from_failure"]
+__all__ = ["NodeLedger", "node_records", "node_records_shown", "nodes_done", "run_rerun_from_failure"]

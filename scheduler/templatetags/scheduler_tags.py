@@ -87,6 +87,15 @@ def seconds(value) -> str:
 
 
 @register.filter
+def thousands(value) -> str:
+    """1234567 -> '1,234,567' (the counts the bounded pages give of what they leave out)."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
 def pretty_json(value) -> str:
     if value in (None, "", {}):
         return "{}"

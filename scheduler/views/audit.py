@@ -53,7 +53,7 @@ def audit_report(request):
     context = {
         "form": form,
         "entries": entries[:PAGE_SIZE],
-        "counts": selectors.audit_counts(qs),
+        "counts": selectors.audit_counts(qs, now=timezone.now(), until=form.filters().get("until")),
         "older": entries[PAGE_SIZE - 1].id if len(entries) > PAGE_SIZE else None,
         "query": query.urlencode(),
     }

@@ -162,8 +162,16 @@ def history_chart(runs: list, *, width: int = 640, height: int = 180, href=lambd
     )
 
 
-def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = ()) -> tuple[list[dict], Layout]:
-    """Rows for the workflow report table and a layout of its nodes coloured by outcome."""
+def report_size(report: dict) -> int:
+    """How many nodes the report names (records, then skipped and blocked ones)."""
+    return sum(len(report.get(key, []) or []) for key in ("records", "skipped", "blocked"))
+
+
+def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = (), *, limit: int | None = None
+                 ) -> tuple[list[dict], Layout]:
+    """Rows for the workflow report table and a layout of its nodes coloured by outcome.
+
+    With `limit`, at most that many rows, those that did not succeed first (a dbt build can name thousands)."""
     rows: list[dict] = []
     for record in report.get("records", []) or []:
         outcome = str(record.get("outcome", "")).upper()
@@ -177,11 +185,14 @@ def report_nodes(report: dict, deps: Iterable[tuple[str, str]] = ()) -> tuple[li
                 "finished_at": record.get("finished_at"),
             }
         )
+    recorded = {r["task"] for r in rows}
     for task in report.get("skipped", []) or []:
-        if not any(r["task"] == task for r in rows):
+        if task not in recorded:
             rows.append({"task": task, "outcome": "SKIPPED", "rows": None, "reason": "still fresh"})
     for task in report.get("blocked", []) or []:
         rows.append({"task": task, "outcome": "BLOCKED", "rows": None, "reason": "an upstream node failed"})
+    if limit is not None and len(rows) > limit:
+        rows = ([r for r in rows if r["outcome"] != "SUCCEEDED"] + [r for r in rows if r["outcome"] == "SUCCEEDED"])[:limit]
     nodes = [Node(key=r["task"], label=r["task"], status=r["outcome"].lower()) for r in rows]
     return rows, layered_layout(nodes, list(deps))
 
@@ -297,41 +308,42 @@ SEVERITY = ["succeeded", "skipped", "cancelled", "queued", "waiting", "running",
 GROUP_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
 
 
-def timeline_groups(facts: Iterable[tuple], *, start, end, max_groups: int, plot_w: int = 900, label_w: int = 170,
-                    row_h: int = 24, group_href=lambda name, status: "", schedule_href=lambda schedule_id: "",
-                    tz=timezone.utc) -> Timeline:
+def group_step(*, span: float, rows: int, max_groups: int) -> float:
+    """The smallest round slice length that keeps `rows` rows of span / step slices each under `max_groups`."""
+    rows = max(rows, 1)
+    step = next((s for s in GROUP_STEPS if rows * span / s <= max_groups), None)
+    return step if step is not None else max(span * rows / max_groups, GROUP_STEPS[-1])
+
+
+def timeline_groups(schedules: list[tuple[int, str]], counts: Iterable[tuple], *, start, end, step: float,
+                    plot_w: int = 900, label_w: int = 170, row_h: int = 24, group_href=lambda name, status: "",
+                    schedule_href=lambda schedule_id: "", tz=timezone.utc) -> Timeline:
     """A crowded range: per schedule, one bar per time slice holding runs, coloured by its worst run.
 
-    `facts` are (schedule id, name, status, queued, started). A run falls in the slice of its start (its queue
-    time when it never started). The slice is the smallest round length that keeps the groups of the whole
-    page under `max_groups`, so the page's size has a bound whatever the history.
+    `schedules` are the (id, name) rows to draw, `counts` the database's (schedule id, slice, status, runs)
+    (selectors: timeline.slice_counts); a slice before the range or past it is clamped to the first or last.
+    The caller picks `step` (group_step) so the page's size has a bound whatever the history.
     """
     span = max((end - start).total_seconds(), 1.0)
-    by_schedule: dict[int, tuple[str, list[tuple]]] = {}
-    for schedule_id, name, status, queued, started in facts:
-        by_schedule.setdefault(schedule_id, (name, []))[1].append((str(status).lower(), started or queued))
-    rows_n = max(len(by_schedule), 1)
-    # each row may hold up to span / step groups; pick the step that keeps them all under the bound
-    step = next((s for s in GROUP_STEPS if rows_n * span / s <= max_groups), None)
-    if step is None:
-        step = max(span * rows_n / max_groups, GROUP_STEPS[-1])
+    last = max(int(-(-span // step)) - 1, 0)
+    slices: dict[int, dict[int, dict[str, int]]] = {}
+    for schedule_id, index, status, n in counts:
+        index = min(max(int(index if index is not None else 0), 0), last)
+        row = slices.setdefault(schedule_id, {}).setdefault(index, {})
+        key = str(status).lower()
+        row[key] = row.get(key, 0) + n
     rows = []
     total = 0
-    for schedule_id, (name, runs) in sorted(by_schedule.items(), key=lambda item: item[1][0]):
+    for schedule_id, name in sorted(schedules, key=lambda s: s[1]):
         row = TimelineRow(name, schedule_href(schedule_id), 0)
-        slices: dict[int, dict[str, int]] = {}
-        for status, moment in runs:
-            offset = min(max((moment - start).total_seconds(), 0.0), span - 0.001)
-            counts = slices.setdefault(int(offset // step), {})
-            counts[status] = counts.get(status, 0) + 1
-        for index, counts in sorted(slices.items()):
-            worst = max(counts, key=lambda s: SEVERITY.index(s) if s in SEVERITY else 0)
-            n = sum(counts.values())
+        for index, counted in sorted(slices.get(schedule_id, {}).items()):
+            worst = max(counted, key=lambda s: SEVERITY.index(s) if s in SEVERITY else 0)
+            n = sum(counted.values())
             total += n
             x0 = label_w + plot_w * index * step / span
             x1 = label_w + plot_w * min((index + 1) * step, span) / span
             low = (start + timedelta(seconds=index * step)).astimezone(tz)
-            words = ", ".join(f"{c} {s}" for s, c in sorted(counts.items(), key=lambda kv: -kv[1]))
+            words = ", ".join(f"{c} {s}" for s, c in sorted(counted.items(), key=lambda kv: -kv[1]))
             title = f"{name}: {n} run{'s' if n != 1 else ''} from {low:%H:%M} {low.tzname()}: {words}"
             row.bars.append(TimelineBar(0, worst, round(x0, 1), round(max(x1 - x0 - 1, 1.0), 1), 0, 0, title,
                                         group_href(name, worst.upper()), n))

@@ -14,13 +14,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler import selectors
+from scheduler import timeline as timeline_reads
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, TargetKind
 from scheduler.pipelines.registry import get_workflow
 from scheduler.services import dispatch
 from scheduler.services.errors import ServiceError
 from scheduler.services.cancels import ALREADY_STOPPING, CANCELLED, run_cancel_as
 from scheduler.services.finish import stop_outcome
-from scheduler.services.nodes import RERUNNABLE, node_records, run_rerun_from_failure
+from scheduler.services.nodes import RERUNNABLE, node_records_shown, run_rerun_from_failure
 from scheduler.services.reruns import rerun_offers
 from scheduler.services.retention import retention_summary, run_pruned_note
 from scheduler.services.reruns import run_rerun as run_rerun_service
@@ -32,6 +33,14 @@ from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, Timeline
 from scheduler.worklist import failure_worklist
 
 PAGE_SIZE = 50
+# A run page is bounded whatever the run holds (issue 25): a dbt project's thousands of nodes, a long log
+RUN_PAGE_NODES = 30  # node records in the table and the Gantt, those that did not succeed first
+RUN_PAGE_TRACEBACKS = 5  # failed nodes whose traceback the table shows, each its last RUN_PAGE_TRACEBACK_CHARS
+RUN_PAGE_TRACEBACK_CHARS = 2000
+RUN_PAGE_REPORT_NODES = 30  # rows (and nodes of the graph) of the workflow report
+RUN_PAGE_LOG_LINES = 100  # log lines on the page, and in each answer of the follower or "Next lines"
+RUN_PAGE_LOG_CHARS = 30_000  # ... and no more characters of their messages than this (one line may hold 16 KB)
+RUN_PAGE_LOG_NODES = 100  # past this many nodes the log's node filter is a text field, not a select
 
 
 @page("scheduler.view_run")
@@ -109,9 +118,12 @@ def run_detail(request, run_id: int):
     if run.report:
         # a dbt run's graph is dbt's (its manifest, kept in the report), a workflow's the registered one
         deps = [tuple(e) for e in run.report.get("deps", [])] if dbt else _workflow_deps(run)
-        context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, deps)
+        context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, deps,
+                                                                              limit=RUN_PAGE_REPORT_NODES)
+        context["report_total"] = charts.report_size(run.report)
     if run.schedule.target_kind in (TargetKind.WORKFLOW, TargetKind.DBT):
-        context["nodes"] = node_records(run)
+        shown = node_records_shown(run, limit=RUN_PAGE_NODES)
+        context["nodes"], context["nodes_total"] = _trim_tracebacks(shown["rows"]), shown["total"]
         context["gantt"] = charts.node_gantt(context["nodes"])
         context["can_resume"] = run.status in RERUNNABLE and run.backfill_id is None
     if run.stopping:
@@ -125,21 +137,55 @@ def run_detail(request, run_id: int):
     context["rerun_form"] = RerunForm()
     if not request.htmx:
         context.update(_log_filter(request, run))
-        context["log_lines"] = [] if context["node_error"] else selectors.run_log_lines(run, node=context["log_node"])
-        context["last_seq"] = context["log_lines"][-1].seq if context["log_lines"] else 0
+        lines, more = ([], False) if context["node_error"] else _log_page(run, after=0, node=context["log_node"])
+        context["log_lines"], context["log_more"] = lines, more
+        context["last_seq"] = lines[-1].seq if lines else 0
         context["log_done"] = _log_done(run, now)
     return render(request, partial(request, "scheduler/run_detail.html", "live"), context)
 
 
+def _log_page(run: Run, *, after: int, node: str | None) -> tuple[list, bool]:
+    """The log lines after seq `after` a page shows: RUN_PAGE_LOG_LINES at most, and no more than
+    RUN_PAGE_LOG_CHARS of messages (at least one line); and whether more lines follow."""
+    lines = selectors.run_log_lines(run, after=after, node=node, limit=RUN_PAGE_LOG_LINES + 1)
+    shown, chars = [], 0
+    for line in lines[:RUN_PAGE_LOG_LINES]:
+        chars += len(line.message)
+        if shown and chars > RUN_PAGE_LOG_CHARS:
+            break
+        shown.append(line)
+    return shown, len(shown) < len(lines)
+
+
+def _trim_tracebacks(records: list) -> list:
+    """The first RUN_PAGE_TRACEBACKS tracebacks, each its last lines (where the error is); the others are left
+    to the node's log, so a run of many failed nodes keeps its page small."""
+    shown = 0
+    for record in records:
+        if not record.error:
+            continue
+        if shown == RUN_PAGE_TRACEBACKS:
+            record.error = ""
+            continue
+        shown += 1
+        if len(record.error) > RUN_PAGE_TRACEBACK_CHARS:
+            record.error = "…" + record.error[-RUN_PAGE_TRACEBACK_CHARS:]
+    return records
+
+
 def _log_filter(request, run: Run) -> dict:
-    """`?node=NAME`: the log of one node. The choices are the nodes the run recorded; another name is an error."""
-    nodes = selectors.run_log_nodes(run)
+    """`?node=NAME`: the log of one node. The choices are the nodes the run recorded; another name is an error.
+
+    Past RUN_PAGE_LOG_NODES nodes the choice is a text field, not a select of thousands of options."""
+    nodes = selectors.run_log_nodes(run, limit=RUN_PAGE_LOG_NODES + 1)
     node = request.GET.get("node") or None
     error = ""
-    if node is not None and node not in nodes:
+    if node is not None and node not in nodes and not (len(nodes) > RUN_PAGE_LOG_NODES
+                                                       and selectors.run_names_node(run, node)):
         error = f"node: no node named '{node[:200]}' in run {run.pk}" + (
             f" (its nodes: {', '.join(nodes[:10])}{' …' if len(nodes) > 10 else ''})" if nodes else "")
-    return {"log_nodes": nodes, "log_node": node, "node_error": error}
+    many = len(nodes) > RUN_PAGE_LOG_NODES
+    return {"log_nodes": [] if many else nodes, "log_nodes_many": many, "log_node": node, "node_error": error}
 
 
 # A timeout's reason, as the stop token words it: the run's own limit or a workflow node's
@@ -201,9 +247,9 @@ def run_log(request, run_id: int):
         return response
     after = int_or_none(request.GET.get("after")) or 0
     node = request.GET.get("node") or None
-    lines = selectors.run_log_lines(run, after=after, node=node)
+    lines, more = _log_page(run, after=after, node=node)
     context = {"run": run, "log_lines": lines, "last_seq": lines[-1].seq if lines else after,
-               "log_done": _log_done(run, timezone.now()), "oob": True, "log_node": node}
+               "log_done": _log_done(run, timezone.now()), "oob": True, "log_node": node, "log_more": more}
     return render(request, "scheduler/run_log_more.html", context)
 
 
@@ -294,9 +340,10 @@ def skipped_list(request):
 
 
 # Past this many runs in the range the timeline groups them (a bar per schedule and time slice): each run's bar
-# costs ~350 bytes of HTML, and the page must stay under 100 KB whatever the history (issue 23).
+# costs ~350 bytes of HTML, and the page must stay under 100 KB whatever the history (issues 23 and 25).
 TIMELINE_MAX_BARS = 200
-TIMELINE_MAX_GROUPS = 300  # groups on the whole page; each row gets its share of time slices
+TIMELINE_MAX_GROUPS = 200  # groups on the whole page; each row gets its share of time slices
+TIMELINE_MAX_ROWS = 40  # schedules drawn when grouped: those with failed or blocked runs first, then the busiest
 
 
 @page("scheduler.view_run")
@@ -307,19 +354,28 @@ def timeline(request):
     now = timezone.now()
     start = now - timedelta(seconds=seconds)
     scope = team_scope(request)
+    window = {"start": start, "end": now, "team_ids": scope["team_ids"]}
     options = {"start": start, "end": now, "tz": timezone.get_current_timezone(),
                "schedule_href": lambda pk: reverse("scheduler:schedule_detail", args=[pk])}
-    total = selectors.timeline_count(start=start, end=now, team_ids=scope["team_ids"])
+    total = timeline_reads.count_upto(limit=TIMELINE_MAX_BARS, **window)
+    left_out = {"schedules": 0, "runs": 0}
     if total <= TIMELINE_MAX_BARS:
-        chart = charts.timeline_chart(
-            selectors.timeline_runs(start=start, end=now, team_ids=scope["team_ids"]),
-            href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
+        chart = charts.timeline_chart(timeline_reads.runs(**window),
+                                      href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
     else:
+        per_schedule = timeline_reads.schedules(**window)
+        total = sum(row["n"] for row in per_schedule)
+        chosen = sorted(per_schedule, key=lambda r: (r["trouble"] == 0, -r["n"], r["name"]))[:TIMELINE_MAX_ROWS]
+        left_out = {"schedules": len(per_schedule) - len(chosen), "runs": total - sum(row["n"] for row in chosen),
+                    "trouble": sum(r["trouble"] for r in per_schedule) - sum(r["trouble"] for r in chosen)}
+        step = charts.group_step(span=seconds, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
         runs_url = reverse("scheduler:runs")
         chart = charts.timeline_groups(
-            selectors.timeline_facts(start=start, end=now, team_ids=scope["team_ids"]), max_groups=TIMELINE_MAX_GROUPS,
-            group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
+            [(row["schedule_id"], row["name"]) for row in chosen],
+            timeline_reads.slice_counts(step=step, schedule_ids=[row["schedule_id"] for row in chosen], **window),
+            step=step, group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
             **options)
     context = {"form": form, "chart": chart, "range_value": value, "range_words": words, "seconds": seconds,
-               "start": start, "now": now, "total": total, "total_text": f"{total:,}", **scope}
+               "start": start, "now": now, "total": total, "total_text": f"{total:,}", "left_out": left_out,
+               **scope}
     return render(request, partial(request, "scheduler/timeline.html", "chart"), context)

@@ -39,10 +39,27 @@ def test_it_counts_by_action_actor_and_day(viewer_client, db):
     _entry("alice", "run.trigger", 1)
     _entry("alice", "run.trigger", 1)
     _entry("bob", "breaker.reset", 2)
-    counts = viewer_client.get(reverse("scheduler:audit")).context["counts"]
+    # the counts cover the 31 days up to the filter's end (else now): these March entries need an end in March
+    counts = viewer_client.get(reverse("scheduler:audit"), {"until": "2026-03-02"}).context["counts"]
     assert counts["by_action"][0] == {"action": "run.trigger", "n": 2}
     assert {c["actor"]: c["n"] for c in counts["by_actor"]} == {"alice": 2, "bob": 1}
     assert [c["n"] for c in counts["by_day"]] == [1, 2]
+
+
+def test_the_counts_read_only_their_31_days_whatever_the_log_holds(viewer_client, db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    _entry("alice", "run.trigger", 1)  # 2026-03-01
+    _entry("bob", "breaker.reset", 2)  # 2026-03-02
+    with CaptureQueriesContext(connection) as queries:
+        response = viewer_client.get(reverse("scheduler:audit"), {"until": "2026-04-01"})
+    counts = response.context["counts"]
+    assert {c["actor"]: c["n"] for c in counts["by_actor"]} == {"bob": 1}  # March 1st is 32 days before April 2nd
+    assert "2026-03-02" in response.content.decode() and "31 days" in response.content.decode()
+    grouped = [q["sql"] for q in queries.captured_queries if "GROUP BY" in q["sql"] and "auditentry" in q["sql"]]
+    assert len(grouped) == 3 and all('"at" >=' in sql for sql in grouped)
+    assert len(response.context["entries"]) == 2  # the list still reads the whole filter
 
 
 def test_csv_export_streams_the_filtered_entries_and_defuses_formulas(viewer_client, db):

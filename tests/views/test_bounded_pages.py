@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduler import selectors
+from scheduler import timeline
 
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, TriggerKind
 from scheduler.services.audit import audit_build, audit_record_many
@@ -71,9 +71,9 @@ def test_a_page_renders_as_many_rows_at_twice_the_history(admin_client, make_sch
 
 def test_the_timeline_draws_at_most_its_limit_of_runs(admin_client, make_schedule):
     """The timeline's range holds every run of the hours asked for: it stops at the selector's limit (3000)."""
-    assert selectors.timeline_runs.__kwdefaults__["limit"] == 3000
+    assert timeline.runs.__kwdefaults__["limit"] == 3000
     schedule = make_schedule("orders")
     _history(schedule, timezone.now(), 60)  # 180 runs in the last hour
-    with mock.patch.dict(selectors.timeline_runs.__kwdefaults__, {"limit": 100}):
+    with mock.patch.dict(timeline.runs.__kwdefaults__, {"limit": 100}):
         page = admin_client.get(reverse("scheduler:timeline") + "?hours=48").content.decode()
     assert page.count('data-run="') == 100

@@ -82,3 +82,55 @@ def test_a_few_runs_are_still_drawn_one_by_one(viewer_client, make_schedule, mak
     run = make_run(make_schedule("orders"), queued_at=at, started_at=at, finished_at=at + timedelta(seconds=9))
     page = viewer_client.get(URL).content.decode()
     assert f'data-run="{run.pk}"' in page and "grouped" not in page
+
+
+def _crowd(schedules, n, *, hours=48):
+    now = timezone.now()
+    span = hours * 3600 * 0.95  # inside the range the page computes a moment later
+    runs = []
+    for i in range(n):
+        schedule = schedules[i % len(schedules)]
+        at = now - timedelta(seconds=span * (i + 1) / (n + 1))
+        runs.append(Run(schedule=schedule, status=RunStatus.FAILED if i % 97 == 0 else RunStatus.SUCCEEDED,
+                        trigger_kind=TriggerKind.MANUAL, trigger_key=f"crowd{i}",
+                        workload_class_id=schedule.workload_class_id, queued_at=at, started_at=at,
+                        finished_at=at + timedelta(seconds=2)))
+    Run.objects.bulk_create(runs, batch_size=2000)
+
+
+def test_20000_runs_in_48_hours_are_counted_by_the_database_and_the_page_stays_under_100_kb(
+        viewer_client, make_schedule, monkeypatch):
+    from scheduler import timeline
+
+    def refuse(**kwargs):
+        raise AssertionError("a crowded range must not load its runs one by one")
+
+    monkeypatch.setattr(timeline, "runs", refuse)
+    schedules = [make_schedule(f"warehouse-feed-with-a-long-name-{i:03d}") for i in range(60)]
+    _crowd(schedules, 20_000)
+    response = viewer_client.get(URL, {"range": "48h"})
+    page = response.content.decode()
+    assert len(response.content) <= 100 * 1024, f"{len(response.content):,} bytes"
+    assert (_selected(page), _drawn_seconds(page)) == ("48h", 48 * 3600)  # the select and the picture agree
+    assert "20,000 runs in this range" in page and "grouped" in page
+    assert page.count('class="tl-run tl-group"') <= 200 + 40  # a row may split a slice at the range's end
+    assert page.count('class="tl-row"') == 40
+    assert 'class="tl-bar t-failed"' in page
+    # the database put the runs in their time slices: a row spread over the 48 hours has many bars
+    first_row = page[page.index('class="tl-row"'):page.index("</g>", page.index('class="tl-row"'))]
+    assert len(set(re.findall(r'<rect class="tl-bar [^"]+" x="([\d.]+)"', first_row))) >= 4
+    drawn = sum(int(c) for c in re.findall(r'data-count="(\d+)"', page))
+    left_out = re.search(r'id="timeline-left-out">(\d+) more schedules\s+with ([\d,]+) runs', page)
+    assert left_out and int(left_out.group(1)) == 20
+    assert drawn + int(left_out.group(2).replace(",", "")) == 20_000  # every run is drawn or counted as left out
+
+
+def test_the_largest_page_drawn_run_by_run_stays_under_100_kb(viewer_client, make_schedule):
+    from scheduler.views.pages import TIMELINE_MAX_BARS
+
+    schedules = [make_schedule(f"warehouse-feed-with-a-long-name-{i:03d}") for i in range(40)]
+    _crowd(schedules, TIMELINE_MAX_BARS)
+    response = viewer_client.get(URL, {"range": "48h"})
+    page = response.content.decode()
+    assert "grouped" not in page and page.count('data-run="') == TIMELINE_MAX_BARS
+    assert len(response.content) <= 100 * 1024, f"{len(response.content):,} bytes"
