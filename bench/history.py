@@ -30,8 +30,9 @@ from typing import Callable
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.db.models import Count
 
-from scheduler.models import Run, RunStatus, Schedule, Team, WorkloadClass
+from scheduler.models import Run, RunStatus, RunTally, Schedule, Team, WorkloadClass
 from scheduler.services.schedules import schedule_save
 from scheduler.services.teams import team_save
 
@@ -273,10 +274,18 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
         else:
             cur.execute("ANALYZE")
         timings["analyze_s"] = time.perf_counter() - t1
+    tally_generated(run_base + 1, run_base + runs)
     add_live_runs(now, first)
     timings["total_s"] = time.perf_counter() - t0
     progress(f"  history of {runs:,} runs in {timings['total_s']:.0f} s")
     return {"runs": runs, "first_schedule": first, **timings, **count_rows()}
+
+
+def tally_generated(lo: int, hi: int) -> None:
+    """The final-status counters that runs ending one by one would have kept (services/tally.py), in one count."""
+    counts = (Run.objects.filter(pk__gte=lo, pk__lte=hi, status__in=RunStatus.final()).values_list("status")
+              .annotate(n=Count("id")).order_by())
+    RunTally.objects.bulk_create([RunTally(status=status, n=n) for status, n in counts])
 
 
 def add_live_runs(now: datetime, first_schedule: int) -> None:

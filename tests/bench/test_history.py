@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.db.models import Count
 from django.test import Client, override_settings
 from django.utils import timezone
 
@@ -13,6 +14,7 @@ from bench import history
 from bench.scale import METRICS_TOKEN, page_urls
 from bench.scale_report import compare, table
 from scheduler.models import AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunLogLine, RunStatus, Schedule
+from scheduler.services.tally import tally_totals
 
 RUNS = 500
 
@@ -80,6 +82,9 @@ def test_it_has_the_shapes_of_a_real_history(generated):
     assert AuditEntry.objects.filter(action="run.trigger").count() == Run.objects.filter(
         trigger_kind="manual").exclude(status=RunStatus.CANCELLED).count()
     assert GovernanceTick.objects.count() == RUNS // history.TICK_EVERY
+    # /metrics' counters of final statuses count the generated runs, as if each had ended on its own
+    final = Run.objects.filter(status__in=RunStatus.final()).values_list("status").annotate(n=Count("id"))
+    assert {s: n for s, n in tally_totals().items() if n} == dict(final.order_by())
     # the live runs wait for their retry delay: no tick admits them
     assert Run.objects.filter(status=RunStatus.QUEUED, not_before__gt=now).count() == history.LIVE_RUNS
 
