@@ -13,8 +13,7 @@ lost message to governance, like any other.
 from __future__ import annotations
 
 import logging
-
-from django.utils import timezone
+from datetime import datetime
 
 from scheduler.models import Run
 from scheduler.services.dispatch import admit_runs, hand_off
@@ -22,7 +21,7 @@ from scheduler.services.dispatch import admit_runs, hand_off
 log = logging.getLogger(__name__)
 
 
-def catchup_admit_next(*, run: Run, holder: str) -> list[tuple[int, str]]:
+def catchup_admit_next(*, run: Run, holder: str, now: datetime) -> list[tuple[int, str]]:
     """Admit what may start now; the (run id, token) of `run`'s schedule's next slice, if admitted, to run here."""
     kept: list[tuple[int, str]] = []
 
@@ -35,7 +34,7 @@ def catchup_admit_next(*, run: Run, holder: str) -> list[tuple[int, str]]:
             hand_off(rest)
 
     try:
-        admit_runs(now=timezone.now(), holder=holder, send=send)
+        admit_runs(now=now, holder=holder, send=send)
     except Exception:  # the run's end is written; the dispatch loop admits and sends the slice on its next tick
         log.warning("could not admit the next catch-up slice of run %s at once", run.pk, exc_info=True)
     return kept

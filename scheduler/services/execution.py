@@ -247,17 +247,17 @@ def _execute_lone(run_id: int, token: str, *, clock: Callable[[], datetime], fol
         run_start_notes(logs, run, now=now)
         try:
             return _execute_claimed(run, token, now=now, clock=clock, logs=logs,
-                                    settle=lambda ending: _settle_and_follow(ending, following))
+                                    settle=lambda ending: _settle_and_follow(ending, following, clock))
         finally:
             pump.unregister(run_id)
 
 
-def _settle_and_follow(ending: Ending | None, following: list[tuple[int, str]]) -> str:
+def _settle_and_follow(ending: Ending | None, following: list[tuple[int, str]], clock: Callable[[], datetime]) -> str:
     outcome = _settle(ending)
     # inside a caller's transaction (tests, in-process benchmarks) nothing is admitted: the caller drives
     if outcome == S.SUCCEEDED and ending.loaded is not None and ending.loaded.capped \
             and not connection.in_atomic_block:
-        following.extend(catchup_admit_next(run=ending.run, holder=worker_name()))
+        following.extend(catchup_admit_next(run=ending.run, holder=worker_name(), now=clock()))
     return outcome
 
 
