@@ -255,8 +255,9 @@ def _execute_lone(run_id: int, token: str, *, clock: Callable[[], datetime], fol
 def _settle_and_follow(ending: Ending | None, following: list[tuple[int, str]], clock: Callable[[], datetime]) -> str:
     outcome = _settle(ending)
     # inside a caller's transaction (tests, in-process benchmarks) nothing is admitted: the caller drives
-    if outcome == S.SUCCEEDED and ending.loaded is not None and ending.loaded.capped \
-            and not connection.in_atomic_block:
+    catching_up = ending is not None and (ending.run.backfill_id is not None
+                                          or (ending.loaded is not None and ending.loaded.capped))
+    if outcome == S.SUCCEEDED and catching_up and not connection.in_atomic_block:
         following.extend(catchup_admit_next(run=ending.run, holder=worker_name(), now=clock()))
     return outcome
 

@@ -1,4 +1,4 @@
-"""A watermark catching up: the worker that ran a capped window admits the next slice and runs it next (catchup.py)."""
+"""Catching up: the worker that ran a capped window or a backfill window admits the next one and runs it (catchup.py)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
@@ -6,8 +6,9 @@ from unittest import mock
 
 import pytest
 
-from scheduler.models import Run, RunStatus, WorkloadClass
+from scheduler.models import BackfillStatus, Run, RunStatus, WorkloadClass
 from scheduler.pipelines import registry
+from scheduler.services.backfills import backfill_submit
 from scheduler.services.execution import execute_run
 from scheduler.services.runs import run_trigger_manual
 from scheduler.services.watermarks import watermark_state
@@ -84,3 +85,21 @@ def test_the_next_slice_still_passes_the_gate_a_full_class_keeps_it_queued(catch
     second = Run.objects.filter(schedule=schedule).exclude(pk=first).get()
     assert second.status == RunStatus.QUEUED and sent == []
     assert len(counter["windows"]) == 1
+
+
+def test_one_message_runs_a_backfill_window_after_window_and_completes_it(catching_up):
+    schedule, counter = catching_up
+    backfill = backfill_submit(schedule=schedule, start=DAY1.isoformat(), end=(DAY1 + timedelta(days=3)).isoformat(),
+                               window=86400, reason="replay", requested_by="tests", now=NOW)
+    [(first, token)] = tick(NOW)
+    sent, patch = _broker()
+    with patch:
+        assert execute_run(first, token, clock=lambda: NOW) == RunStatus.SUCCEEDED
+    assert sent == []
+    runs = list(Run.objects.filter(backfill=backfill).order_by("id"))
+    assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
+    assert [(w.low, w.high) for w in counter["windows"]] == [
+        (DAY1 + timedelta(days=d), DAY1 + timedelta(days=d + 1)) for d in range(3)]
+    backfill.refresh_from_db()
+    assert backfill.status == BackfillStatus.COMPLETED
+    assert watermark_state(schedule).value is None, "a backfill never moves the live mark"
