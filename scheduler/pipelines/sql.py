@@ -29,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scheduler.core import ConfigError, EtlError, LineageDataset, Window, stop
 from scheduler.core.lineage import postgres_dataset, sql_url_dataset, sqlite_dataset
 
+from . import sql_pool
 from .sql_load import column, copy_upsert, executemany_upsert, last_per_key, value_rows
 from .values import (
     check_identifier,
@@ -95,7 +96,9 @@ def lineage_dataset(db: str, table: str) -> LineageDataset:
 class _Db:
     """One open connection with what statements need to know about it."""
 
-    def __init__(self, dialect: str, conn: Any, *, style: str, owned: bool, alias: str | None = None):
+    def __init__(self, dialect: str, conn: Any, *, style: str, owned: bool, alias: str | None = None,
+                 url: str | None = None):
+        self.url = url  # a PostgreSQL URL whose connection goes back to the pool on close
         self.dialect = dialect
         self.conn = conn
         self.style = style  # "qmark" (sqlite3) or "format" (psycopg, Django cursors)
@@ -148,7 +151,9 @@ class _Db:
                 yield
 
     def close(self) -> None:
-        if self.owned:
+        if self.owned and self.url is not None:
+            sql_pool.give_back(self.url, self.conn)  # kept for the next window (sql_pool.py)
+        elif self.owned:
             self.conn.close()
 
 
@@ -172,11 +177,14 @@ def connect(db: str, *, create: bool = False) -> _Db:
         return _Db(SQLITE, conn, style="qmark", owned=True)
     import psycopg
 
-    try:
-        conn = psycopg.connect(db, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise EtlError(f"cannot connect to {redact(db)}: {exc}") from exc
-    return _Db(POSTGRESQL, conn, style="format", owned=True)
+    conn = sql_pool.take(db)
+    if conn is None:
+        try:
+            # no prepared statements on the server: DISCARD ALL (sql_pool.give_back) would drop them under psycopg
+            conn = psycopg.connect(db, autocommit=True, connect_timeout=10, prepare_threshold=None)
+        except psycopg.Error as exc:
+            raise EtlError(f"cannot connect to {redact(db)}: {exc}") from exc
+    return _Db(POSTGRESQL, conn, style="format", owned=True, url=db)
 
 
 def _connect_alias(alias: str) -> _Db:
