@@ -257,7 +257,7 @@ def _settle_and_follow(ending: Ending | None, following: list[tuple[int, str]], 
     # inside a caller's transaction (tests, in-process benchmarks) nothing is admitted: the caller drives
     catching_up = ending is not None and (ending.run.backfill_id is not None
                                           or (ending.loaded is not None and ending.loaded.capped))
-    if outcome == S.SUCCEEDED and catching_up and not connection.in_atomic_block:
+    if outcome == S.SUCCEEDED and catching_up and settings.ETL_CATCHUP_ON_WORKER and not connection.in_atomic_block:
         following.extend(catchup_admit_next(run=ending.run, holder=worker_name(), now=clock()))
     return outcome
 

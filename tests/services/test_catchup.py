@@ -103,3 +103,16 @@ def test_one_message_runs_a_backfill_window_after_window_and_completes_it(catchi
     backfill.refresh_from_db()
     assert backfill.status == BackfillStatus.COMPLETED
     assert watermark_state(schedule).value is None, "a backfill never moves the live mark"
+
+
+def test_with_catchup_on_worker_off_the_next_slice_waits_for_the_dispatch_loop(catching_up, settings):
+    settings.ETL_CATCHUP_ON_WORKER = False
+    schedule, counter = catching_up
+    run_trigger_manual(schedule=schedule, actor="tests", now=NOW)
+    [(first, token)] = tick(NOW)
+    sent, patch = _broker()
+    with patch:
+        execute_run(first, token, clock=lambda: NOW)
+    second = Run.objects.filter(schedule=schedule).exclude(pk=first).get()
+    assert second.status == RunStatus.QUEUED and sent == []
+    assert len(counter["windows"]) == 1
