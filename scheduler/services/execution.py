@@ -212,19 +212,22 @@ def _window_for(run: Run, now: datetime):
 def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = timezone.now) -> str:
     """Entry point of a worker. Returns the outcome status, or 'stale' for an old message.
 
-    A run that loaded a window cut by max_window has the next slice admitted at once (catchup.py); this worker
-    runs it next, with no trip through the broker, while the message is inside its budget (as a batch is); past
-    the budget the slice goes to the broker. The outcome returned is the first run's.
+    A run that loaded a window cut by max_window, or a backfill's window, has the next window admitted at once
+    (catchup.py); this worker runs it next, with no trip through the broker, while the message is inside its budget
+    (as a batch is); past the budget the window goes to the broker. The outcome returned is the first run's.
     """
     began = time.monotonic()
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
     following: list[tuple[int, str]] = []
     outcome = _execute_lone(run_id, token, clock=clock, following=following)
-    while following:
-        if time.monotonic() - began > budget:
+    try:
+        while following:
+            if time.monotonic() - began > budget:
+                break
+            _execute_lone(*following.pop(), clock=clock, following=following)
+    finally:
+        if following:  # admitted and not begun here: to the broker (else governance resends them as lost)
             hand_off(following)
-            break
-        _execute_lone(*following.pop(), clock=clock, following=following)
     return outcome
 
 
