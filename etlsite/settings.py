@@ -201,6 +201,10 @@ ETL_BATCH_FLUSH_SECONDS = envfloat("ETL_BATCH_FLUSH_SECONDS", 0.5, minimum=0.0)
 # begin go back to the broker as a new message. So a batch never runs into django-q2's timeout (Q_TIMEOUT), and a
 # long run does not hold short ones behind it.
 ETL_BATCH_BUDGET_SECONDS = envfloat("ETL_BATCH_BUDGET_SECONDS", 10.0, minimum=0.0)
+# A worker that ended a capped watermark window or a backfill window admits the next one and runs it itself, within
+# ETL_BATCH_BUDGET_SECONDS (docs/semantics.md, "Overlap and catch-up policies"); off: the dispatch loop and the broker
+# carry every window, as for any run.
+ETL_CATCHUP_ON_WORKER = envbool("ETL_CATCHUP_ON_WORKER", True)
 ETL_MAX_BACKFILL_WINDOWS = envint("ETL_MAX_BACKFILL_WINDOWS", 100_000, minimum=1)
 ETL_WEBHOOK_REPLAY_SECONDS = envint("ETL_WEBHOOK_REPLAY_SECONDS", 300, minimum=1)
 ETL_WEBHOOK_MAX_BYTES = envint("ETL_WEBHOOK_MAX_BYTES", 1_048_576, minimum=1)

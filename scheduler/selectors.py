@@ -297,6 +297,28 @@ def schedules_with_last_run(team_ids=None):
     )
 
 
+def schedules_keyset_page(qs, *, after: str | None = None, before: str | None = None, size: int = 50) -> dict:
+    """One page of `qs` (schedules) by name, the unique key the lists sort on: never a COUNT, never an OFFSET.
+
+    `after` gives the page that follows that name, `before` the one that precedes it; `next` and `previous` are
+    the cursors for the neighbouring pages (None at either end)."""
+    if before is not None:
+        rows = list(qs.filter(name__lt=before).order_by("-name")[: size + 1])
+        has_previous, has_next = len(rows) > size, True
+        rows = list(reversed(rows[:size]))
+    else:
+        if after is not None:
+            qs = qs.filter(name__gt=after)
+        rows = list(qs.order_by("name")[: size + 1])
+        has_previous, has_next = after is not None, len(rows) > size
+        rows = rows[:size]
+    return {
+        "schedules": rows,
+        "next": rows[-1].name if rows and has_next else None,
+        "previous": rows[0].name if rows and has_previous else None,
+    }
+
+
 def describe_trigger(schedule) -> str:
     try:
         return get_trigger(schedule.trigger_kind).describe(schedule.trigger_config or {}, timezone=schedule.timezone)

@@ -137,6 +137,11 @@ class RunOut(Schema):
     rerun_of_id: int | None
 
 
+class SchedulePage(Schema):
+    items: list[ScheduleOut]
+    next: str | None = Field(description="Pass as `cursor` for the next page (by name); null on the last page.")
+
+
 class RunPage(Schema):
     items: list[RunOut]
     next: int | None = Field(description="Pass as `cursor` for the next (older) page; null on the last page.")

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
+from itertools import repeat
 from typing import Any
 from urllib.parse import quote as url_quote
 from urllib.parse import urlsplit, urlunsplit
@@ -28,6 +29,8 @@ from urllib.parse import urlsplit, urlunsplit
 from scheduler.core import ConfigError, EtlError, LineageDataset, Window, stop
 from scheduler.core.lineage import postgres_dataset, sql_url_dataset, sqlite_dataset
 
+from . import sql_pool
+from .sql_load import column, copy_upsert, executemany_upsert, last_per_key, value_rows
 from .values import (
     check_identifier,
     check_identifiers,
@@ -39,7 +42,6 @@ from .values import (
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
-LOAD_BATCH = 1000  # rows per executemany; a stop request is checked between them
 _URL_SCHEMES = {"sqlite": SQLITE, "postgres": POSTGRESQL, "postgresql": POSTGRESQL}
 _MIN_SQLITE = (3, 24, 0)  # first release with INSERT ... ON CONFLICT DO UPDATE
 
@@ -94,7 +96,9 @@ def lineage_dataset(db: str, table: str) -> LineageDataset:
 class _Db:
     """One open connection with what statements need to know about it."""
 
-    def __init__(self, dialect: str, conn: Any, *, style: str, owned: bool, alias: str | None = None):
+    def __init__(self, dialect: str, conn: Any, *, style: str, owned: bool, alias: str | None = None,
+                 url: str | None = None):
+        self.url = url  # a PostgreSQL URL whose connection goes back to the pool on close
         self.dialect = dialect
         self.conn = conn
         self.style = style  # "qmark" (sqlite3) or "format" (psycopg, Django cursors)
@@ -147,7 +151,9 @@ class _Db:
                 yield
 
     def close(self) -> None:
-        if self.owned:
+        if self.owned and self.url is not None:
+            sql_pool.give_back(self.url, self.conn)  # kept for the next window (sql_pool.py)
+        elif self.owned:
             self.conn.close()
 
 
@@ -171,11 +177,14 @@ def connect(db: str, *, create: bool = False) -> _Db:
         return _Db(SQLITE, conn, style="qmark", owned=True)
     import psycopg
 
-    try:
-        conn = psycopg.connect(db, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise EtlError(f"cannot connect to {redact(db)}: {exc}") from exc
-    return _Db(POSTGRESQL, conn, style="format", owned=True)
+    conn = sql_pool.take(db)
+    if conn is None:
+        try:
+            # no prepared statements on the server: DISCARD ALL (sql_pool.give_back) would drop them under psycopg
+            conn = psycopg.connect(db, autocommit=True, connect_timeout=10, prepare_threshold=None)
+        except psycopg.Error as exc:
+            raise EtlError(f"cannot connect to {redact(db)}: {exc}") from exc
+    return _Db(POSTGRESQL, conn, style="format", owned=True, url=db)
 
 
 def _connect_alias(alias: str) -> _Db:
@@ -295,8 +304,8 @@ class SqlSource:
                         batch = cur.fetchmany(self.batch_size)
                         if not batch:
                             break
-                        for row in batch:
-                            yield dict(zip(names, row))
+                        # dicts made in C (map over zip), not in a Python loop: a row costs what dict() costs
+                        yield from map(dict, map(zip, repeat(names), batch))
                 except _db_errors() as exc:
                     raise EtlError(f"{self!r} failed: {exc}") from exc
         finally:
@@ -407,10 +416,11 @@ class SqlSink:
     def _columns_of(self, rows: list[dict]) -> list[str]:
         if self.columns is not None:
             return self.columns
-        seen: dict[str, None] = {}
+        first = rows[0].keys()
+        seen: dict[str, None] = dict.fromkeys(first)
         for row in rows:
-            for name in row:
-                seen.setdefault(name, None)
+            if row.keys() != first:  # rows usually share their keys: one comparison each, not one per column
+                seen.update(dict.fromkeys(row))
         columns = check_identifiers(list(seen), "columns")
         missing = [k for k in self.key if k not in seen]
         if missing:
@@ -425,37 +435,36 @@ class SqlSink:
         keys = ", ".join(quote(k) for k in self.key)
         return f"CREATE TABLE IF NOT EXISTS {quote(self.table)} ({', '.join(defs)}, PRIMARY KEY ({keys}))"
 
-    def upsert_statement(self, columns: list[str], db: _Db) -> str:
-        names = ", ".join(quote(c) for c in columns)
-        marks = ", ".join(db.param() for _ in columns)
+    def conflict_clause(self, columns: list[str]) -> str:
         keys = ", ".join(quote(k) for k in self.key)
         updates = [f"{quote(c)} = excluded.{quote(c)}" for c in columns if c not in self.key]
         action = f"DO UPDATE SET {', '.join(updates)}" if updates else "DO NOTHING"
-        return f"INSERT INTO {quote(self.table)} ({names}) VALUES ({marks}) ON CONFLICT ({keys}) {action}"
+        return f"ON CONFLICT ({keys}) {action}"
+
+    def upsert_statement(self, columns: list[str], db: _Db) -> str:
+        names = ", ".join(quote(c) for c in columns)
+        marks = ", ".join(db.param() for _ in columns)
+        return f"INSERT INTO {quote(self.table)} ({names}) VALUES ({marks}) {self.conflict_clause(columns)}"
 
     def load(self, rows: list[dict]) -> int:
         rows = list(rows)
         if not rows:
             return 0
         columns = self._columns_of(rows)
-        for i, row in enumerate(rows):
-            for k in self.key:
-                if row.get(k) is None:
-                    raise EtlError(f"{self!r}: row {i} has no value for key column {k!r}")
         db = connect(self.db, create=self.create)
         try:
-            sql = self.upsert_statement(columns, db)
-            values = [[db.value(row.get(c)) for c in columns] for row in rows]
+            tuples = value_rows(rows, columns, db.value, db.dialect)
+            keys = [column(tuples, columns.index(k)) for k in self.key]
+            for k, values in zip(self.key, keys):
+                if None in values:
+                    raise EtlError(f"{self!r}: row {values.index(None)} has no value for key column {k!r}")
             try:
                 with db.atomic():
                     cur = db.cursor()
                     try:
                         if self.create:
                             cur.execute(self.create_statement(rows, columns, db.dialect))
-                        for i in range(0, len(values), LOAD_BATCH):
-                            # between batches: a stopped run's transaction rolls back, so none of its rows count
-                            stop.check()
-                            cur.executemany(sql, values[i:i + LOAD_BATCH])
+                        self._write(cur, db, columns, tuples, keys)
                     finally:
                         cur.close()
             except _db_errors() as exc:
@@ -463,3 +472,11 @@ class SqlSink:
         finally:
             db.close()
         return len(rows)
+
+    def _write(self, cur: Any, db: _Db, columns: list[str], tuples: list[tuple], keys: list[list]) -> None:
+        if db.dialect == POSTGRESQL:  # psycopg 3 (a runtime dependency, and Django's choice when installed)
+            # COPY into a staging table, then one upsert: rows move at COPY's speed, not one statement each
+            copy_upsert(cur, table=quote(self.table), names=", ".join(quote(c) for c in columns),
+                        conflict=self.conflict_clause(columns), tuples=last_per_key(tuples, keys))
+        else:
+            executemany_upsert(cur, sql=self.upsert_statement(columns, db), tuples=tuples)

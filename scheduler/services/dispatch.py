@@ -5,6 +5,7 @@ import logging
 import math
 import os
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -105,8 +106,12 @@ def release_waiting(*, now: datetime) -> int:
     return moved
 
 
-def admit_runs(*, now: datetime, holder: str) -> list[int]:
-    """Admit queued runs in global priority / FIFO order without ever exceeding a class's limit."""
+def admit_runs(*, now: datetime, holder: str,
+               send: Callable[[list[tuple[int, str]]], None] | None = None) -> list[int]:
+    """Admit queued runs in global priority / FIFO order without ever exceeding a class's limit.
+
+    After commit the admitted (run id, token) pairs go to `send`, by default `hand_off` (the broker).
+    """
     has_queued = set(
         Run.objects.filter(status=S.QUEUED).values_list("workload_class_id", flat=True).distinct().order_by()
     )
@@ -164,7 +169,7 @@ def admit_runs(*, now: datetime, holder: str) -> list[int]:
             seen.extend(run.pk for run in candidates)
             if len(candidates) < batch or all(free[pk] <= 0 for pk in open_classes):
                 break
-        admitted = _start(chosen, now=now, holder=holder)
+        admitted = _start(chosen, now=now, holder=holder, send=send or hand_off)
     return [run_id for run_id, _ in admitted]
 
 
@@ -234,8 +239,8 @@ def _may_start(run: Run, verdict: dependencies.Verdict | None, *, now: datetime,
     return True
 
 
-def _start(chosen: list[tuple[Run, dependencies.Verdict | None]], *, now: datetime,
-           holder: str) -> list[tuple[int, str]]:
+def _start(chosen: list[tuple[Run, dependencies.Verdict | None]], *, now: datetime, holder: str,
+           send: Callable[[list[tuple[int, str]]], None]) -> list[tuple[int, str]]:
     """Admit the tick's chosen runs with one statement; hand them to the workers after commit.
 
     Each run's dispatch token is the tick's token and its id, so one UPDATE
@@ -265,7 +270,7 @@ def _start(chosen: list[tuple[Run, dependencies.Verdict | None]], *, now: dateti
         if verdict is not None and verdict.matches:
             dependencies.record_matches(run, verdict)  # the upstream runs it was admitted on
         admitted.append((run.pk, token))
-    transaction.on_commit(lambda: hand_off(admitted))
+    transaction.on_commit(lambda: send(admitted))
     return admitted
 
 

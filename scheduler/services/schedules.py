@@ -343,9 +343,9 @@ def _snapshot(schedule: Schedule) -> dict:
     return schedule_spec(schedule)
 
 
-def schedule_spec_masked(schedule: Schedule) -> dict:
+def schedule_spec_masked(schedule: Schedule, *, depends_on: list[str] | None = None) -> dict:
     """`schedule_spec` as shown to people and clients (the API): channel URLs with their secrets masked."""
-    return _audited(schedule_spec(schedule))
+    return _audited(schedule_spec(schedule, depends_on=depends_on))
 
 
 def _audited(snapshot: dict) -> dict:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -28,11 +31,45 @@ from scheduler.views.teams import answer_test, channel_rows
 HIDDEN = {"hidden": True}
 
 
+# what one page of the list renders, whatever the number of schedules (issue 25: every page <= 100 KB)
+PAGE_SIZE = 25
+CURSOR = re.compile(r"[-a-zA-Z0-9_]{1,100}")
+
+
+def _cursors(request) -> tuple[dict, str]:
+    """`after` / `before` from the query string: schedule names (slugs); a bad one is named and ignored."""
+    cursors, errors = {}, []
+    for key in ("after", "before"):
+        value = request.GET.get(key)
+        if value is None:
+            continue
+        if CURSOR.fullmatch(value):
+            cursors[key] = value
+        else:
+            errors.append(f"{key}: must be a schedule name (letters, digits, - and _), got '{value[:100]}'")
+    if len(cursors) > 1:
+        errors.append("after, before: give one of them, not both")
+        cursors = {}
+    return cursors, "; ".join(errors)
+
+
+def _strip_label(runs) -> str:
+    """The strip in words, in one line rather than one per run (a row stays small: issue 25)."""
+    if not runs:
+        return ""
+    counts = Counter(r.status.lower() for r in runs)
+    told = ", ".join(f"{n} {status}" for status, n in counts.most_common())
+    return f"last {len(runs)} runs: {told}; the latest {runs[-1].status.lower()}"
+
+
 @page("scheduler.view_schedule")
 def schedule_list(request):
     now = timezone.now()
     scope = team_scope(request)
-    schedules = list(selectors.schedules_with_last_run(scope["team_ids"]))
+    cursors, cursor_error = _cursors(request)
+    result = selectors.schedules_keyset_page(selectors.schedules_with_last_run(scope["team_ids"]),
+                                             size=PAGE_SIZE, **cursors)
+    schedules = result["schedules"]
     recent = selectors.recent_runs_by_schedule(s.pk for s in schedules)
     rows = [
         {
@@ -40,13 +77,18 @@ def schedule_list(request):
             "trigger_text": selectors.describe_trigger(s),
             "fires": selectors.next_fire_times(s, now=now, count=2),
             **selectors.strip_summary(recent.get(s.pk, [])),
+            "strip_label": _strip_label(recent.get(s.pk, [])),
         }
         for s in schedules
     ]
     actable = actable_team_ids(request.user) if request.user.has_perm("scheduler.trigger_schedule") else None
     view_only = [] if actable is None else sorted({s.owner.name for s in schedules if s.owner_id not in actable})
+    query = request.GET.copy()
+    for key in ("after", "before"):
+        query.pop(key, None)
     return render(request, "scheduler/schedules.html",
-                  {"rows": rows, "run_now_form": RunNowForm(), "view_only_teams": view_only, **scope})
+                  {"rows": rows, "page": result, "query": query.urlencode(), "cursor_error": cursor_error,
+                   "run_now_form": RunNowForm(), "view_only_teams": view_only, **scope})
 
 
 def _detail_context(request, schedule: Schedule, **extra) -> dict:

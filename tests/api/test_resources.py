@@ -14,10 +14,10 @@ WM = {"type": "datetime", "column": "updated_at", "initial": "2026-01-01T00:00:0
 def test_schedules_list_filters_and_get(api, op_token, make_schedule):
     make_schedule("a")
     make_schedule("b", enabled=False)
-    assert [s["name"] for s in api.get("/schedules", token=op_token).json()] == ["a", "b"]
-    assert [s["name"] for s in api.get("/schedules", token=op_token, enabled="false").json()] == ["b"]
-    assert [s["name"] for s in api.get("/schedules", token=op_token, status="enabled").json()] == ["a"]
-    assert api.get("/schedules", token=op_token, breaker="open").json() == []
+    assert [s["name"] for s in api.get("/schedules", token=op_token).json()["items"]] == ["a", "b"]
+    assert [s["name"] for s in api.get("/schedules", token=op_token, enabled="false").json()["items"]] == ["b"]
+    assert [s["name"] for s in api.get("/schedules", token=op_token, status="enabled").json()["items"]] == ["a"]
+    assert api.get("/schedules", token=op_token, breaker="open").json() == {"items": [], "next": None}
     got = api.get("/schedules/a", token=op_token).json()
     assert got["spec"]["target_id"] == "demo.noop" and got["owner"] == "default"
     problem_of(api.get("/schedules/nope", token=op_token), 404)
@@ -78,7 +78,7 @@ def test_lists_show_only_visible_teams(api, op_token, make_schedule, make_run, t
     theirs = make_schedule("theirs", owner=team_b.name)
     make_run(mine)
     hidden = make_run(theirs)
-    assert [s["name"] for s in api.get("/schedules", token=op_token).json()] == ["mine"]
+    assert [s["name"] for s in api.get("/schedules", token=op_token).json()["items"]] == ["mine"]
     assert [r["schedule"] for r in api.get("/runs", token=op_token).json()["items"]] == ["mine"]
     problem_of(api.get(f"/runs/{hidden.pk}", token=op_token), 403)
     problem_of(api.get("/schedules", token=op_token, team="team-b"), 404)
@@ -221,7 +221,7 @@ def test_schedules_filter_by_team_and_status_together(api, admin_token, make_sch
     make_schedule("b_off", owner=team_b.name, enabled=False)
 
     def names(**filters):
-        return [s["name"] for s in api.get("/schedules", token=admin_token, **filters).json()]
+        return [s["name"] for s in api.get("/schedules", token=admin_token, **filters).json()["items"]]
 
     assert names(team="team-b") == ["b_off", "b_on"]
     assert names(team="team-b", status="disabled") == ["b_off"]

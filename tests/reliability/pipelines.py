@@ -6,8 +6,11 @@ import sqlite3
 import time
 from pathlib import Path
 
+import psycopg
+
 from scheduler.core import Pipeline
 from scheduler.pipelines.registry import register_pipeline, register_workflow
+from scheduler.pipelines import sql_load
 from scheduler.pipelines.sql import SqlSink, SqlSource
 
 
@@ -53,6 +56,51 @@ def stalling_sync(ctx):
 
 
 register_pipeline("reliability.stalling_sync", stalling_sync, watermark_column="ts", replace=True)
+
+
+class _StallMidCopy(list):
+    """The rows SqlSink's COPY writes; the worker stalls (attempt 1) when COPY asks for the second batch, the first
+    sent and its transaction open, so a test can SIGKILL it mid-load."""
+
+    def __init__(self, rows, pidfile: str) -> None:
+        super().__init__(rows)
+        self.stall = StallOnFirstAttempt(pidfile, 1)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice) and index.start == sql_load.BATCH:
+            next(self.stall.apply(None))
+        return super().__getitem__(index)
+
+
+class CopyLoggedSink(SqlSink):
+    """A PostgreSQL SqlSink (the COPY path) that stalls mid-COPY on attempt 1 and logs every completed load."""
+
+    def __init__(self, target: str, table: str, run_id: int, attempt: int, pidfile: str) -> None:
+        super().__init__(target, table=table, key="id", create=True)
+        self.run_id, self.attempt, self.pidfile = run_id, attempt, pidfile
+
+    def _write(self, cur, db, columns, tuples, keys):
+        if self.attempt == 1:
+            tuples = _StallMidCopy(tuples, self.pidfile)
+        super()._write(cur, db, columns, tuples, keys)
+
+    def load(self, rows):
+        count = super().load(rows)
+        with psycopg.connect(self.db, autocommit=True) as conn:
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self.table}_loads" (run_id INTEGER, attempt INTEGER, n INTEGER)')
+            conn.execute(f'INSERT INTO "{self.table}_loads" VALUES (%s, %s, %s)', (self.run_id, self.attempt, count))
+        return count
+
+
+def stalling_copy_sync(ctx):
+    p = ctx.params
+    return Pipeline(
+        SqlSource(f"sqlite:///{p['source']}", table="items", watermark_column="ts", window=ctx.window), None,
+        CopyLoggedSink(p["target"], p["table"], ctx.run_id, ctx.attempt, p["pidfile"]), watermark_column="ts",
+    )
+
+
+register_pipeline("reliability.stalling_copy_sync", stalling_copy_sync, watermark_column="ts", replace=True)
 
 
 # --- in-process fault injection for the watermark property test -------------------------

@@ -4,17 +4,21 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import uuid
 from datetime import datetime, timedelta, timezone
 
+import psycopg
 import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, WatermarkState
+from scheduler.pipelines import sql_load
 from scheduler.pipelines.values import iso_utc
 from scheduler.services.runs import run_trigger_manual
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 MODULES = "scheduler.pipelines.demo,tests.reliability.pipelines"
+PG_URL = "postgres://postgres@127.0.0.1:5432/test"  # the sink's database (the pipelines tests' too), either run
 
 
 def _source(path, base: datetime, n: int) -> None:
@@ -22,6 +26,50 @@ def _source(path, base: datetime, n: int) -> None:
         conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, ts TEXT, v TEXT)")
         conn.executemany("INSERT INTO items VALUES (?, ?, ?)",
                          [(i, iso_utc(base + timedelta(seconds=30 * i)), f"v{i}") for i in range(1, n + 1)])
+
+
+def test_a_worker_killed_mid_copy_into_postgresql_loses_the_open_load_and_the_window_loads_exactly_once(
+        make_schedule, tmp_path):
+    """SqlSink's PostgreSQL path (COPY into a staging table, then one upsert): killed with the first COPY batch sent
+    and its transaction open, nothing of attempt 1 stays; attempt 2 loads every row once."""
+    import tests.reliability.pipelines  # noqa: F401  registers the pipeline in this process too
+
+    n = 2 * sql_load.BATCH + 10  # the kill comes as COPY asks for the second batch
+    base = datetime.now(timezone.utc) - timedelta(hours=3)
+    source, pidfile, table = tmp_path / "source.db", tmp_path / "worker.pid", f"etl_kill_{uuid.uuid4().hex[:10]}"
+    with sqlite3.connect(source) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, ts TEXT, v TEXT)")
+        conn.executemany("INSERT INTO items VALUES (?, ?, ?)",
+                         [(i, iso_utc(base + timedelta(milliseconds=500 * i)), f"v{i}") for i in range(1, n + 1)])
+    schedule = make_schedule(
+        "stalling-copy", target_id="reliability.stalling_copy_sync", retry_max_attempts=3,
+        watermark_config={"type": "datetime", "column": "ts", "initial": base.isoformat()},
+    )
+    run = run_trigger_manual(schedule=schedule, actor="tests", params={
+        "source": str(source), "target": PG_URL, "table": table, "pidfile": str(pidfile)})
+    log = tmp_path / "cluster.log"
+    proc = start_cluster("faults", log_path=log, extra_env={
+        "ETL_PIPELINE_MODULES": MODULES, "ETL_STUCK_SECONDS": "2", "ETL_GOVERNANCE_INTERVAL": "0.5"})
+    target = psycopg.connect(PG_URL, autocommit=True)
+    try:
+        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=60,
+                             what="the worker to stall mid-COPY", log_path=log))
+        staged = target.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'COPY%%'"
+                                " AND query LIKE '%%etl_stage%%'").fetchone()[0]
+        assert staged == 1, "the COPY is in flight when the worker dies"
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED, timeout=90,
+                   what="the re-queued run to succeed", log_path=log)
+        ids = [row[0] for row in target.execute(f'SELECT id FROM "{table}" ORDER BY id')]
+        loads = target.execute(f'SELECT run_id, attempt, n FROM "{table}_loads"').fetchall()
+    finally:
+        assert stop_cluster(proc) == 0, log.read_text()[-3000:]
+        target.execute(f'DROP TABLE IF EXISTS "{table}", "{table}_loads"')
+        target.close()
+    run.refresh_from_db()
+    assert run.attempt == 2
+    assert ids == list(range(1, n + 1)), "no gap and no duplicate in the sink"
+    assert loads == [(run.pk, 2, n)], "the window was loaded once, by the second attempt"
 
 
 def test_a_killed_worker_is_detected_requeued_and_its_window_is_loaded_exactly_once(make_schedule, tmp_path):

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ninja import Query, Router, Schema, Status
+from django.db.models import Prefetch
+from ninja import Field, Query, Router, Schema, Status
 
 from scheduler import selectors
-from scheduler.api.common import caller, errors, require, schedule_by_name, team_ids_for
-from scheduler.api.schemas import ScheduleCreate, ScheduleOut, ScheduleUpdate
+from scheduler.api.common import MAX_LIMIT, bounded_limit, caller, errors, require, schedule_by_name, team_ids_for
+from scheduler.api.schemas import ScheduleCreate, ScheduleOut, SchedulePage, ScheduleUpdate
 from scheduler.models import BreakerStatus, Schedule
 from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.schedules import schedule_delete, schedule_save, schedule_spec_masked
@@ -20,10 +21,13 @@ HIDDEN_NAME = "(a schedule of another team)"
 
 
 def schedule_out(schedule: Schedule, visible: frozenset[int] | None = None) -> dict:
-    """A schedule as the API shows it; with viewing scoped (`visible`), another team's upstream is not named."""
-    spec = schedule_spec_masked(schedule)
+    """A schedule as the API shows it; with viewing scoped (`visible`), another team's upstream is not named.
+
+    The upstreams are read through `depends_on.all()`, so a list that prefetched them asks no query per schedule."""
+    upstreams = list(schedule.depends_on.all())
+    spec = schedule_spec_masked(schedule, depends_on=[u.name for u in upstreams])
     if visible is not None and spec.get("depends_on"):
-        hidden = set(schedule.depends_on.exclude(owner_id__in=visible).values_list("name", flat=True))
+        hidden = {u.name for u in upstreams if u.owner_id not in visible}
         spec["depends_on"] = [HIDDEN_NAME if name in hidden else name for name in spec["depends_on"]]
     return {
         "id": schedule.pk, "name": schedule.name, "owner": schedule.owner.name if schedule.owner_id else None,
@@ -48,21 +52,29 @@ class ScheduleFilters(Schema):
     enabled: bool | None = None
     status: Literal["enabled", "disabled"] | None = None
     breaker: BreakerStatus | None = None
+    cursor: str | None = Field(default=None, pattern=r"^[-a-zA-Z0-9_]{1,100}$",
+                               description="The `next` of the previous page: schedules named after it.")
+    limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
 
 
-@router.get("/schedules", response={200: list[ScheduleOut], **errors()}, summary="List schedules")
+@router.get("/schedules", response={200: SchedulePage, **errors()}, summary="List schedules, by name")
 def list_schedules(request, filters: Query[ScheduleFilters]):
-    """The schedules the caller may see, by name; filter by team, enabled (or status), breaker."""
+    """The schedules the caller may see, by name; filter by team, enabled (or status), breaker.
+
+    Keyset pages on the name: follow `next` as `cursor` until it is null."""
     require(request, "scheduler.view_schedule")
-    qs = selectors.schedules_with_last_run(team_ids_for(request, filters.team)).select_related("owner")
+    qs = selectors.schedules_with_last_run(team_ids_for(request, filters.team))
     enabled = filters.enabled if filters.enabled is not None else (
         None if filters.status is None else filters.status == "enabled")
     if enabled is not None:
         qs = qs.filter(enabled=enabled)
     if filters.breaker is not None:
         qs = qs.filter(breaker_status=filters.breaker)
+    # one query for the page, one for the upstreams of all its schedules
+    qs = qs.prefetch_related(Prefetch("depends_on", queryset=Schedule.objects.only("id", "name", "owner_id")))
+    page = selectors.schedules_keyset_page(qs, after=filters.cursor, size=bounded_limit(filters.limit))
     visible = visible_team_ids(caller(request))
-    return [schedule_out(s, visible) for s in qs.prefetch_related("depends_on")]
+    return {"items": [schedule_out(s, visible) for s in page["schedules"]], "next": page["next"]}
 
 
 @router.get("/schedules/{name}", response={200: ScheduleOut, **errors()}, summary="Get a schedule")
