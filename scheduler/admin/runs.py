@@ -29,7 +29,7 @@ class AttentionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Run)
-class RunAdmin(ScopedChoicesMixin, admin.ModelAdmin):
+class RunAdmin(ScopedChoicesMixin, ReadOnlyAdmin):
     list_display = (
         "id",
         "schedule",
@@ -48,15 +48,6 @@ class RunAdmin(ScopedChoicesMixin, admin.ModelAdmin):
     # COUNT(*) over millions of rows is the slowest part of a change list
     show_full_result_count = False
     actions = ["cancel", "rerun_from_failure"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_cancel_permission(self, request):
         return request.user.has_perm("scheduler.cancel_run")

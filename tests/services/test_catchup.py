@@ -39,6 +39,16 @@ def _broker():
                                      enqueue_executions=lambda pairs: sent.extend(rid for rid, _ in pairs))
 
 
+def _first_slice(schedule) -> tuple[int, Run, list]:
+    """Trigger the catch-up, run its first slice in this worker; (its id, the next slice's run, what was sent)."""
+    run_trigger_manual(schedule=schedule, actor="tests", now=NOW)
+    [(first, token)] = tick(NOW)
+    sent, patch = _broker()
+    with patch:
+        execute_run(first, token, clock=lambda: NOW)
+    return first, Run.objects.filter(schedule=schedule).exclude(pk=first).get(), sent
+
+
 def test_one_message_runs_every_slice_of_a_catch_up_in_order_without_the_broker(catching_up):
     schedule, counter = catching_up
     run_trigger_manual(schedule=schedule, actor="tests", now=NOW)
@@ -59,12 +69,7 @@ def test_one_message_runs_every_slice_of_a_catch_up_in_order_without_the_broker(
 def test_past_the_budget_the_next_slice_goes_to_the_broker(catching_up, settings):
     settings.ETL_BATCH_BUDGET_SECONDS = 0
     schedule, counter = catching_up
-    run_trigger_manual(schedule=schedule, actor="tests", now=NOW)
-    [(first, token)] = tick(NOW)
-    sent, patch = _broker()
-    with patch:
-        execute_run(first, token, clock=lambda: NOW)
-    second = Run.objects.filter(schedule=schedule).exclude(pk=first).get()
+    first, second, sent = _first_slice(schedule)
     assert sent == [second.pk], "admitted, then handed to the broker"
     assert second.status == RunStatus.RUNNING and second.started_at is None
     assert len(counter["windows"]) == 1
@@ -108,11 +113,6 @@ def test_one_message_runs_a_backfill_window_after_window_and_completes_it(catchi
 def test_with_catchup_on_worker_off_the_next_slice_waits_for_the_dispatch_loop(catching_up, settings):
     settings.ETL_CATCHUP_ON_WORKER = False
     schedule, counter = catching_up
-    run_trigger_manual(schedule=schedule, actor="tests", now=NOW)
-    [(first, token)] = tick(NOW)
-    sent, patch = _broker()
-    with patch:
-        execute_run(first, token, clock=lambda: NOW)
-    second = Run.objects.filter(schedule=schedule).exclude(pk=first).get()
+    first, second, sent = _first_slice(schedule)
     assert second.status == RunStatus.QUEUED and sent == []
     assert len(counter["windows"]) == 1
