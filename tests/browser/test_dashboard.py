@@ -81,7 +81,10 @@ def test_a_triggered_run_goes_queued_running_succeeded_on_the_overview_without_a
     shot("graph")
 
 
-def test_a_submitted_backfill_fills_its_window_grid_live(page, login, shot, operator, make_schedule):
+def test_a_submitted_backfill_fills_its_window_grid_live(page, login, shot, operator, make_schedule, settings):
+    # window by window through the dispatch loop, so the grid is seen filling (a worker would otherwise run a
+    # backfill's next windows itself: ETL_CATCHUP_ON_WORKER)
+    settings.ETL_CATCHUP_ON_WORKER = False
     make_schedule("orders-sync", watermark_config=WM)
     login(operator)
     page.goto("/backfills/")
