@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone, UTC
+from datetime import UTC, datetime
 from statistics import median
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db.models import Count, F, OuterRef, Q, Subquery
-from django.db.models.functions import TruncDate
-from django.urls import reverse
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from scheduler.models import (
-    AuditEntry,
     Backfill,
-    BackfillStatus,
     BackfillWindow,
-    BreakerStatus,
     GovernanceTick,
     LoopLease,
     NodeRecord,
@@ -29,7 +21,6 @@ from scheduler.models import (
     RunStatus,
     RunUpstream,
     Schedule,
-    Team,
     WatermarkHistory,
     WatermarkState,
     WindowStatus,
@@ -216,67 +207,6 @@ def runs_keyset_page(filters: dict, *, before: int | None = None, after: int | N
     }
 
 
-# --- overview ----------------------------------------------------------------
-
-
-def open_breakers(team_ids=None):
-    return owned_by(
-        Schedule.objects.exclude(breaker_status=BreakerStatus.CLOSED)
-        .only(
-            "id",
-            "name",
-            "breaker_status",
-            "breaker_failures",
-            "breaker_opened_at",
-            "breaker_current_cooldown_seconds",
-        )
-        .order_by("name"),
-        team_ids, "owner_id",
-    )
-
-
-def overview(now: datetime | None = None, *, team_ids=None) -> dict:
-    """The overview's parts; `team_ids` narrows everything but the shared queue and health to those teams."""
-    now = now or timezone.now()
-    running = []
-    for run in active_runs(team_ids)[:100]:
-        running.append(
-            {
-                "run": run,
-                "elapsed": (now - run.started_at).total_seconds() if run.started_at else None,
-                "heartbeat_age": (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else None,
-                "stale": bool(
-                    run.heartbeat_at and (now - run.heartbeat_at).total_seconds() > settings.ETL_STUCK_SECONDS
-                ),
-            }
-        )
-    breakers = list(open_breakers(team_ids))
-    return {
-        "now": now,
-        "running": running,
-        "queue": queue_by_class(),
-        "breakers": breakers,
-        "latest": fold_runs(
-            list(
-                owned_by(Run.objects.all(), team_ids).select_related("schedule")
-                .only("id", "status", "trigger_kind", "queued_at", "started_at", "finished_at",
-                      "stop_requested_at", "stop_kind", "schedule__id", "schedule__name", "schedule__owner_id")
-                .order_by("-id")[:100]
-            )
-        ),
-        "health": governance_health(now),
-        "attention": needs_attention(now, breakers=breakers, team_ids=team_ids),
-    }
-
-
-def blocked_or_skipped(status: str, *, before: int | None = None, size: int = 50, team_ids=None) -> dict:
-    qs = owned_by(Run.objects.filter(status=status), team_ids).select_related("schedule", "blocked_by")
-    if before is not None:
-        qs = qs.filter(id__lt=before)
-    rows = list(qs.order_by("-id")[: size + 1])
-    return {"runs": rows[:size], "older": rows[size - 1].id if len(rows) > size else None}
-
-
 # --- schedules ---------------------------------------------------------------
 
 
@@ -409,87 +339,6 @@ def backfill_windows(backfill) -> list:
     )
 
 
-# --- audit -------------------------------------------------------------------
-
-
-def audit_filtered(filters: dict, *, team_ids: frozenset[int] | None = None, own_actor: str | None = None):
-    """Entries matching `filters`; with `team_ids` (viewing scoped) only those teams' entries and the reader's own."""
-    qs = AuditEntry.objects.all()
-    if team_ids is not None:
-        qs = qs.filter(Q(team_id__in=team_ids) | Q(team_id__isnull=True, actor=own_actor or ""))
-    if filters.get("team"):
-        qs = qs.filter(team_id=filters["team"].pk)
-    if filters.get("actor"):
-        qs = qs.filter(actor=filters["actor"])
-    if filters.get("action"):
-        qs = qs.filter(action__startswith=filters["action"])
-    if filters.get("target"):
-        target = filters["target"]
-        if ":" in target:
-            kind, _, ident = target.partition(":")
-            qs = qs.filter(target_type=kind, target_id=ident)
-        else:
-            qs = qs.filter(target_repr__icontains=target) | qs.filter(target_id=target)
-    if filters.get("since"):
-        qs = qs.filter(at__gte=filters["since"])
-    if filters.get("until"):
-        qs = qs.filter(at__lt=filters["until"])
-    return qs
-
-
-def audit_redactor(team_ids: frozenset[int] | None) -> Callable[[AuditEntry], AuditEntry]:
-    """For a reader who may see only `team_ids`: hide other teams' schedule and team names inside an entry.
-
-    An entry of one's own team may still name another team's schedule (an upstream in `depends_on`, a refusal's
-    reason); with viewing scoped those names read "(another team's schedule)" / "(another team)". The entry is
-    changed in memory only (the log is append-only). None for `team_ids`: every entry as it is.
-    """
-    if team_ids is None:
-        return lambda entry: entry
-    names = {n: "(another team's schedule)" for n in
-             Schedule.objects.exclude(owner_id__in=team_ids).values_list("name", flat=True)}
-    names.update({n: "(another team)" for n in Team.objects.exclude(pk__in=team_ids).values_list("name", flat=True)})
-    if not names:
-        return lambda entry: entry
-    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
-    pattern = re.compile(r"(?<![\w-])(" + alternatives + r")(?![\w-])")
-
-    def hide(value):
-        if isinstance(value, str):
-            return pattern.sub(lambda m: names[m.group(1)], value)
-        if isinstance(value, list):
-            return [hide(v) for v in value]
-        if isinstance(value, dict):
-            return {hide(k): hide(v) for k, v in value.items()}
-        return value
-
-    def redact(entry: AuditEntry) -> AuditEntry:
-        for field in ("target_repr", "reason", "before", "after"):
-            setattr(entry, field, hide(getattr(entry, field)))
-        return entry
-
-    return redact
-
-
-AUDIT_COUNT_DAYS = 31
-
-
-def audit_counts(qs, *, now: datetime, until: datetime | None = None) -> dict:
-    """Entries by action, actor and day over the AUDIT_COUNT_DAYS up to `until` (else now), whatever the filter's
-    own range: the counts read a bounded range of the `at` index, not the whole log (issue 25)."""
-    end = min(until or now, now)
-    since = end - timedelta(days=AUDIT_COUNT_DAYS)
-    qs = qs.filter(at__gte=since).order_by()
-    return {
-        "since": since,
-        "until": end,
-        "days": AUDIT_COUNT_DAYS,
-        "by_action": list(qs.values("action").annotate(n=Count("id")).order_by("-n", "action")[:30]),
-        "by_actor": list(qs.values("actor").annotate(n=Count("id")).order_by("-n", "actor")[:30]),
-        "by_day": list(qs.annotate(day=TruncDate("at")).values("day").annotate(n=Count("id")).order_by("-day")[:31]),
-    }
-
-
 def run_upstreams(run: Run) -> list[dict]:
     """The upstream runs `run` stands for: recorded when it was triggered, admitted or blocked.
 
@@ -506,166 +355,6 @@ def run_upstreams(run: Run) -> list[dict]:
         found = Run.objects.in_bulk([m.run_id for m in matches if m.run_id])
         rows += [{"schedule": m.upstream, "run": found.get(m.run_id), "pinned": m.pinned, "live": True} for m in matches]
     return rows
-
-
-# --- on-call: what needs a person, run logs, time ---------------------------
-
-ATTENTION_LIMIT = 50
-
-
-def failing_schedules(team_ids=None):
-    """Enabled schedules whose latest verdict (success or failure, backfills aside) is a failure.
-
-    Two seeks of run_sched_verdict_idx per schedule (its latest success, its latest failure), never a walk back
-    through runs that are neither: a schedule skipped for months had its whole history read (issue 25)."""
-
-    def latest(status):
-        return Subquery(Run.objects.filter(schedule=OuterRef("pk"), backfill__isnull=True, status=status)
-                        .order_by("-id").values("id")[:1])
-
-    return (
-        owned_by(Schedule.objects.filter(enabled=True), team_ids, "owner_id")
-        .annotate(last_success=latest(RunStatus.SUCCEEDED), verdict_run=latest(RunStatus.FAILED))
-        .filter(Q(verdict_run__isnull=False) & (Q(last_success__isnull=True) | Q(verdict_run__gt=F("last_success"))))
-        .annotate(verdict_reason=Subquery(Run.objects.filter(pk=OuterRef("verdict_run")).values("reason")[:1]))
-        .only("id", "name")
-        .order_by("name")
-    )
-
-
-def stuck_runs(now: datetime, team_ids=None):
-    """RUNNING runs whose worker has been silent longer than the stuck threshold."""
-
-    threshold = now - timedelta(seconds=settings.ETL_STUCK_SECONDS)
-    return (
-        owned_by(Run.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=threshold), team_ids)
-        .select_related("schedule")
-        .only("id", "heartbeat_at", "worker_id", "schedule__id", "schedule__name")
-        .order_by("heartbeat_at")
-    )
-
-
-def lost_runs(now: datetime, *, hours: int = 24, team_ids=None):
-    """Runs governance failed or re-queued for a lost worker in the last `hours`."""
-
-    return (
-        owned_by(Run.objects.filter(
-            reason__startswith="worker lost", queued_at__gte=now - timedelta(hours=hours),
-            status__in=[RunStatus.FAILED, RunStatus.QUEUED],
-        ), team_ids)
-        .select_related("schedule")
-        .only("id", "status", "reason", "schedule__id", "schedule__name")
-        # newest first within the time bound (run_queued_at_idx): by id, the scan walked every FAILED run when
-        # none of them was lost
-        .order_by("-queued_at", "-id")
-    )
-
-
-def long_waiting_runs(now: datetime, team_ids=None) -> list[tuple[Run, float]]:
-    """WAITING runs past half their schedule's max wait, with the seconds they have waited."""
-    out = []
-    for run in (
-        # oldest first by id, which run_status_recent_idx (status, -id) gives: ordered by queued_at, SQLite walked
-        # the whole queued_at index for want of a WAITING run (a run waits from its creation: same order)
-        owned_by(Run.objects.filter(status=RunStatus.WAITING), team_ids)
-        .select_related("schedule")
-        .only("id", "queued_at", "reason", "schedule__id", "schedule__name", "schedule__max_wait_seconds")
-        .order_by("id")[:500]
-    ):
-        waited = (now - run.queued_at).total_seconds()
-        if waited > run.schedule.max_wait_seconds / 2:
-            out.append((run, waited))
-    return out
-
-
-def backfills_with_failed_windows(team_ids=None):
-    return [
-        b for b in backfills_with_progress(team_ids).exclude(status=BackfillStatus.CANCELLED)[:200] if b.n_failed
-    ]
-
-
-def late_schedules(team_ids=None):
-    """Schedules whose data is older than their freshness objective (governance stored the breach)."""
-
-    return list(owned_by(Schedule.objects.filter(freshness_breached_at__isnull=False), team_ids, "owner_id").order_by("freshness_breached_at", "name")
-                [:ATTENTION_LIMIT])
-
-
-MISSED_DEADLINE_SHOWN = timedelta(days=1)
-
-
-def missed_deadlines(now: datetime, team_ids=None):
-    """Runs governance found past their deadline in the last day that have not succeeded since (nor were
-    cancelled: a person already decided about those), latest first."""
-
-    return (
-        owned_by(Run.objects.filter(deadline_missed_at__gte=now - MISSED_DEADLINE_SHOWN), team_ids)
-        .exclude(status__in=[RunStatus.SUCCEEDED, RunStatus.CANCELLED])
-        .select_related("schedule")
-        .only("id", "status", "stop_requested_at", "logical_time", "deadline_missed_at", "reason", "schedule__id",
-              "schedule__name", "schedule__deadline_seconds")
-        .order_by("-deadline_missed_at", "-id")
-    )
-
-
-def deadline_text(run: Run, *, at: bool = False) -> str:
-    """'missed its deadline (N s after logical time)', as the run page and the overview say it;
-    `at` adds the logical time itself."""
-    seconds = run.schedule.deadline_seconds
-    when = f" {run.logical_time:%Y-%m-%d %H:%M} UTC" if at and run.logical_time else ""
-    return f"missed its deadline ({seconds} s after logical time{when})" if seconds else "missed its deadline"
-
-
-def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict]:
-    """Everything on the overview that needs a person, most urgent kind first; each item links somewhere."""
-
-    def schedule_url(pk):
-        return reverse("scheduler:schedule_detail", args=[pk])
-
-    def run_url(pk):
-        return reverse("scheduler:run_detail", args=[pk])
-
-    items: list[dict] = []
-    for run in stuck_runs(now, team_ids)[:ATTENTION_LIMIT]:
-        items.append({"kind": "stuck", "label": "Stuck run", "href": run_url(run.pk),
-                      "title": f"run #{run.pk} of {run.schedule.name}",
-                      "detail": f"no heartbeat for {(now - run.heartbeat_at).total_seconds():.0f} s"
-                                f"{' from ' + run.worker_id if run.worker_id else ''}"})
-    broken = set()
-    for s in (open_breakers(team_ids) if breakers is None else breakers)[:ATTENTION_LIMIT]:
-        broken.add(s.pk)
-        items.append({"kind": "breaker", "label": "Breaker " + s.get_breaker_status_display().lower(),
-                      "href": schedule_url(s.pk), "title": s.name,
-                      "detail": f"{s.breaker_failures} consecutive failures"})
-    for s in failing_schedules(team_ids)[:ATTENTION_LIMIT]:
-        if s.pk in broken:
-            continue  # its open breaker already says so, once
-        items.append({"kind": "failing", "label": "Failing", "href": run_url(s.verdict_run), "title": s.name,
-                      "detail": f"last run #{s.verdict_run} failed: {s.verdict_reason or 'no reason given'}"})
-    for s in late_schedules(team_ids):
-        items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
-                      "detail": f"freshness objective ({s.freshness_max_age_seconds or 0} s, "
-                                f"{s.freshness_measure.replace('_', ' ')}) breached since "
-                                f"{s.freshness_breached_at:%Y-%m-%d %H:%M} UTC"})
-    for run in missed_deadlines(now, team_ids)[:ATTENTION_LIMIT]:
-        items.append({"kind": "deadline", "label": "Missed deadline", "href": run_url(run.pk),
-                      "title": f"run #{run.pk} of {run.schedule.name}",
-                      "detail": f"{deadline_text(run, at=True)}; it is {run.shown_status}"
-                                f"{': ' + run.reason if run.reason else ''}"})
-    for run, waited in long_waiting_runs(now, team_ids)[:ATTENTION_LIMIT]:
-        items.append({"kind": "waiting", "label": "Waiting long", "href": run_url(run.pk),
-                      "title": f"run #{run.pk} of {run.schedule.name}",
-                      "detail": f"waiting {waited:.0f} s of at most {run.schedule.max_wait_seconds} s"
-                                f"{': ' + run.reason if run.reason else ''}"})
-    for run in lost_runs(now, team_ids=team_ids)[:ATTENTION_LIMIT]:
-        items.append({"kind": "lost", "label": "Lost worker", "href": run_url(run.pk),
-                      "title": f"run #{run.pk} of {run.schedule.name}", "detail": run.reason})
-    for b in backfills_with_failed_windows(team_ids):
-        items.append({"kind": "backfill", "label": "Backfill windows failed",
-                      "href": reverse("scheduler:backfill_detail", args=[b.pk]),
-                      "title": f"backfill {b.pk} of {b.schedule.name}",
-                      "detail": f"{b.n_failed} of {b.total_windows} windows failed"})
-    return items
 
 
 def fold_runs(runs: list[Run], *, limit: int = 10) -> list[dict]:
@@ -761,51 +450,3 @@ def strip_summary(runs: list[Run]) -> dict:
         "last_success": successes[-1] if successes else None,
         "typical_seconds": median(durations) if durations else None,
     }
-
-
-# --- backfill grid: bounded, whatever the number of windows ---------------------------------
-
-# the worst status of a block decides its colour: a failure must not hide among successes
-BLOCK_STATUS_ORDER = ["FAILED", "RUNNING", "QUEUED", "PENDING", "CANCELLED", "SUCCEEDED"]
-
-
-def backfill_counts(backfill) -> dict[str, int]:
-    """Windows per status, counted by the database (one query, no window loaded)."""
-
-    counts = {status: 0 for status in WindowStatus.values}
-    for row in BackfillWindow.objects.filter(backfill=backfill).values("status").annotate(n=Count("id")).order_by():
-        counts[row["status"]] = row["n"]
-    return counts
-
-
-def backfill_grid(backfill, *, cells: int) -> dict:
-    """At most `cells` cells: one per window for small backfills, else one per block of consecutive windows."""
-
-    total = backfill.total_windows
-    size = max(1, -(-total // cells))  # ceiling division
-    if size == 1:
-        windows = list(BackfillWindow.objects.filter(backfill=backfill)
-                       .only("id", "seq", "low", "high", "status", "attempts", "run_id", "backfill_id").order_by("seq"))
-        return {"block": 1, "windows": windows, "blocks": []}
-    rows = (BackfillWindow.objects.filter(backfill=backfill).annotate(block=F("seq") / size)
-            .values("block", "status").annotate(n=Count("id")).order_by("block"))
-    blocks: dict[int, dict] = {}
-    for row in rows:
-        block = blocks.setdefault(row["block"], {"first": row["block"] * size, "counts": {}})
-        block["counts"][row["status"]] = row["n"]
-    out = []
-    for number in sorted(blocks):
-        block = blocks[number]
-        block["last"] = min(block["first"] + size, total) - 1
-        block["status"] = next(s for s in BLOCK_STATUS_ORDER if block["counts"].get(s))
-        block["summary"] = ", ".join(f"{n} {s.lower()}" for s, n in sorted(block["counts"].items()))
-        out.append(block)
-    return {"block": size, "windows": [], "blocks": out}
-
-
-def backfill_window_page(backfill, *, start: int, size: int) -> list:
-    """Windows seq >= start, `size` of them, for the paged table under the grid."""
-
-    return list(BackfillWindow.objects.filter(backfill=backfill, seq__gte=start)
-                .only("id", "seq", "low", "high", "status", "attempts", "run_id", "backfill_id")
-                .order_by("seq")[:size])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
-from scheduler import selectors
+from scheduler import audit_reads
 from scheduler.admin.common import ReadOnlyAdmin
 from scheduler.models import AuditEntry, GovernanceTick, RefusalCount, Schedule, WebhookRefusal
 from scheduler.services import teams as team_services
@@ -29,14 +29,14 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     def get_changelist_instance(self, request):
         """Names of other teams inside the listed entries are hidden (viewing scoped)."""
         changelist = super().get_changelist_instance(request)
-        redact = selectors.audit_redactor(team_services.visible_team_ids(request.user))
+        redact = audit_reads.audit_redactor(team_services.visible_team_ids(request.user))
         changelist.result_list = [redact(e) for e in changelist.result_list]
         return changelist
 
     def get_object(self, request, object_id, from_field=None):
         """One entry, with other teams' names hidden (viewing scoped)."""
         entry = super().get_object(request, object_id, from_field)
-        return entry and selectors.audit_redactor(team_services.visible_team_ids(request.user))(entry)
+        return entry and audit_reads.audit_redactor(team_services.visible_team_ids(request.user))(entry)
 
 
 @admin.register(GovernanceTick)

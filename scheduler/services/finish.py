@@ -1,10 +1,8 @@
 """The end of a run: the one module that makes a run final (or re-queues a lost one).
 
-Every final transition of a run (SUCCEEDED, FAILED, SKIPPED, BLOCKED,
-CANCELLED) and the re-queue of a run whose worker was lost goes through
-`run_finish` / `runs_finish` (a worker's batch), `run_cancel`, `run_lost` /
-`runs_lost` or `run_refused`. Each
-applies, in the transaction that changes the row:
+Every final transition of a run (SUCCEEDED, FAILED, SKIPPED, BLOCKED, CANCELLED) and the re-queue of a run whose
+worker was lost goes through `run_finish` / `runs_finish` (a worker's batch), `run_cancel`, `run_lost` /
+`runs_lost` or `run_refused` (finalize.py). Each applies, in the transaction that changes the row:
 
 1. the compare-and-set on the run's status (and on the worker's dispatch token,
    the heartbeat governance judged stale, the attempt it counted): zero rows
@@ -18,14 +16,11 @@ applies, in the transaction that changes the row:
    budget lasts);
 6. the audit entry for changes made by a person or by governance;
 
-and the signals (`run_completed`, `run_failed`, `run_blocked`) go out after
-commit. Its parts live beside it: the compare-and-set itself in finalize.py,
-the watermark advance in watermarks.py, backfill window progress in
-backfill_progress.py, downstream propagation in downstream.py; what they do,
-and in which order, is decided here (`_finish`, `_after_final`). Nothing else
-in the code base writes a final status but downstream.py, which blocks the
-dependents of a run ended here (a test checks it:
-tests/services/test_import_graph.py).
+and the signals (`run_completed`, `run_failed`, `run_blocked`) go out after commit. Its parts live beside it: the
+compare-and-set itself in finalize.py, the watermark advance in watermarks.py, backfill window progress in
+backfill_progress.py, downstream propagation in downstream.py; what they do, and in which order, is decided here
+(`_finish`, `_after_final`). Nothing else in the code base writes a final status but downstream.py, which blocks
+the dependents of a run ended here (a test checks it: tests/services/test_import_graph.py).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from scheduler import selectors
+from scheduler import audit_reads
 from scheduler.views.common import int_or_none, page
 from scheduler.services.teams import visible_team_ids
 from scheduler.views.forms import AuditFilterForm, scoped
@@ -36,8 +36,8 @@ def _filtered(request):
         form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
     filters = form.filters()
     # viewing scoped: only the entries of the reader's teams, and the reader's own
-    return form, selectors.audit_filtered(filters, team_ids=visible_team_ids(request.user),
-                                          own_actor=request.user.get_username())
+    return form, audit_reads.audit_filtered(filters, team_ids=visible_team_ids(request.user),
+                                            own_actor=request.user.get_username())
 
 
 @page("scheduler.view_auditentry")
@@ -46,14 +46,14 @@ def audit_report(request):
     before = int_or_none(request.GET.get("before"))
     page_qs = qs.filter(id__lt=before) if before else qs
     # (id) order rather than (at, id): ids grow with time and the pk index makes the cursor cheap
-    redact = selectors.audit_redactor(visible_team_ids(request.user))
+    redact = audit_reads.audit_redactor(visible_team_ids(request.user))
     entries = [redact(e) for e in page_qs.order_by("-id")[: PAGE_SIZE + 1]]
     query = request.GET.copy()
     query.pop("before", None)
     context = {
         "form": form,
         "entries": entries[:PAGE_SIZE],
-        "counts": selectors.audit_counts(qs, now=timezone.now(), until=form.filters().get("until")),
+        "counts": audit_reads.audit_counts(qs, now=timezone.now(), until=form.filters().get("until")),
         "older": entries[PAGE_SIZE - 1].id if len(entries) > PAGE_SIZE else None,
         "query": query.urlencode(),
     }
@@ -88,7 +88,7 @@ def csv_safe(value) -> str:
 @page("scheduler.view_auditentry")
 def audit_csv(request):
     _form, qs = _filtered(request)
-    redact = selectors.audit_redactor(visible_team_ids(request.user))
+    redact = audit_reads.audit_redactor(visible_team_ids(request.user))
     writer = csv.writer(_Echo())
 
     def rows():

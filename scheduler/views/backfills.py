@@ -15,6 +15,7 @@ from django.views.decorators.http import require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from scheduler import selectors
+from scheduler import backfill_report
 from scheduler.core import ConfigError, split_windows
 from scheduler.models import Backfill, BackfillStatus, Schedule, WindowStatus
 from scheduler.services import backfills as backfill_services
@@ -224,7 +225,7 @@ def _progress(backfill: Backfill, counts: dict[str, int]) -> dict:
 def backfill_detail(request, backfill_id: int):
     """The page; its poll asks only for the summary (one COUNT query) and reloads the grid when that changed."""
     backfill = get_object_or_404(Backfill.objects.select_related("schedule"), pk=backfill_id)
-    progress = _progress(backfill, selectors.backfill_counts(backfill))
+    progress = _progress(backfill, backfill_report.backfill_counts(backfill))
     open_windows = sum(progress["counts"][s] for s in OPEN_WINDOWS)
     finished = backfill.status in (BackfillStatus.COMPLETED, BackfillStatus.CANCELLED) and not open_windows
     context = {"backfill": backfill, "progress": progress, "finished": finished, "statuses": WindowStatus.choices}
@@ -235,12 +236,12 @@ def backfill_detail(request, backfill_id: int):
             response["HX-Trigger"] = "backfill-changed"
         # the last swap shows the final numbers; 286 tells htmx to stop polling
         return HttpResponseStopPolling(response.content, headers=response.headers) if finished else response
-    context["grid"] = selectors.backfill_grid(backfill, cells=GRID_CELLS)
+    context["grid"] = backfill_report.backfill_grid(backfill, cells=GRID_CELLS)
     if request.htmx and part == "grid":
         return render(request, "scheduler/backfill_detail.html#grid", context)
     start = max(0, min(int_or_none(request.GET.get("from")) or 0, max(0, backfill.total_windows - 1)))
     context["page"] = {
-        "windows": selectors.backfill_window_page(backfill, start=start, size=WINDOW_PAGE),
+        "windows": backfill_report.backfill_window_page(backfill, start=start, size=WINDOW_PAGE),
         "start": start,
         "previous": max(0, start - WINDOW_PAGE) if start else None,
         "next": start + WINDOW_PAGE if start + WINDOW_PAGE < backfill.total_windows else None,

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler import selectors
+from scheduler import oncall
 from scheduler import timeline as timeline_reads
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, TargetKind
 from scheduler.pipelines.registry import get_workflow
@@ -47,7 +48,7 @@ RUN_PAGE_LOG_NODES = 100  # past this many nodes the log's node filter is a text
 def overview(request):
     scope = team_scope(request)
     now = timezone.now()
-    context = {**selectors.overview(now, team_ids=scope["team_ids"]),
+    context = {**oncall.overview(now, team_ids=scope["team_ids"]),
                "failures": failure_worklist(now, team_ids=scope["team_ids"]), **scope}
     if not request.htmx:  # the live part polls; the retention in force is read once per page
         context["retention"] = retention_summary()
@@ -320,7 +321,7 @@ def run_cancel(request, run_id: int):
 def _reason_list(request, status: str, title: str):
     before = int_or_none(request.GET.get("before"))
     scope = team_scope(request)
-    result = selectors.blocked_or_skipped(status, before=before, size=PAGE_SIZE, team_ids=scope["team_ids"])
+    result = oncall.blocked_or_skipped(status, before=before, size=PAGE_SIZE, team_ids=scope["team_ids"])
     result["before"] = before  # an older page stands still; the newest refreshes
     return render(
         request,

@@ -10,7 +10,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
-from scheduler import selectors
+from scheduler import audit_reads
 from scheduler.api.common import MAX_LIMIT, aware, caller, errors, require
 from scheduler.api.schemas import AuditPage
 from scheduler.models import AuditEntry
@@ -41,7 +41,7 @@ def _filtered(filters: AuditFilters, request):
         wanted["team"] = team_get(filters.team, visible=visible_team_ids(caller(request)))
     # viewing scoped: only the entries of the caller's teams, and the caller's own
     user = caller(request)
-    return selectors.audit_filtered({k: v for k, v in wanted.items() if v}, team_ids=visible_team_ids(user),
+    return audit_reads.audit_filtered({k: v for k, v in wanted.items() if v}, team_ids=visible_team_ids(user),
                                     own_actor=user.get_username())
 
 
@@ -65,7 +65,7 @@ def list_audit(request, query: Query[Page]):
     rows = list(qs.order_by("-id")[: query.limit + 1])
     more = len(rows) > query.limit
     rows = rows[: query.limit]
-    redact = selectors.audit_redactor(visible_team_ids(caller(request)))
+    redact = audit_reads.audit_redactor(visible_team_ids(caller(request)))
     return {"items": [entry_out(redact(e)) for e in rows], "next": rows[-1].pk if more and rows else None}
 
 
@@ -93,7 +93,7 @@ EXPORT_RESPONSE = {
 def export_audit(request, query: Query[Export]):
     require(request, "scheduler.view_auditentry")
     entries = _filtered(query, request).order_by("-id")[: query.limit]
-    redact = selectors.audit_redactor(visible_team_ids(caller(request)))
+    redact = audit_reads.audit_redactor(visible_team_ids(caller(request)))
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     if query.format == "jsonl":
         def lines():
