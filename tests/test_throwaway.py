@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.throwaway import ThrowawayPostgres, ThrowawayRedis, Unavailable
+from tests.throwaway import ThrowawayPostgres, Unavailable
 
 TESTS = Path(__file__).resolve().parent
 # what restarting, stopping or wiping a machine's service looks like from a test

@@ -71,7 +71,7 @@ def measure(lines: int) -> dict:
     """One run of the writer through execute_run in this process: time, lines stored and counted, RSS."""
     from django.utils import timezone
 
-    from scheduler.models import Run, RunLogLine, RunStatus
+    from scheduler.models import RunLogLine, RunStatus
     from scheduler.services.execution import execute_run
     from scheduler.services.runs import run_enqueue, run_transition
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from scheduler.models import Run, RunLogLine, RunStatus
+from scheduler.models import RunLogLine, RunStatus
 from scheduler.services.dispatch import admit_runs
 from scheduler.services.execution import execute_run
 from scheduler.services.runs import run_trigger_manual

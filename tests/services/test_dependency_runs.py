@@ -10,7 +10,6 @@ from django.test.utils import CaptureQueriesContext
 from scheduler.models import Run, RunStatus, RunUpstream
 from scheduler.services import dependencies
 from scheduler.services.dispatch import release_waiting
-from scheduler.services.execution import execute_run
 from scheduler.services.runs import run_build, run_enqueue, run_trigger_manual
 from tests.services.semantics_helpers import tick, tick_and_execute
 

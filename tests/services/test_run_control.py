@@ -9,7 +9,6 @@ import pytest
 from scheduler.core import stop
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, WorkloadClass
 from scheduler.pipelines import registry
-from scheduler.pipelines.registry import PipelineSpec
 from scheduler.services import heartbeats, supervisor
 from scheduler.services.dispatch import admit_runs
 from scheduler.services.execution import execute_run
