@@ -442,7 +442,10 @@ def orchestrate(args: argparse.Namespace) -> int:
     report["load_end"] = load()
     if out.exists() and args.no_pages:  # a prune-only run adds its rows to the pages' results
         old = json.loads(out.read_text())
-        report = {**old, "prune": report["prune"], "prune_when": report["when"], "prune_load": report["load_end"]}
+        if args.prune:
+            report = {**old, "prune": report["prune"], "prune_when": report["when"], "prune_load": report["load_end"]}
+        else:  # generation only: the new history's figures, for a later --reuse; the pages' results stay
+            report = {**old, "history": report["history"]}
     out.write_text(json.dumps(report, indent=2, default=str))
     for part in ("results", "prune"):
         for res in report.get(part, []):
