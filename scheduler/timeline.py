@@ -1,24 +1,31 @@
-"""The timeline page's reads: runs one by one when few, else counts the database groups (issue 25).
+"""The timeline page's reads: runs one by one when few, else counts from the hour rollup (issue 25).
 
-A range of 48 hours at 10,000 runs a day holds 20,000 runs: the page never
-loads them. It asks whether the range holds more than it draws one by one (a
-count that stops there), and if so the database counts the runs per schedule,
-time slice and status; Python sees at most schedules x slices x statuses rows.
+A range of 48 hours at 27,000 runs a day holds 55,000 runs: the page never loads them, nor counts them in the
+ledger. It asks whether the range holds more than it draws one by one (a count that stops there), and if so it
+reads the counts kept as runs end (RunHourCount, services/hour_counts.py): per schedule, per whole UTC hour, per
+final status. The grouped range therefore starts on the hour at or before `start`; it holds
+
+* the final runs that started (were queued, if they never started) in its hours: the rollup's rows of those hours;
+* the final runs that started before it and ended in it (a long run, a long wait): the rollup's rows whose end hour
+  is past their start hour (a partial index holds only those), drawn in the first slice;
+* the live runs (QUEUED, WAITING, RUNNING) queued before its end, read from the ledger by their status (a few).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone as dt_timezone
 
-from django.db.models import Count, F, FloatField, Func, Q, Value
-from django.db.models.functions import Coalesce, Floor
+from django.db.models import Count, F, FloatField, Func, Q, Sum, Value
+from django.db.models.functions import Coalesce, Floor, TruncHour
 
-from scheduler.models import Run, RunStatus
+from scheduler.models import Run, RunHourCount, RunStatus
 
-# how far before the range a run may have been queued and still reach into it (a long wait or a long run)
+# how far before the range a run may have been queued and still reach into it (a long wait or a long run), when
+# the runs are drawn one by one; the grouped range has no such bound (its reaching rows are indexed apart)
 REACH_BACK = timedelta(days=2)
 # a schedule with these in range is drawn before one without, when there are more schedules than rows
 TROUBLE = (RunStatus.FAILED, RunStatus.BLOCKED)
+HOUR = 3600
 
 
 class EpochSeconds(Func):
@@ -46,8 +53,16 @@ def in_range(*, start: datetime, end: datetime, team_ids=None):
 
 
 def count_upto(*, start: datetime, end: datetime, limit: int, team_ids=None) -> int:
-    """The runs in range, counted up to `limit` + 1 at most (more than `limit` is all the page needs to know)."""
-    return in_range(start=start, end=end, team_ids=team_ids).order_by()[: limit + 1].count()
+    """The runs in range (in_range), counted up to `limit` + 1 at most (more than `limit` is all the page needs).
+
+    Those queued in the range first: each of them is in it, so a crowded range stops after `limit` + 1 index
+    entries; only a quiet one goes on to those queued before it that reach into it."""
+    inside = owned(Run.objects.filter(queued_at__gte=start, queued_at__lt=end), team_ids).order_by()
+    n = inside[: limit + 1].count()
+    if n > limit:
+        return n
+    before = in_range(start=start, end=min(start, end), team_ids=team_ids).order_by()
+    return n + before[: limit + 1 - n].count()
 
 
 def runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) -> list[Run]:
@@ -61,29 +76,62 @@ def runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) ->
     )
 
 
-def schedules(*, start: datetime, end: datetime, team_ids=None) -> list[dict]:
-    """Per schedule with runs in range: id, name, runs and runs in trouble (failed or blocked)."""
-    return list(
-        in_range(start=start, end=end, team_ids=team_ids).order_by()
-        .values("schedule_id", name=F("schedule__name"))
-        .annotate(n=Count("id"), trouble=Count("id", filter=Q(status__in=TROUBLE)))
-    )
+# --- a crowded range: counts per schedule, whole hour and status ------------------------------------------------
+
+def hour_start(moment: datetime) -> datetime:
+    """The UTC hour `moment` falls in: where a grouped range starts."""
+    return moment.astimezone(dt_timezone.utc).replace(minute=0, second=0, microsecond=0)
 
 
-def slice_counts(*, start: datetime, end: datetime, step: float, schedule_ids, team_ids=None) -> list[tuple]:
-    """(schedule id, slice, status, runs) of the runs of `schedule_ids` in range, counted by the database.
-
-    A run falls in the slice of its start (its queue time when it never started); slice 0 begins at `start`.
-    A slice before 0 (a run started before the range) or past the end is the caller's to clamp.
-    """
-    moment = EpochSeconds(Coalesce("started_at", "queued_at"))
-    offset = (moment - Value(start.timestamp(), output_field=FloatField())) / Value(float(step),
-                                                                                     output_field=FloatField())
-    return list(
-        in_range(start=start, end=end, team_ids=team_ids).filter(schedule_id__in=list(schedule_ids)).order_by()
-        .annotate(slice=Floor(offset))
-        .values_list("schedule_id", "slice", "status").annotate(n=Count("id"))
-    )
+def _hours(start: datetime, end: datetime, team_ids):
+    """The rollup's rows of the hours from `start` (on the hour) to `end`."""
+    return owned(RunHourCount.objects.filter(hour__gte=start, hour__lt=end), team_ids).order_by()
 
 
-__all__ = ["count_upto", "in_range", "runs", "schedules", "slice_counts"]
+def outside_rows(*, start: datetime, end: datetime, team_ids=None) -> list[tuple]:
+    """The runs of the grouped range [start (on the hour), end) that its hours' rows do not hold, as
+    (schedule id, name, status, hour or None, runs): the final runs that started before `start` and ended in the
+    range (hour None: the first slice), and the live runs queued before `end` (the hour they started or were
+    queued in). Both are few: runs that outlast an hour boundary, and the queue."""
+    reaching = (owned(RunHourCount.objects.filter(hour__lt=start, end_hour__gte=start, end_hour__gt=F("hour")),
+                      team_ids).order_by()
+                .values_list("schedule_id", "schedule__name", "status").annotate(n=Sum("n")))
+    live = (owned(Run.objects.filter(status__in=sorted(RunStatus.active()), queued_at__lt=end), team_ids).order_by()
+            .annotate(at=TruncHour(Coalesce("started_at", "queued_at"), tzinfo=dt_timezone.utc))
+            .values_list("schedule_id", "schedule__name", "status", "at").annotate(n=Count("id")))
+    return ([(sid, name, status, None, n) for sid, name, status, n in reaching if n]
+            + [(sid, name, status, max(at, start), n) for sid, name, status, at, n in live])
+
+
+def schedules(*, start: datetime, end: datetime, team_ids=None, outside: list[tuple] = ()) -> list[dict]:
+    """Per schedule with runs in the grouped range [start (on the hour), end): id, name, runs and runs in trouble
+    (failed or blocked); `outside` are outside_rows() of the same range."""
+    trouble = Q(status__in=TROUBLE)
+    found = {sid: {"schedule_id": sid, "name": name, "n": n, "trouble": bad or 0}
+             for sid, name, n, bad in _hours(start, end, team_ids).values_list("schedule_id", "schedule__name")
+             .annotate(runs=Sum("n"), bad=Sum("n", filter=trouble))}
+    for sid, name, status, _, n in outside:
+        row = found.setdefault(sid, {"schedule_id": sid, "name": name, "n": 0, "trouble": 0})
+        row["n"] += n
+        row["trouble"] += n if status in TROUBLE else 0
+    return [row for row in found.values() if row["n"] > 0]
+
+
+def slice_counts(*, start: datetime, end: datetime, step: int, schedule_ids, team_ids=None,
+                 outside: list[tuple] = ()) -> list[tuple]:
+    """(schedule id, slice, status, runs) of `schedule_ids` in the grouped range [start (on the hour), end), slice
+    i being the `step` seconds (whole hours) from start + i * step; the hours' rows are summed by the database."""
+    if step % HOUR:
+        raise ValueError(f"step: {step} s is not a whole number of hours")
+    ids = set(schedule_ids)
+    offset = (EpochSeconds("hour") - Value(start.timestamp(), output_field=FloatField())) / Value(
+        float(step), output_field=FloatField())
+    counts = list(_hours(start, end, team_ids).filter(schedule_id__in=sorted(ids)).annotate(slice=Floor(offset))
+                  .values_list("schedule_id", "slice", "status").annotate(runs=Sum("n")))
+    for sid, _, status, at, n in outside:
+        if sid in ids:
+            counts.append((sid, 0 if at is None else int((at - start).total_seconds() // step), status, n))
+    return [row for row in counts if row[3]]
+
+
+__all__ = ["count_upto", "hour_start", "in_range", "outside_rows", "runs", "schedules", "slice_counts"]

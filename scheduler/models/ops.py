@@ -69,3 +69,38 @@ class RunTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.n} {self.status}"
+
+
+class RunHourCount(models.Model):
+    """Final runs counted by schedule, status, the UTC hour they started in (queued, if they never started) and the
+    UTC hour they ended in: the timeline's crowded ranges read these instead of the ledger (issue 25).
+
+    Like RunTally, each run's end inserts (`folded` false) in its own transaction and governance folds those rows
+    into one per key (`folded` true, unique); a prune inserts the runs it deletes with a negative count, so the sums
+    of an hour always equal the ledger's runs of that hour. `end_hour` past `hour` marks runs that reach into a later
+    hour: the only rows a range reads from before its first hour (the partial index).
+    """
+
+    schedule = models.ForeignKey("scheduler.Schedule", on_delete=models.CASCADE, related_name="+", db_index=False)
+    hour = models.DateTimeField(help_text="The UTC hour the runs started in (were queued in, if they never started).")
+    end_hour = models.DateTimeField(help_text="The UTC hour the runs ended in.")
+    status = models.CharField(max_length=16, help_text="The final status the runs reached.")
+    n = models.BigIntegerField(help_text="How many runs (negative: pruned runs not folded yet).")
+    folded = models.BooleanField(default=False, help_text="One row per key, summed by governance.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "hour", "end_hour", "status"], condition=models.Q(folded=True),
+                                    name="runhour_folded_key"),
+        ]
+        indexes = [
+            models.Index(fields=["hour"], name="runhour_hour_idx"),  # a range's hours, every schedule
+            models.Index(fields=["schedule", "hour"], name="runhour_sched_hour_idx"),  # the rows drawn; the FK
+            # runs that started before a range and ended in it: a few rows whatever the range's distance back
+            models.Index(fields=["end_hour"], condition=models.Q(end_hour__gt=models.F("hour")),
+                         name="runhour_reaching_idx"),
+            models.Index(fields=["id"], condition=models.Q(folded=False), name="runhour_unfolded_idx"),  # the fold
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.n} {self.status} of schedule {self.schedule_id} from {self.hour:%Y-%m-%d %H}h"

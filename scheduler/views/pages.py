@@ -364,16 +364,21 @@ def timeline(request):
         chart = charts.timeline_chart(timeline_reads.runs(**window),
                                       href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
     else:
-        per_schedule = timeline_reads.schedules(**window)
+        # counted from the hour rollup: the chart starts on the UTC hour at or before `start`
+        start = options["start"] = window["start"] = timeline_reads.hour_start(start)
+        outside = timeline_reads.outside_rows(**window)
+        per_schedule = timeline_reads.schedules(outside=outside, **window)
         total = sum(row["n"] for row in per_schedule)
         chosen = sorted(per_schedule, key=lambda r: (r["trouble"] == 0, -r["n"], r["name"]))[:TIMELINE_MAX_ROWS]
         left_out = {"schedules": len(per_schedule) - len(chosen), "runs": total - sum(row["n"] for row in chosen),
                     "trouble": sum(r["trouble"] for r in per_schedule) - sum(r["trouble"] for r in chosen)}
-        step = charts.group_step(span=seconds, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
+        step = charts.hour_step(span=(now - start).total_seconds(), rows=len(chosen),
+                                max_groups=TIMELINE_MAX_GROUPS)
         runs_url = reverse("scheduler:runs")
         chart = charts.timeline_groups(
             [(row["schedule_id"], row["name"]) for row in chosen],
-            timeline_reads.slice_counts(step=step, schedule_ids=[row["schedule_id"] for row in chosen], **window),
+            timeline_reads.slice_counts(step=step, schedule_ids=[row["schedule_id"] for row in chosen],
+                                        outside=outside, **window),
             step=step, group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
             **options)
     context = {"form": form, "chart": chart, "range_value": value, "range_words": words, "seconds": seconds,
