@@ -23,6 +23,7 @@ from tests.services.semantics_helpers import tick, tick_and_execute
 
 S = RunStatus
 UTC = timezone.utc
+ZERO = {column: 0 for column in RunHourCount.COLUMNS.values()}
 
 
 def hour(moment: datetime) -> datetime:
@@ -30,20 +31,36 @@ def hour(moment: datetime) -> datetime:
 
 
 def ledger_counts() -> dict[tuple, int]:
-    """What the rollup must hold, counted from the ledger: final runs by (schedule, start hour, end hour, status)."""
+    """What the rollup must hold, counted from the ledger: final runs by (schedule, start hour, start hour, status),
+    and again by (schedule, start hour, end hour, status) those that ended in a later hour."""
     out: Counter[tuple] = Counter()
     for sid, status, queued, started, finished in Run.objects.filter(status__in=S.final()).values_list(
             "schedule_id", "status", "queued_at", "started_at", "finished_at"):
-        begin = started or queued
-        out[(sid, hour(begin), hour(finished or begin), status)] += 1
+        begin = hour(started or queued)
+        end = hour(finished or started or queued)
+        out[(sid, begin, begin, status)] += 1
+        if end > begin:
+            out[(sid, begin, end, status)] += 1
     return dict(out)
 
 
 def rollup_counts() -> dict[tuple, int]:
     out: Counter[tuple] = Counter()
-    for sid, at, end, status, n in RunHourCount.objects.values_list("schedule_id", "hour", "end_hour", "status", "n"):
-        out[(sid, at, end, status)] += n
+    for sid, at, end, *counts in RunHourCount.objects.values_list("schedule_id", "hour", "end_hour",
+                                                                 *RunHourCount.COLUMNS.values()):
+        for status, n in zip(RunHourCount.COLUMNS, counts):
+            out[(sid, at, end, status)] += n
     return {key: n for key, n in out.items() if n != 0}
+
+
+def keys(counts: dict[tuple, int]) -> set[tuple]:
+    """The rows a folded rollup holds for these counts: one per (schedule, hour, end hour)."""
+    return {key[:3] for key in counts}
+
+
+def started(counts: dict[tuple, int]) -> int:
+    """The runs in these counts (each once: in the row of its start hour)."""
+    return sum(n for (_, at, end, _), n in counts.items() if at == end)
 
 
 def running(schedule, now, *, key, attempt=1, max_attempts=None) -> Run:
@@ -112,7 +129,7 @@ def test_every_way_a_run_ends_is_counted_in_the_hours_the_ledger_holds(make_sche
     expected = ledger_counts()
     assert set(Run.objects.values_list("status", flat=True)) == {*S.final(), S.QUEUED}
     assert rollup_counts() == expected
-    assert sum(expected.values()) == Run.objects.filter(status__in=S.final()).count() == 16
+    assert started(expected) == Run.objects.filter(status__in=S.final()).count() == 16
     assert Run.objects.get(pk=failed.pk).status == S.FAILED
     assert any(key[1] != key[2] for key in expected), "a run reaching into a later hour is keyed by both hours"
     # the status counters and the hour counts are written together
@@ -120,7 +137,7 @@ def test_every_way_a_run_ends_is_counted_in_the_hours_the_ledger_holds(make_sche
     governance_tick(now=now, holder="tests")  # folds them: the sums stay
     assert not RunHourCount.objects.filter(folded=False).exists()
     assert rollup_counts() == expected
-    assert RunHourCount.objects.count() == len(expected)
+    assert RunHourCount.objects.count() == len(keys(expected))
 
 
 def test_a_lost_compare_and_set_counts_nothing(make_schedule, now):
@@ -150,7 +167,7 @@ def test_a_fold_sums_the_rows_of_each_key_once_and_a_second_fold_changes_nothing
     assert RunHourCount.objects.filter(folded=False).count() == 6
     assert hour_counts_fold(now=now) == 6
     assert hour_counts_fold(now=now) == 0  # nothing left to fold
-    assert rollup_counts() == expected and RunHourCount.objects.count() == len(expected)
+    assert rollup_counts() == expected and RunHourCount.objects.count() == len(keys(expected))
     # later ends of the same keys add to the folded rows
     for i in range(6, 9):
         _end(a, now - timedelta(hours=1), S.SUCCEEDED, f"r{i}")
@@ -158,7 +175,7 @@ def test_a_fold_sums_the_rows_of_each_key_once_and_a_second_fold_changes_nothing
     assert RunHourCount.objects.filter(folded=False).count() == 1
     assert rollup_counts() == ledger_counts()
     assert hour_counts_fold(now=now) == 1
-    assert rollup_counts() == ledger_counts() and RunHourCount.objects.count() == len(ledger_counts())
+    assert rollup_counts() == ledger_counts() and RunHourCount.objects.count() == len(keys(ledger_counts()))
     assert RunHourCount.objects.filter(folded=True).count() == RunHourCount.objects.count()
 
 
@@ -189,7 +206,7 @@ def test_folding_while_runs_end_on_another_connection_loses_and_doubles_nothing(
     while hour_counts_fold(now=now):
         pass
     assert rollup_counts() == ledger_counts()
-    assert sum(ledger_counts().values()) == 40
+    assert started(ledger_counts()) == 40
     assert not RunHourCount.objects.filter(folded=False).exists()
 
 
@@ -226,7 +243,7 @@ def test_a_fold_is_given_up_when_a_row_below_its_top_commits_while_it_folds(make
     monkeypatch.setattr(hour_counts, "_unfolded", read)
     assert RunHourCount.objects.filter(folded=False).count() == 2
     assert hour_counts_fold(now=now) == 2
-    assert rollup_counts() == ledger_counts() and sum(ledger_counts().values()) == 2
+    assert rollup_counts() == ledger_counts() and started(ledger_counts()) == 2
 
 
 # --- pruning ------------------------------------------------------------------------------------------------
@@ -243,8 +260,8 @@ def test_a_prune_takes_back_the_counts_of_the_runs_it_deletes(make_schedule, now
     assert rollup_counts() == ledger_counts()
     assert hour_counts_fold(now=now) > 0  # the negative rows meet their folded rows
     assert rollup_counts() == ledger_counts()
-    assert not RunHourCount.objects.filter(n__lte=0).exists(), "a key whose runs are all gone has no row"
-    assert RunHourCount.objects.count() == len(ledger_counts())
+    assert not RunHourCount.objects.filter(**ZERO).exists(), "a key whose runs are all gone has no row"
+    assert RunHourCount.objects.count() == len(keys(ledger_counts()))
 
 
 def test_a_prune_before_a_fold_leaves_the_same_sums(make_schedule, now):
@@ -252,7 +269,7 @@ def test_a_prune_before_a_fold_leaves_the_same_sums(make_schedule, now):
     for day in range(6):
         _end(a, now - timedelta(days=day), S.SUCCEEDED, f"d{day}")
     history_prune(now=now, policy=retention_policy(older_than=timedelta(days=2)))
-    assert RunHourCount.objects.filter(n__lt=0).exists()  # taken back by rows of their own, until a fold
+    assert RunHourCount.objects.filter(succeeded__lt=0).exists()  # taken back by rows of their own, until a fold
     assert rollup_counts() == ledger_counts()
     hour_counts_fold(now=now)
-    assert rollup_counts() == ledger_counts() and not RunHourCount.objects.filter(n__lte=0).exists()
+    assert rollup_counts() == ledger_counts() and not RunHourCount.objects.filter(**ZERO).exists()

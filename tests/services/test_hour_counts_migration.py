@@ -48,18 +48,23 @@ def test_the_ledgers_final_runs_are_counted_by_schedule_hours_and_status():
         executor.migrate(AFTER)
         apps = executor.loader.project_state(AFTER).apps
         counted = Counter()
-        for sid, hour, end_hour, status, n, folded in apps.get_model("scheduler", "RunHourCount").objects.values_list(
-                "schedule_id", "hour", "end_hour", "status", "n", "folded"):
+        columns = ("succeeded", "failed", "skipped", "blocked", "cancelled")
+        for sid, hour, end_hour, folded, *ns in apps.get_model("scheduler", "RunHourCount").objects.values_list(
+                "schedule_id", "hour", "end_hour", "folded", *columns):
             assert folded
-            counted[(sid, hour, end_hour, status)] += n
-        h = _hour(T)
+            for column, n in zip(columns, ns):
+                if n:
+                    counted[(sid, hour, end_hour, column)] += n
+        h, h1 = _hour(T), _hour(T) + timedelta(hours=1)
         assert counted == {
-            (a.pk, h, h, "SUCCEEDED"): 2,
-            (a.pk, h, h + timedelta(hours=2), "FAILED"): 1,
-            (a.pk, h + timedelta(hours=1), h + timedelta(hours=1), "BLOCKED"): 1,
-            (b.pk, _hour(T - timedelta(days=40)), h, "CANCELLED"): 1,
-            (b.pk, h + timedelta(hours=1), h + timedelta(hours=1), "SKIPPED"): 1,  # queued at 10:35
-            (b.pk, h + timedelta(hours=1), h + timedelta(hours=1), "SUCCEEDED"): 1,  # started at 10:39
+            (a.pk, h, h, "succeeded"): 2,
+            (a.pk, h, h, "failed"): 1,
+            (a.pk, h, h + timedelta(hours=2), "failed"): 1,  # and again in the row of the hour it ended in
+            (a.pk, h1, h1, "blocked"): 1,
+            (b.pk, _hour(T - timedelta(days=40)), _hour(T - timedelta(days=40)), "cancelled"): 1,
+            (b.pk, _hour(T - timedelta(days=40)), h, "cancelled"): 1,
+            (b.pk, h1, h1, "skipped"): 1,  # queued at 10:35
+            (b.pk, h1, h1, "succeeded"): 1,  # started at 10:39
         }
     finally:
         executor = MigrationExecutor(connection)
