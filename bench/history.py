@@ -272,6 +272,10 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
         progress(f"  {len(indexes)} indexes rebuilt ({time.perf_counter() - t1:.0f} s)")
         timings["indexes_s"] = time.perf_counter() - t1
         t1 = time.perf_counter()
+        count_hours_generated(run_base + 1, run_base + runs)  # before ANALYZE: its table's statistics too
+        timings["hour_counts_s"] = time.perf_counter() - t1
+        progress(f"  hour counts of the timeline written ({timings['hour_counts_s']:.0f} s)")
+        t1 = time.perf_counter()
         if pg:
             cur.execute("SET session_replication_role = DEFAULT")
             for table in BULK_TABLES:
@@ -282,10 +286,6 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
             cur.execute("ANALYZE")
         timings["analyze_s"] = time.perf_counter() - t1
     tally_generated(run_base + 1, run_base + runs)
-    t1 = time.perf_counter()
-    count_hours_generated(run_base + 1, run_base + runs)
-    timings["hour_counts_s"] = time.perf_counter() - t1
-    progress(f"  hour counts of the timeline written ({timings['hour_counts_s']:.0f} s)")
     add_live_runs(now, first)
     timings["total_s"] = time.perf_counter() - t0
     progress(f"  history of {runs:,} runs in {timings['total_s']:.0f} s")

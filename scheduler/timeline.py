@@ -96,13 +96,17 @@ def outside_rows(*, start: datetime, end: datetime, team_ids=None) -> list[tuple
     (schedule id, status, hour or None, runs): the final runs that started before `start` and ended in the range
     (hour None: the first slice), and the live runs queued before `end` (the hour they started or were queued in).
     Both are few: runs that outlast an hour boundary, and the queue."""
-    reaching = (owned(RunHourCount.objects.filter(hour__lt=start, end_hour__gte=start, end_hour__gt=F("hour")),
-                      team_ids).order_by()
-                .values_list("schedule_id").annotate(*[Sum(c) for c in COLUMNS.values()]))
+    # summed here, not by a GROUP BY: grouped by schedule, SQLite's planner walks every older row of each schedule
+    # in runhour_sched_hour_idx instead of the few of the partial index
+    reaching: dict[int, list[int]] = {}
+    for sid, *counts in owned(RunHourCount.objects.filter(hour__lt=start, end_hour__gte=start,
+                                                          end_hour__gt=F("hour")), team_ids).values_list(
+            "schedule_id", *COLUMNS.values()):
+        reaching[sid] = [a + b for a, b in zip(reaching.get(sid, [0] * len(COLUMNS)), counts)]
     live = (owned(Run.objects.filter(status__in=sorted(RunStatus.active()), queued_at__lt=end), team_ids).order_by()
             .annotate(at=TruncHour(Coalesce("started_at", "queued_at"), tzinfo=dt_timezone.utc))
             .values_list("schedule_id", "status", "at").annotate(n=Count("id")))
-    return ([(sid, status, None, n) for sid, *counts in reaching for status, n in zip(COLUMNS, counts) if n]
+    return ([(sid, status, None, n) for sid, counts in reaching.items() for status, n in zip(COLUMNS, counts) if n]
             + [(sid, status, max(at, start), n) for sid, status, at, n in live])
 
 

@@ -122,9 +122,9 @@ def hour_counts_fold(*, now: datetime | None = None, batch: int = FOLD_BATCH) ->
             return 0
         _upsert({key: tuple(total[i] for i in range(len(COLUMNS))) for key, total in sums.items() if any(
             total.values())})
-        hours = sorted({key[1] for key in sums})
-        for lo in range(0, len(hours), 1000):
-            RunHourCount.objects.filter(folded=True, hour__in=hours[lo:lo + 1000],
+        schedules, hours = sorted({key[0] for key in sums}), sorted({key[1] for key in sums})
+        for lo in range(0, len(hours), 1000):  # through runhour_sched_hour_idx
+            RunHourCount.objects.filter(folded=True, schedule_id__in=schedules, hour__in=hours[lo:lo + 1000],
                                         **{column: 0 for column in COLUMNS.values()}).delete()
     return len(rows)
 
