@@ -30,8 +30,8 @@ HOUR = 3600
 
 
 class HourSlice(Func):
-    """The slice of a rollup row, (its hour - start) // step in seconds, with integer arithmetic on PostgreSQL and
-    SQLite (where a datetime is UTC text): PostgreSQL's numeric EXTRACT cost a third of the query at 20,000 rows.
+    """The slice of a rollup row, (its hour - start) // step in seconds, in integer arithmetic on PostgreSQL and
+    SQLite (where a datetime is UTC text), not PostgreSQL's numeric EXTRACT on each of thousands of rows.
     The two constants are whole numbers, written into the SQL."""
 
     output_field = IntegerField()
