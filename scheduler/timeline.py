@@ -13,7 +13,7 @@ final status. The grouped range therefore starts on the hour at or before `start
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import Count, F, Func, IntegerField, Q, Sum
 from django.db.models.functions import Coalesce, TruncHour
@@ -88,7 +88,7 @@ def runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) ->
 
 def hour_start(moment: datetime) -> datetime:
     """The UTC hour `moment` falls in: where a grouped range starts."""
-    return moment.astimezone(dt_timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def outside_rows(*, start: datetime, end: datetime, team_ids=None) -> list[tuple]:
@@ -104,7 +104,7 @@ def outside_rows(*, start: datetime, end: datetime, team_ids=None) -> list[tuple
             "schedule_id", *COLUMNS.values()):
         reaching[sid] = [a + b for a, b in zip(reaching.get(sid, [0] * len(COLUMNS)), counts)]
     live = (owned(Run.objects.filter(status__in=sorted(RunStatus.active()), queued_at__lt=end), team_ids).order_by()
-            .annotate(at=TruncHour(Coalesce("started_at", "queued_at"), tzinfo=dt_timezone.utc))
+            .annotate(at=TruncHour(Coalesce("started_at", "queued_at"), tzinfo=UTC))
             .values_list("schedule_id", "status", "at").annotate(n=Count("id")))
     return ([(sid, status, None, n) for sid, counts in reaching.items() for status, n in zip(COLUMNS, counts) if n]
             + [(sid, status, max(at, start), n) for sid, status, at, n in live])

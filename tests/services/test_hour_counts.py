@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
 
 from scheduler.models import Run, RunHourCount, RunStatus, RunTally
 from scheduler.services import hour_counts
-from scheduler.services.finish import (
-    Ending, run_cancel, run_finish, run_lost, run_stop_request, run_stop_settled, runs_finish, runs_lost,
-)
 from scheduler.services.finalize import run_refused
+from scheduler.services.finish import (
+    Ending,
+    run_cancel,
+    run_finish,
+    run_lost,
+    run_stop_request,
+    run_stop_settled,
+    runs_finish,
+    runs_lost,
+)
 from scheduler.services.governance import governance_tick
 from scheduler.services.hour_counts import hour_counts_fold, runs_counted
 from scheduler.services.retention import history_prune, retention_policy
@@ -22,7 +29,6 @@ from scheduler.services.runs import run_build, run_trigger_manual
 from tests.services.semantics_helpers import tick, tick_and_execute
 
 S = RunStatus
-UTC = timezone.utc
 ZERO = {column: 0 for column in RunHourCount.COLUMNS.values()}
 
 

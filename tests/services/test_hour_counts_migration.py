@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -11,7 +11,6 @@ from django.db.migrations.executor import MigrationExecutor
 pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = [("scheduler", "0026_run_tally_and_history_indexes")]
 AFTER = [("scheduler", "0027_run_hour_counts")]
-UTC = timezone.utc
 T = datetime(2026, 3, 2, 9, 40, 12, 345678, tzinfo=UTC)
 
 

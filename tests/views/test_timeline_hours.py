@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
@@ -23,7 +23,6 @@ from scheduler.views.charts import hour_step
 from tests.services.test_hour_counts import hour, ledger_counts, rollup_counts
 
 S = RunStatus
-UTC = timezone.utc
 NOW = datetime(2026, 3, 2, 12, 17, 41, tzinfo=UTC)
 URL = reverse("scheduler:timeline")
 OUTCOMES = [S.SUCCEEDED, S.FAILED, S.CANCELLED, S.SKIPPED, S.BLOCKED, S.QUEUED, S.RUNNING]
