@@ -13,7 +13,9 @@ Into a migrated database (Django set up), in chunks of one transaction each:
 * log lines: 20 for one run in 200, 2,000 (a long log) for one run in 100,000;
 * one received event per event run (the run points at it), one audit entry per manual trigger, event and
   cancel (with the schedule's team), one governance tick per 10 runs, spread over the same year;
-* a few live runs: QUEUED, held back by a retry delay (`not_before` a month ahead), so no tick admits them.
+* a few live runs: QUEUED, held back by a retry delay (`not_before` a month ahead), so no tick admits them;
+* the counters runs ending one by one would have kept: final statuses (/metrics) and the timeline's hour counts
+  (one INSERT ... SELECT ... GROUP BY each over the generated runs).
 
 Every row is an INSERT ... SELECT over a generated series (generate_series on PostgreSQL, a recursive CTE on
 SQLite) with explicit ids, so the foreign keys are arithmetic: run id = base + x, its event id = base + x.
@@ -32,7 +34,8 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models import Count
 
-from scheduler.models import Run, RunStatus, RunTally, Schedule, Team, WorkloadClass
+from scheduler.models import Run, RunHourCount, RunStatus, RunTally, Schedule, Team, WorkloadClass
+from scheduler.services.hour_counts import count_select
 from scheduler.services.schedules import schedule_save
 from scheduler.services.teams import team_save
 
@@ -124,7 +127,7 @@ def _in(expr: str, family: range) -> str:
 
 
 def insert_runs(cur, sql: Sql, *, lo: int, hi: int, total: int, first_schedule: int, run_base: int,
-                event_base: int, classes: list[int]) -> None:
+                event_base: int, classes: list[int], span: int = YEAR) -> None:
     """Runs lo..hi of `total` (x), with their events: event ids are event_base + x, run ids run_base + x."""
     s = f"(x % {SCHEDULES})"
     h = f"(((x / {SCHEDULES}) * 37 + {s} * 13) % 100)"
@@ -133,7 +136,7 @@ def insert_runs(cur, sql: Sql, *, lo: int, hi: int, total: int, first_schedule: 
     ran = f"({h} < 93)"  # SUCCEEDED and FAILED runs started; the others never reached a worker
     kind = (f"CASE WHEN {_in(s, EVENTS)} THEN 'event' WHEN {_in(s, WEBHOOKS)} THEN 'webhook'"
             f" WHEN {_in(s, MANUALS)} THEN 'manual' WHEN {s} >= {CRONS.stop} THEN 'interval' ELSE 'cron' END")
-    offset = f"((x - 1) * {YEAR} / {total} + (x * 7) % 60)"
+    offset = f"((x - 1) * {span} / {total} + (x * 7) % 60)"
     queued = sql.ts(offset)
     started = sql.ts(f"{offset} + x % 5")
     finished = sql.ts(f"{offset} + x % 5 + 5 + (x * 13) % 600")
@@ -203,10 +206,10 @@ def insert_details(cur, sql: Sql, *, lo: int, hi: int, first_schedule: int) -> N
         f" AND (r.trigger_kind IN ('manual', 'event') OR r.status = 'CANCELLED')")
 
 
-def insert_ticks(cur, sql: Sql, *, lo: int, hi: int, total: int) -> None:
+def insert_ticks(cur, sql: Sql, *, lo: int, hi: int, total: int, span: int = YEAR) -> None:
     """One governance tick per TICK_EVERY runs, x in lo..hi being the tick numbers."""
     prefix, source = sql.series(lo, hi)
-    offset = f"((x - 1) * {TICK_EVERY} * {YEAR} / {total})"
+    offset = f"((x - 1) * {TICK_EVERY} * {span} / {total})"
     cur.execute(
         f"{prefix}INSERT INTO scheduler_governancetick (started_at, finished_at, holder, actions, error)"
         f" SELECT {sql.ts(offset)}, {sql.ts(offset)}, 'etl@host:100',"
@@ -227,14 +230,18 @@ def secondary_indexes(cur) -> list[tuple[str, str]]:
 
 
 def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None] = print,
-                     chunk: int | None = None) -> dict:
-    """Write the history (module docstring) into the current, migrated, empty-of-history database."""
+                     chunk: int | None = None, days: int = 365) -> dict:
+    """Write the history (module docstring) into the current, migrated, empty-of-history database.
+
+    `days`: the span the runs are spread over, a year by default; fewer days at the same size give the runs per
+    hour of a larger history (1,000,000 runs over 37 days: the 10,000,000-run year's 27,000 runs a day)."""
     t0 = time.perf_counter()
     pg = connection.vendor == "postgresql"
     chunk = chunk or (1_000_000 if pg else 200_000)
     first = make_schedules()
     classes = [WorkloadClass.objects.get(name=n).pk for n in ("standard", "heavy", "critical")]
-    sql = Sql(now - timedelta(seconds=YEAR + 900))
+    span = days * 24 * 3600
+    sql = Sql(now - timedelta(seconds=span + 900))
     timings: dict[str, float] = {}
     with connection.cursor() as cur:
         cur.execute("SELECT COALESCE(MAX(id), 0) FROM scheduler_run")
@@ -252,11 +259,11 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
             hi = min(runs, lo + chunk - 1)
             with transaction.atomic():
                 insert_runs(cur, sql, lo=lo, hi=hi, total=runs, first_schedule=first, run_base=run_base,
-                            event_base=event_base, classes=classes)
+                            event_base=event_base, classes=classes, span=span)
                 insert_details(cur, sql, lo=run_base + lo, hi=run_base + hi, first_schedule=first)
                 tlo, thi = (lo - 1) // TICK_EVERY + 1, hi // TICK_EVERY
                 if thi >= tlo:
-                    insert_ticks(cur, sql, lo=tlo, hi=thi, total=runs)
+                    insert_ticks(cur, sql, lo=tlo, hi=thi, total=runs, span=span)
             progress(f"  {hi:>12,} / {runs:,} runs written ({time.perf_counter() - t1:.0f} s)")
         timings["rows_s"] = time.perf_counter() - t1
         t1 = time.perf_counter()
@@ -264,6 +271,10 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
             cur.execute(create)
         progress(f"  {len(indexes)} indexes rebuilt ({time.perf_counter() - t1:.0f} s)")
         timings["indexes_s"] = time.perf_counter() - t1
+        t1 = time.perf_counter()
+        count_hours_generated(run_base + 1, run_base + runs)  # before ANALYZE: its table's statistics too
+        timings["hour_counts_s"] = time.perf_counter() - t1
+        progress(f"  hour counts of the timeline written ({timings['hour_counts_s']:.0f} s)")
         t1 = time.perf_counter()
         if pg:
             cur.execute("SET session_replication_role = DEFAULT")
@@ -278,7 +289,7 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
     add_live_runs(now, first)
     timings["total_s"] = time.perf_counter() - t0
     progress(f"  history of {runs:,} runs in {timings['total_s']:.0f} s")
-    return {"runs": runs, "first_schedule": first, **timings, **count_rows()}
+    return {"runs": runs, "days": days, "first_schedule": first, **timings, **count_rows()}
 
 
 def tally_generated(lo: int, hi: int) -> None:
@@ -286,6 +297,15 @@ def tally_generated(lo: int, hi: int) -> None:
     counts = (Run.objects.filter(pk__gte=lo, pk__lte=hi, status__in=RunStatus.final()).values_list("status")
               .annotate(n=Count("id")).order_by())
     RunTally.objects.bulk_create([RunTally(status=status, n=n) for status, n in counts])
+
+
+def count_hours_generated(lo: int, hi: int) -> None:
+    """The timeline's hour counts that runs ending one by one would have kept (services/hour_counts.py): one
+    INSERT ... SELECT ... GROUP BY over the generated runs, folded already, in the order of the hours."""
+    columns = ", ".join(("schedule_id", "hour", "end_hour", *RunHourCount.COLUMNS.values(), "folded"))
+    with connection.cursor() as cur:
+        cur.execute(f"INSERT INTO {RunHourCount._meta.db_table} ({columns})"
+                    f" {count_select('id BETWEEN %s AND %s', folded=True)} ORDER BY 2, 1", [lo, hi, lo, hi])
 
 
 def add_live_runs(now: datetime, first_schedule: int) -> None:

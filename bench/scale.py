@@ -3,6 +3,7 @@
     .venv/bin/python bench/scale.py --db sqlite --runs 1000000
     .venv/bin/python bench/scale.py --db postgres --runs 10000000 --keep      # keep the database for a rerun
     .venv/bin/python bench/scale.py --db postgres --runs 10000000 --reuse --prune 1000000 --drop
+    .venv/bin/python bench/scale.py --db postgres --runs 1000000 --reuse --pages timeline   # those pages alone
     .venv/bin/python bench/scale.py --compare bench/results/scale-postgres-10000.json \\
         bench/results/scale-postgres-10000000.json                            # the ratio table
 
@@ -111,7 +112,19 @@ def due_schedules(count: int) -> Iterator[None]:
     try:
         yield
     finally:
-        _retrying(lambda: Run.objects.filter(pk__gt=mark).delete())
+        _retrying(lambda: _delete_runs(Run.objects.filter(pk__gt=mark)))
+
+
+def _delete_runs(runs) -> None:
+    """Delete the runs a measured tick made, taking back the hour counts of those that ended (a refused fire),
+    as a prune does, so the timeline's counts keep matching the ledger."""
+    from django.db import transaction
+
+    from scheduler.services.hour_counts import runs_uncounted
+
+    with transaction.atomic():
+        runs_uncounted(list(runs.values_list("pk", flat=True)))
+        runs.delete()
 
 
 def _retrying(fn, attempts: int = 20):
@@ -214,7 +227,18 @@ def served(url_db: str) -> Iterator[str]:
         shutil.rmtree(static, ignore_errors=True)
 
 
-def time_pages(url_db: str, requests: int, budget_s: float) -> dict:
+def chosen_pages(urls: dict[str, str], words: str | None) -> dict[str, str]:
+    """The pages whose label holds one of the comma-separated `words` (all of them without any)."""
+    if not words:
+        return urls
+    wanted = [w.strip() for w in words.split(",") if w.strip()]
+    chosen = {label: url for label, url in urls.items() if any(w in label for w in wanted)}
+    if not chosen:
+        raise SystemExit(f"--pages {words!r}: no page's label holds it (pages: {', '.join(urls)})")
+    return chosen
+
+
+def time_pages(url_db: str, requests: int, budget_s: float, words: str | None = None) -> dict:
     from django.contrib.auth.models import User
     from django.test import Client
 
@@ -223,7 +247,7 @@ def time_pages(url_db: str, requests: int, budget_s: float) -> dict:
     client = Client()
     client.force_login(User.objects.get(username=ADMIN))
     session = client.cookies["sessionid"].value
-    urls = page_urls()
+    urls = chosen_pages(page_urls(), words)
     out: dict = {}
     for label, path in urls.items():
         auth = {"HTTP_AUTHORIZATION": f"Bearer {METRICS_TOKEN}"} if path == "/metrics" else {}
@@ -266,9 +290,9 @@ def sample(args: argparse.Namespace, url: str) -> list[dict]:
 
     result = Result(25, f"history at scale, {args.runs:,} runs", args.db)
     before = load()
-    ticks = time_ticks(args.ticks, args.page_seconds)
-    pages = time_pages(url, args.requests, args.page_seconds)
-    for name in ("dispatch", "governance"):
+    ticks = {} if args.pages else time_ticks(args.ticks, args.page_seconds)  # --pages: those pages alone
+    pages = time_pages(url, args.requests, args.page_seconds, args.pages)
+    for name in ticks:
         for p in ("p50", "p95"):
             result.add(f"{name} tick {p}", ticks[name][p], "ms", "<= 100 ms" if name == "dispatch" else "")
         result.add(f"{name} tick queries", ticks[name]["queries"], "queries")
@@ -342,7 +366,8 @@ def run_child(args: argparse.Namespace, url: str, *extra: str) -> list[dict]:
         out = fh.name
     cmd = [sys.executable, __file__, "--db", args.db, "--runs", str(args.runs), "--child-url", url, "--out", out,
            "--requests", str(args.requests), "--page-seconds", str(args.page_seconds), "--ticks", str(args.ticks),
-           "--prune", str(args.prune), "--prune-seconds", str(args.prune_seconds), *extra]
+           "--prune", str(args.prune), "--prune-seconds", str(args.prune_seconds),
+           *(["--pages", args.pages] if args.pages else []), *extra]
     proc = subprocess.run(cmd, cwd=ROOT)
     try:
         if proc.returncode != 0:
@@ -365,11 +390,15 @@ def main() -> int:
                         "about this many runs, once per sample (destructive; default 0: no prune)")
     parser.add_argument("--prune-seconds", type=float, default=600.0,
                         help="stop each prune after this long (its rate is recorded; default 600 s)")
+    parser.add_argument("--days", type=int, default=365, help="the days the history spans (default 365); fewer "
+                        "give the runs per hour of a larger history (1,000,000 over 37: 10,000,000 over a year)")
     parser.add_argument("--reuse", action="store_true", help="measure the existing database again (after migrate)")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards (default: keep only with "
                         "--reuse or --keep)")
     parser.add_argument("--drop", action="store_true", help="drop the database at the end")
     parser.add_argument("--no-pages", action="store_true", help="skip the ticks and pages (with --prune)")
+    parser.add_argument("--pages", help="measure only the pages whose label holds one of these comma-separated "
+                        "words (e.g. 'timeline'), and no ticks")
     parser.add_argument("--name", help="PostgreSQL database name (default bench_scale_<runs>)")
     parser.add_argument("--sqlite-dir", default=str(Path(tempfile.gettempdir()) / "etl-scale"))
     parser.add_argument("--out", help="results JSON (default bench/results/scale-<db>-<runs>.json)")
@@ -381,8 +410,8 @@ def main() -> int:
         small, large = (json.loads(Path(p).read_text()) for p in args.compare)
         print(table(compare(small, large), f"{small['runs']:,} runs", f"{large['runs']:,} runs"))
         return 0
-    if args.runs < 1000 or args.samples < 1:
-        parser.error("--runs: at least 1,000; --samples: at least 1")
+    if args.runs < 1000 or args.samples < 1 or args.days < 1:
+        parser.error("--runs: at least 1,000; --samples, --days: at least 1")
     if args.child_url:
         data = (prune_sample(args, args.child_url, args.prune_index) if args.prune_index >= 0
                 else sample(args, args.child_url))
@@ -422,7 +451,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         report["history"] = {**made, "reused": True, "rows_now": count_rows()}
     else:
         print(f"generating {args.runs:,} runs on {args.db} ...", file=sys.stderr, flush=True)
-        report["history"] = generate_history(runs=args.runs, now=tz.now(),
+        report["history"] = generate_history(runs=args.runs, now=tz.now(), days=args.days,
                                              progress=lambda line: print(line, file=sys.stderr, flush=True))
     from django.db import connections
 

@@ -26,7 +26,7 @@ from scheduler.models.failure import FailureAck
 from scheduler.models.event import Event, EventToken, WebhookDelivery, WebhookRefusal
 from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
-from scheduler.models.ops import Alert, GovernanceTick, LoopLease, RunTally
+from scheduler.models.ops import Alert, GovernanceTick, LoopLease, RunHourCount, RunTally
 from scheduler.models.run import Run, RunUpstream
 from scheduler.models.runlog import RunLogLine
 from scheduler.models.schedule import Schedule
@@ -40,7 +40,7 @@ __all__ = [
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
     "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
-    "RunLogLine", "RunStatus", "RunTally", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
+    "RunHourCount", "RunLogLine", "RunStatus", "RunTally", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
     "WatermarkHistory", "FailureAck",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",
 ]

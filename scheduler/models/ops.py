@@ -1,6 +1,6 @@
 from django.db import models
 
-from scheduler.models.choices import AlertKind, AlertStatus
+from scheduler.models.choices import AlertKind, AlertStatus, RunStatus
 
 
 class LoopLease(models.Model):
@@ -69,3 +69,49 @@ class RunTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.n} {self.status}"
+
+
+class RunHourCount(models.Model):
+    """Final runs counted per schedule and UTC hour, a column per final status: the timeline's crowded ranges read
+    these instead of the ledger (issue 25; services/hour_counts.py).
+
+    A row whose `end_hour` is its `hour` counts the runs that started in that hour (were queued in it, if they never
+    started); a row whose `end_hour` is later counts again those of them that ended in that later hour, the only
+    rows a range reads from before its first hour (their partial index). Like RunTally, each run's end inserts its
+    rows (`folded` false) in its own transaction and governance folds them into one row per key (`folded` true,
+    unique); a prune inserts the runs it deletes with negative counts, so an hour's counts always equal the
+    ledger's runs of that hour.
+    """
+
+    schedule = models.ForeignKey("scheduler.Schedule", on_delete=models.CASCADE, related_name="+", db_index=False)
+    hour = models.DateTimeField(help_text="The UTC hour the runs started in (were queued in, if they never started).")
+    end_hour = models.DateTimeField(help_text="The hour itself: every run that started in it; a later hour: those of "
+                                              "them that ended in that hour.")
+    succeeded = models.IntegerField(default=0, help_text="Runs that SUCCEEDED (negative: pruned, not folded yet).")
+    failed = models.IntegerField(default=0, help_text="Runs that FAILED.")
+    skipped = models.IntegerField(default=0, help_text="Runs that were SKIPPED.")
+    blocked = models.IntegerField(default=0, help_text="Runs that were BLOCKED.")
+    cancelled = models.IntegerField(default=0, help_text="Runs that were CANCELLED.")
+    folded = models.BooleanField(default=False, help_text="One row per key, summed by governance.")
+
+    #: the column that counts each final status
+    COLUMNS = {RunStatus.SUCCEEDED: "succeeded", RunStatus.FAILED: "failed", RunStatus.SKIPPED: "skipped",
+               RunStatus.BLOCKED: "blocked", RunStatus.CANCELLED: "cancelled"}
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "hour", "end_hour"], condition=models.Q(folded=True),
+                                    name="runhour_folded_key"),
+        ]
+        indexes = [
+            # a range's hours, every schedule: the rows of the runs that started in them
+            models.Index(fields=["hour"], condition=models.Q(end_hour=models.F("hour")), name="runhour_hour_idx"),
+            models.Index(fields=["schedule", "hour"], name="runhour_sched_hour_idx"),  # a few schedules; the FK
+            # runs that started before a range and ended in it: a few rows whatever the range's distance back
+            models.Index(fields=["end_hour"], condition=models.Q(end_hour__gt=models.F("hour")),
+                         name="runhour_reaching_idx"),
+            models.Index(fields=["id"], condition=models.Q(folded=False), name="runhour_unfolded_idx"),  # the fold
+        ]
+
+    def __str__(self) -> str:
+        return f"runs of schedule {self.schedule_id} from {self.hour:%Y-%m-%d %H}h to {self.end_hour:%H}h"

@@ -17,7 +17,7 @@ from scheduler.models import Run, RunStatus, Schedule
 from scheduler.services.errors import ServiceError
 from scheduler.services.lineage import lineage_run_ended
 from scheduler.services.runs import run_build
-from scheduler.services.tally import runs_tallied
+from scheduler.services.tally import runs_ended
 
 S = RunStatus
 
@@ -47,7 +47,7 @@ def finalize(run: Run, *, new: str, now: datetime, extra_filter: dict | None = N
     if not Run.objects.filter(pk=run.pk, status=old, **(extra_filter or {})).update(status=new, **fields):
         return False
     if new in S.final():  # a lost run's re-queue (RUNNING -> QUEUED) is not an end
-        runs_tallied([new])
+        runs_ended(new, [run.pk])
     set_fields(run, status=new, **fields)
     lineage_run_ended(run=run, old=old, now=now)  # its end event (if it began), in this transaction
     send_after_commit(run, new, old)
@@ -80,7 +80,7 @@ def run_refused(*, schedule: Schedule, status: str, reason: str, trigger_kind: s
     try:
         with transaction.atomic():
             run.save(force_insert=True)
-            runs_tallied([status])
+            runs_ended(status, [run.pk])
     except IntegrityError:
         return None  # the unique (schedule, trigger_key) constraint: recorded already
     send_after_commit(run, status, S.QUEUED)

@@ -44,7 +44,7 @@ from scheduler.services.errors import ServiceError
 from scheduler.services.finalize import finalize, send_after_commit, set_fields
 from scheduler.services.lineage import lineage_batch, lineage_discard, lineage_mark, lineage_run_ended
 from scheduler.services.runlogs import run_log_append
-from scheduler.services.tally import runs_tallied
+from scheduler.services.tally import runs_ended
 from scheduler.services.watermarks import Loaded, watermark_advance_on_success
 
 log = logging.getLogger(__name__)
@@ -330,7 +330,7 @@ def _runs_lost_bulk(runs: list[Run], *, now: datetime) -> dict[str, list[int]]:
         assign="status = %s, finished_at = v.finished_at, reason = v.reason",
         assign_params=[S.FAILED], guard=guard, guard_params=[S.RUNNING],
     )
-    runs_tallied([S.FAILED] * len(failed))
+    runs_ended(S.FAILED, failed)
     entries = []
     for run in runs:
         if run.pk not in requeued and run.pk not in failed:
@@ -387,7 +387,7 @@ def _succeed_together(endings: list[Ending]) -> dict[int, str]:
         # a run asked to stop meanwhile is left to the per-run path, which writes the stop's outcome instead
         guard="t.status = %s AND t.dispatch_token = v.token AND t.stop_requested_at IS NULL", guard_params=[S.RUNNING],
     )
-    runs_tallied([S.SUCCEEDED] * len(done))
+    runs_ended(S.SUCCEEDED, done)
     out: dict[int, str] = {}
     for e in endings:
         if e.run.pk not in done:

@@ -23,6 +23,7 @@ from scheduler.services.deadlines import deadlines_check
 from scheduler.services.dispatch import run_redispatch
 from scheduler.services.finish import run_finish, run_stop_settled, runs_lost
 from scheduler.services.freshness import freshness_check
+from scheduler.services.hour_counts import hour_counts_fold
 from scheduler.services.tally import tally_fold
 from scheduler.services.waiting import waiting_in_turns
 from scheduler.services.webhooks import webhook_prune
@@ -124,6 +125,7 @@ def _jobs() -> list[tuple[str, Callable[..., object]]]:
         ("deadlines_missed", deadlines_check),
         ("pruned", prune),
         ("tally_folded", tally_fold),
+        ("hour_counts_folded", hour_counts_fold),
     ]
 
 

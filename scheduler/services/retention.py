@@ -29,6 +29,7 @@ from scheduler.models import (
 from scheduler.services.audit import audit_record
 from scheduler.services.audit_archive import audit_archive_batch
 from scheduler.services.errors import ServiceError
+from scheduler.services.hour_counts import runs_uncounted
 
 #: The kinds a prune reports, in the order it prunes them.
 KINDS: tuple[str, ...] = ("runs", "log_lines", "node_records", "ticks", "events", "alerts", "lineage", "audit")
@@ -257,12 +258,14 @@ def _runs_batch(candidates: QuerySet, protected: set[int], after: int, batch: in
             counts = {"log_lines": RunLogLine.objects.filter(run_id__in=chosen).count(),
                       "node_records": NodeRecord.objects.filter(run_id__in=chosen).count(), "runs": len(chosen)}
             return counts, ids[-1]
-        # still final and still outside an unfinished backfill, read under this transaction
-        chosen = list(candidates.filter(pk__in=chosen).values_list("pk", flat=True))
+        # still final and still outside an unfinished backfill, read under this transaction; locked, so a prune
+        # beside this one waits and then finds them gone instead of taking their hour counts back a second time
+        chosen = list(candidates.filter(pk__in=chosen).select_for_update(of=("self",)).values_list("pk", flat=True))
         counts = {"log_lines": RunLogLine.objects.filter(run_id__in=chosen).delete()[0],
                   "node_records": NodeRecord.objects.filter(run_id__in=chosen).delete()[0]}
         through = sorted(Run.objects.filter(pk__in=chosen).order_by().values("schedule_id")
                          .annotate(top=Max("pk")).values_list("schedule_id", "top"))
+        runs_uncounted(chosen)  # the timeline's hour counts keep matching the ledger
         _, by_model = Run.objects.filter(pk__in=chosen).delete()
         counts["runs"] = by_model.get(Run._meta.label, 0)
     # Each schedule's note ("older runs pruned") after the batch has committed, one row per statement: a batch

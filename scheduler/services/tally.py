@@ -1,20 +1,21 @@
 """Counters of runs by final status, kept as runs end, so `/metrics` never counts the ledger.
 
-`runs_tallied` is called in the transaction that makes runs final (services/finish.py): the count commits or
-rolls back with the runs. It only inserts, so two workers ending runs at once never wait on each other's
-counter row. `tally_fold` (a governance job) sums the rows into one per status, keeping the table a few rows
+`runs_tallied` is called (by `runs_ended`, with the timeline's hour counts) in the transaction that makes runs
+final (services/finish.py, finalize.py): the count commits or rolls back with the runs. It only inserts, so two
+workers ending runs at once never wait on each other's counter row. `tally_fold` (a governance job) sums the rows into one per status, keeping the table a few rows
 long; `tally_totals` is what a scrape reads. The totals only grow: a prune deletes runs, not their count.
 """
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Sum
 
 from scheduler.models import RunStatus, RunTally
+from scheduler.services.hour_counts import runs_counted
 
 FOLD_BATCH = 10_000
 
@@ -27,6 +28,13 @@ def runs_tallied(statuses: Iterable[str]) -> None:
         raise ValueError(f"status: {sorted(unknown)} is not a final status")
     if counts:
         RunTally.objects.bulk_create([RunTally(status=status, n=n) for status, n in sorted(counts.items())])
+
+
+def runs_ended(status: str, run_ids: Collection[int]) -> None:
+    """Both counts of runs that just became final with `status`: the status counters and the timeline's hours
+    (hour_counts.py), in the transaction of their compare-and-set."""
+    runs_tallied([status] * len(run_ids))
+    runs_counted(run_ids)
 
 
 def tally_totals() -> dict[str, int]:
@@ -61,4 +69,4 @@ def tally_fold(*, now: datetime | None = None, batch: int = FOLD_BATCH) -> int:
     return len(rows) - len(sums)
 
 
-__all__ = ["runs_tallied", "tally_fold", "tally_totals"]
+__all__ = ["runs_ended", "runs_tallied", "tally_fold", "tally_totals"]

@@ -305,14 +305,24 @@ def _ticks(start, end, *, span: float, label_w: float, plot_w: float, tz) -> lis
 
 # how bad a group is: the worst run in it colours it
 SEVERITY = ["succeeded", "skipped", "cancelled", "queued", "waiting", "running", "stopping", "blocked", "failed"]
-GROUP_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
 
 
-def group_step(*, span: float, rows: int, max_groups: int) -> float:
-    """The smallest round slice length that keeps `rows` rows of span / step slices each under `max_groups`."""
+HOUR_STEPS = (1, 2, 3, 4, 6, 8, 12, 24, 48)  # hours
+
+
+def hour_step(*, span: float, rows: int, max_groups: int) -> int:
+    """The fewest whole hours per slice (a round number of them when one fits) that keep `rows` rows of the
+    slices of `span` seconds under `max_groups` bars: the grouped timeline's slices are the rollup's hours."""
     rows = max(rows, 1)
-    step = next((s for s in GROUP_STEPS if rows * span / s <= max_groups), None)
-    return step if step is not None else max(span * rows / max_groups, GROUP_STEPS[-1])
+
+    def fits(hours: int) -> bool:
+        return rows * -(-span // (hours * 3600)) <= max_groups
+
+    whole = max(int(-(-span // 3600)), 1)  # one slice a row: the fewest there can be
+    hours = next((h for h in HOUR_STEPS if fits(h)), None)
+    if hours is None:
+        hours = next((h for h in range(HOUR_STEPS[-1], whole) if fits(h)), whole)
+    return hours * 3600
 
 
 def timeline_groups(schedules: list[tuple[int, str]], counts: Iterable[tuple], *, start, end, step: float,
@@ -321,8 +331,9 @@ def timeline_groups(schedules: list[tuple[int, str]], counts: Iterable[tuple], *
     """A crowded range: per schedule, one bar per time slice holding runs, coloured by its worst run.
 
     `schedules` are the (id, name) rows to draw, `counts` the database's (schedule id, slice, status, runs)
-    (selectors: timeline.slice_counts); a slice before the range or past it is clamped to the first or last.
-    The caller picks `step` (group_step) so the page's size has a bound whatever the history.
+    (timeline.slice_counts); a slice before the range or past it is clamped to the first or last.
+    The caller picks `step` (hour_step) so the page's size has a bound whatever the history; `start` is then
+    on the hour, as the counts are.
     """
     span = max((end - start).total_seconds(), 1.0)
     last = max(int(-(-span // step)) - 1, 0)

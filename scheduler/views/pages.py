@@ -364,16 +364,25 @@ def timeline(request):
         chart = charts.timeline_chart(timeline_reads.runs(**window),
                                       href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
     else:
-        per_schedule = timeline_reads.schedules(**window)
+        # counted from the hour rollup: the chart starts on the UTC hour at or before `start`
+        start = options["start"] = window["start"] = timeline_reads.hour_start(start)
+        span = (now - start).total_seconds()
+        outside = timeline_reads.outside_rows(**window)
+        # one pass over the range's counts, in the slices of as many rows as can be drawn
+        step = charts.hour_step(span=span, rows=TIMELINE_MAX_ROWS, max_groups=TIMELINE_MAX_GROUPS)
+        counts = timeline_reads.slice_counts(step=step, outside=outside, **window)
+        per_schedule = timeline_reads.schedules(counts)
         total = sum(row["n"] for row in per_schedule)
         chosen = sorted(per_schedule, key=lambda r: (r["trouble"] == 0, -r["n"], r["name"]))[:TIMELINE_MAX_ROWS]
         left_out = {"schedules": len(per_schedule) - len(chosen), "runs": total - sum(row["n"] for row in chosen),
                     "trouble": sum(r["trouble"] for r in per_schedule) - sum(r["trouble"] for r in chosen)}
-        step = charts.group_step(span=seconds, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
+        ids = {row["schedule_id"] for row in chosen}
+        finer = charts.hour_step(span=span, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
+        if finer < step:  # fewer rows to draw: their share of the bars is larger, the slices shorter
+            step, counts = finer, timeline_reads.slice_counts(step=finer, schedule_ids=ids, outside=outside, **window)
         runs_url = reverse("scheduler:runs")
         chart = charts.timeline_groups(
-            [(row["schedule_id"], row["name"]) for row in chosen],
-            timeline_reads.slice_counts(step=step, schedule_ids=[row["schedule_id"] for row in chosen], **window),
+            [(row["schedule_id"], row["name"]) for row in chosen], [c for c in counts if c[0] in ids],
             step=step, group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
             **options)
     context = {"form": form, "chart": chart, "range_value": value, "range_words": words, "seconds": seconds,

@@ -13,8 +13,11 @@ from django.utils import timezone
 from bench import history
 from bench.scale import METRICS_TOKEN, page_urls
 from bench.scale_report import compare, table
-from scheduler.models import AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunLogLine, RunStatus, Schedule
+from scheduler.models import (
+    AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunHourCount, RunLogLine, RunStatus, Schedule,
+)
 from scheduler.services.tally import tally_totals
+from tests.services.test_hour_counts import keys, ledger_counts, rollup_counts, started
 
 RUNS = 500
 
@@ -85,6 +88,11 @@ def test_it_has_the_shapes_of_a_real_history(generated):
     # /metrics' counters of final statuses count the generated runs, as if each had ended on its own
     final = Run.objects.filter(status__in=RunStatus.final()).values_list("status").annotate(n=Count("id"))
     assert {s: n for s, n in tally_totals().items() if n} == dict(final.order_by())
+    # ... and the timeline's hour counts, folded (one row per key), equal the ledger's
+    assert rollup_counts() == ledger_counts() and started(ledger_counts()) == RUNS
+    assert RunHourCount.objects.filter(folded=True).count() == RunHourCount.objects.count() == len(keys(
+        ledger_counts()))
+    assert any(at != end for _, at, end, _ in ledger_counts()), "runs reaching into the next hour are generated"
     # the live runs wait for their retry delay: no tick admits them
     assert Run.objects.filter(status=RunStatus.QUEUED, not_before__gt=now).count() == history.LIVE_RUNS
 
