@@ -5,16 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from functools import reduce
+from operator import or_
 
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
+from django.utils import timezone
 
-from scheduler.models import AuditEntry, Schedule, Team
+from scheduler.models import AuditCount, AuditEntry, Schedule, Team
 
 
-def audit_filtered(filters: dict, *, team_ids: frozenset[int] | None = None, own_actor: str | None = None):
-    """Entries matching `filters`; with `team_ids` (viewing scoped) only those teams' entries and the reader's own."""
-    qs = AuditEntry.objects.all()
+def _scoped(qs: QuerySet, filters: dict, team_ids: frozenset[int] | None, own_actor: str | None) -> QuerySet:
+    """The filters an entry and its hour's count (AuditCount) share: the reader's scope, team, actor, action."""
     if team_ids is not None:
         qs = qs.filter(Q(team_id__in=team_ids) | Q(team_id__isnull=True, actor=own_actor or ""))
     if filters.get("team"):
@@ -23,6 +27,12 @@ def audit_filtered(filters: dict, *, team_ids: frozenset[int] | None = None, own
         qs = qs.filter(actor=filters["actor"])
     if filters.get("action"):
         qs = qs.filter(action__startswith=filters["action"])
+    return qs
+
+
+def audit_filtered(filters: dict, *, team_ids: frozenset[int] | None = None, own_actor: str | None = None):
+    """Entries matching `filters`; with `team_ids` (viewing scoped) only those teams' entries and the reader's own."""
+    qs = _scoped(AuditEntry.objects.all(), filters, team_ids, own_actor)
     if filters.get("target"):
         target = filters["target"]
         if ":" in target:
@@ -72,11 +82,13 @@ def audit_redactor(team_ids: frozenset[int] | None) -> Callable[[AuditEntry], Au
 
 
 AUDIT_COUNT_DAYS = 31
+TOP = 30
+HOUR = timedelta(hours=1)
 
 
-def audit_counts(qs, *, now: datetime, until: datetime | None = None) -> dict:
-    """Entries by action, actor and day over the AUDIT_COUNT_DAYS up to `until` (else now), whatever the filter's
-    own range: the counts read a bounded range of the `at` index, not the whole log (issue 25)."""
+def audit_counts_raw(qs, *, now: datetime, until: datetime | None = None) -> dict:
+    """Entries of `qs` by action, actor and day over the AUDIT_COUNT_DAYS up to `until` (else now), counted from
+    the log itself: for a filter the hourly counts cannot answer (a target), and the tests' oracle."""
     end = min(until or now, now)
     since = end - timedelta(days=AUDIT_COUNT_DAYS)
     qs = qs.filter(at__gte=since).order_by()
@@ -84,7 +96,116 @@ def audit_counts(qs, *, now: datetime, until: datetime | None = None) -> dict:
         "since": since,
         "until": end,
         "days": AUDIT_COUNT_DAYS,
-        "by_action": list(qs.values("action").annotate(n=Count("id")).order_by("-n", "action")[:30]),
-        "by_actor": list(qs.values("actor").annotate(n=Count("id")).order_by("-n", "actor")[:30]),
+        "by_action": list(qs.values("action").annotate(n=Count("id")).order_by("-n", "action")[:TOP]),
+        "by_actor": list(qs.values("actor").annotate(n=Count("id")).order_by("-n", "actor")[:TOP]),
         "by_day": list(qs.annotate(day=TruncDate("at")).values("day").annotate(n=Count("id")).order_by("-day")[:31]),
     }
+
+
+def audit_counts(filters: dict, *, now: datetime, team_ids: frozenset[int] | None = None,
+                 own_actor: str | None = None) -> dict:
+    """Entries matching `filters` (as audit_filtered reads them) by action, actor and day over the AUDIT_COUNT_DAYS
+    up to the filter's `until` (else now): exactly audit_counts_raw's answer, read in time that does not grow
+    with the log's rate (issue 25).
+
+    Every whole UTC hour of the range is read from the hourly counts (AuditCount: a few rows per hour), only the
+    partial hours at its edges from the log. By day is per day of the display zone (TruncDate): an hour in which
+    a local day begins (a zone whose offset is not whole hours: +5:30, +5:45, Lord Howe's half-hour DST) is
+    counted from the log for the days (at most one such hour a day). A target filter reads the log (bounded to
+    the same range), as the counts know no targets.
+    """
+    until = filters.get("until")
+    if filters.get("target"):
+        return audit_counts_raw(audit_filtered(filters, team_ids=team_ids, own_actor=own_actor), now=now,
+                                until=until)
+    end = min(until or now, now)
+    since = end - timedelta(days=AUDIT_COUNT_DAYS)
+    # the entries counted: at >= lo (the window's start, or the filter's later since) and at < until, if any
+    # (with no until, the raw count has no upper bound: an entry stamped ahead of now still counts)
+    lo = max(since, filters["since"]) if filters.get("since") else since
+    first = _hour_ceil(lo)
+    last = _hour_floor(now) + HOUR  # hours past now (an entry stamped ahead) come from the log, not the counts
+    if until is not None:
+        last = min(last, _hour_floor(until))
+    if first >= last:
+        raw, first, last = [(lo, until)], None, None  # no whole hour: the log alone
+    else:
+        raw = ([(lo, first)] if lo < first else []) + ([(last, until)] if until is None or last < until else [])
+    entries = _scoped(AuditEntry.objects.all(), filters, team_ids, own_actor).order_by()
+    counts = None
+    if first is not None:
+        counts = _scoped(AuditCount.objects.all(), filters, team_ids, own_actor).filter(
+            hour__gte=first, hour__lt=last).order_by()
+    return {
+        "since": since,
+        "until": end,
+        "days": AUDIT_COUNT_DAYS,
+        "by_action": _top("action", counts, _within(entries, raw)),
+        "by_actor": _top("actor", counts, _within(entries, raw)),
+        "by_day": _by_day(counts, entries, raw, first, last),
+    }
+
+
+def _hour_floor(at: datetime) -> datetime:
+    return at.astimezone(dt_timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def _hour_ceil(at: datetime) -> datetime:
+    floor = _hour_floor(at)
+    return floor if floor == at else floor + HOUR
+
+
+def _within(entries: QuerySet, ranges: list[tuple[datetime, datetime | None]]) -> QuerySet | None:
+    """The entries with `at` in any of the [start, end) ranges (end None: no end); None for no range."""
+    if not ranges:
+        return None
+    return entries.filter(reduce(or_, [Q(at__gte=a) if b is None else Q(at__gte=a, at__lt=b) for a, b in ranges]))
+
+
+def _top(key: str, counts: QuerySet | None, entries: QuerySet | None) -> list[dict]:
+    """The TOP values of `key` by number of entries, then by value, summing the hours' counts and the edges' entries.
+
+    One statement over both, so the order of equal counts is the database's own (its collation), as the raw
+    count's ORDER BY n DESC, key gives it.
+    """
+    parts = []
+    if counts is not None:
+        parts.append(counts.values(k=F(key)).annotate(total=Sum("n")).order_by())
+    if entries is not None:
+        parts.append(entries.values(k=F(key)).annotate(total=Count("id")).order_by())
+    compiled = [part.query.sql_with_params() for part in parts]
+    union = " UNION ALL ".join(f"SELECT p{i}.k, p{i}.total FROM ({sql}) p{i}" for i, (sql, _) in enumerate(compiled))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT u.k, SUM(u.total) AS n FROM ({union}) u GROUP BY u.k HAVING SUM(u.total) > 0"
+                       f" ORDER BY n DESC, u.k LIMIT {TOP}", [p for _, params in compiled for p in params])
+        return [{key: k, "n": int(n)} for k, n in cursor.fetchall()]
+
+
+def _by_day(counts: QuerySet | None, entries: QuerySet, raw: list, first: datetime | None,
+            last: datetime | None) -> list[dict]:
+    """Entries per day of the display zone, newest day first (31 days at most)."""
+    days: dict = {}
+    if counts is not None:
+        split = _hours_across_days(first, last, timezone.get_current_timezone())
+        raw = raw + [(hour, hour + HOUR) for hour in split]
+        whole = counts.exclude(hour__in=split) if split else counts
+        for day, n in whole.annotate(day=TruncDate("hour")).values_list("day").annotate(total=Sum("n")):
+            days[day] = days.get(day, 0) + int(n)
+    edges = _within(entries, raw)
+    if edges is not None:
+        for day, n in edges.annotate(day=TruncDate("at")).values_list("day").annotate(total=Count("id")):
+            days[day] = days.get(day, 0) + n
+    return [{"day": day, "n": n} for day, n in sorted(days.items(), reverse=True) if n > 0][:31]
+
+
+def _hours_across_days(first: datetime, last: datetime, zone) -> list[datetime]:
+    """The UTC hours in [first, last) whose entries do not all fall on one day of `zone` (a local midnight, or a
+    change of offset, inside the hour)."""
+    split = []
+    hour = first
+    while hour < last:
+        start, end = hour.astimezone(zone), (hour + HOUR - timedelta(microseconds=1)).astimezone(zone)
+        if start.date() != end.date() or start.utcoffset() != end.utcoffset():
+            split.append(hour)
+        hour += HOUR
+    return split
