@@ -13,7 +13,10 @@ from django.utils import timezone
 from bench import history
 from bench.scale import METRICS_TOKEN, page_urls
 from bench.scale_report import compare, table
-from scheduler.models import AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunLogLine, RunStatus, Schedule
+from scheduler.audit_reads import audit_counts, audit_counts_raw, audit_filtered
+from scheduler.models import (AuditCount, AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunLogLine, RunStatus,
+                              Schedule)
+from scheduler.models.audit import audit_hour
 from scheduler.services.tally import tally_totals
 
 RUNS = 500
@@ -85,6 +88,15 @@ def test_it_has_the_shapes_of_a_real_history(generated):
     # /metrics' counters of final statuses count the generated runs, as if each had ended on its own
     final = Run.objects.filter(status__in=RunStatus.final()).values_list("status").annotate(n=Count("id"))
     assert {s: n for s, n in tally_totals().items() if n} == dict(final.order_by())
+    # the audit report's hourly counts count the generated entries, as if each had been written on its own
+    counted = {}
+    for hour, team_id, actor, action, n in AuditCount.objects.values_list("hour", "team_id", "actor", "action", "n"):
+        counted[(hour, team_id, actor, action)] = counted.get((hour, team_id, actor, action), 0) + n
+    logged = {}
+    for at, team_id, actor, action in AuditEntry.objects.values_list("at", "team_id", "actor", "action"):
+        logged[(audit_hour(at), team_id, actor, action)] = logged.get((audit_hour(at), team_id, actor, action), 0) + 1
+    assert counted == logged and sum(logged.values()) > RUNS * 0.1
+    assert audit_counts({}, now=now) == audit_counts_raw(audit_filtered({}), now=now)
     # the live runs wait for their retry delay: no tick admits them
     assert Run.objects.filter(status=RunStatus.QUEUED, not_before__gt=now).count() == history.LIVE_RUNS
 
