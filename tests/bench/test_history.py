@@ -11,7 +11,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from bench import history
-from bench.scale import METRICS_TOKEN, page_urls
+from bench.scale import METRICS_TOKEN, PAGE_LABELS, page_urls
 from bench.scale_report import compare, table
 from scheduler.audit_reads import audit_counts, audit_counts_raw, audit_filtered
 from scheduler.models import (AuditCount, AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunLogLine, RunStatus,
@@ -105,6 +105,7 @@ def test_it_has_the_shapes_of_a_real_history(generated):
 def test_the_measured_pages_render_it(generated):
     client = Client()
     client.force_login(User.objects.get(username=history.ADMIN))
+    assert tuple(page_urls()) == PAGE_LABELS  # what --pages may name
     with override_settings(ETL_METRICS_TOKEN=METRICS_TOKEN):
         for label, url in page_urls().items():
             auth = {"HTTP_AUTHORIZATION": f"Bearer {METRICS_TOKEN}"} if url == "/metrics" else {}
