@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from datetime import timezone as dt_timezone
-from functools import reduce
+from functools import lru_cache, reduce
 from operator import or_
 
 from django.db import connection
@@ -136,12 +136,13 @@ def audit_counts(filters: dict, *, now: datetime, team_ids: frozenset[int] | Non
     if first is not None:
         counts = _scoped(AuditCount.objects.all(), filters, team_ids, own_actor).filter(
             hour__gte=first, hour__lt=last).order_by()
+    by_action, by_actor = _by_action_and_actor(counts, _within(entries, raw))
     return {
         "since": since,
         "until": end,
         "days": AUDIT_COUNT_DAYS,
-        "by_action": _top("action", counts, _within(entries, raw)),
-        "by_actor": _top("actor", counts, _within(entries, raw)),
+        "by_action": by_action,
+        "by_actor": by_actor,
         "by_day": _by_day(counts, entries, raw, first, last),
     }
 
@@ -162,45 +163,71 @@ def _within(entries: QuerySet, ranges: list[tuple[datetime, datetime | None]]) -
     return entries.filter(reduce(or_, [Q(at__gte=a) if b is None else Q(at__gte=a, at__lt=b) for a, b in ranges]))
 
 
-def _top(key: str, counts: QuerySet | None, entries: QuerySet | None) -> list[dict]:
-    """The TOP values of `key` by number of entries, then by value, summing the hours' counts and the edges' entries.
+def _union(parts: list[QuerySet]) -> tuple[str, list]:
+    """The parts' statements as one UNION ALL (each part's columns in the order of its values())."""
+    compiled = [part.query.sql_with_params() for part in parts]
+    sql = " UNION ALL ".join(f"SELECT * FROM ({sql}) p{i}" for i, (sql, _) in enumerate(compiled))
+    return sql, [p for _, params in compiled for p in params]
 
-    One statement over both, so the order of equal counts is the database's own (its collation), as the raw
-    count's ORDER BY n DESC, key gives it.
+
+def _by_action_and_actor(counts: QuerySet | None, entries: QuerySet | None) -> tuple[list[dict], list[dict]]:
+    """The TOP actions and the TOP actors by number of entries, then by name, from the hours' counts and the
+    edges' entries in one statement.
+
+    Equal counts are ordered by the database's own order of the names (its collation: DENSE_RANK over the
+    names), as the raw count's ORDER BY n DESC, name orders them.
     """
     parts = []
     if counts is not None:
-        parts.append(counts.values(k=F(key)).annotate(total=Sum("n")).order_by())
+        parts.append(counts.values(a=F("action"), b=F("actor")).annotate(total=Sum("n")).order_by())
     if entries is not None:
-        parts.append(entries.values(k=F(key)).annotate(total=Count("id")).order_by())
-    compiled = [part.query.sql_with_params() for part in parts]
-    union = " UNION ALL ".join(f"SELECT p{i}.k, p{i}.total FROM ({sql}) p{i}" for i, (sql, _) in enumerate(compiled))
+        parts.append(entries.values(a=F("action"), b=F("actor")).annotate(total=Count("id")).order_by())
+    union, params = _union(parts)
+    n: dict[str, dict[str, int]] = {"action": {}, "actor": {}}
+    rank: dict[str, dict[str, int]] = {"action": {}, "actor": {}}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT u.k, SUM(u.total) AS n FROM ({union}) u GROUP BY u.k HAVING SUM(u.total) > 0"
-                       f" ORDER BY n DESC, u.k LIMIT {TOP}", [p for _, params in compiled for p in params])
-        return [{key: k, "n": int(n)} for k, n in cursor.fetchall()]
+        cursor.execute(f"SELECT u.a, u.b, SUM(u.total), DENSE_RANK() OVER (ORDER BY u.a),"
+                       f" DENSE_RANK() OVER (ORDER BY u.b) FROM ({union}) u GROUP BY u.a, u.b", params)
+        for action, actor, total, action_rank, actor_rank in cursor.fetchall():
+            for key, name, order in (("action", action, action_rank), ("actor", actor, actor_rank)):
+                n[key][name] = n[key].get(name, 0) + int(total)
+                rank[key][name] = order
+
+    def top(key: str) -> list[dict]:
+        names = sorted((name for name, total in n[key].items() if total > 0), key=lambda name: (-n[key][name],
+                                                                                                 rank[key][name]))
+        return [{key: name, "n": n[key][name]} for name in names[:TOP]]
+
+    return top("action"), top("actor")
 
 
 def _by_day(counts: QuerySet | None, entries: QuerySet, raw: list, first: datetime | None,
             last: datetime | None) -> list[dict]:
-    """Entries per day of the display zone, newest day first (31 days at most)."""
-    days: dict = {}
+    """Entries per day of the display zone (TruncDate), newest day first (31 days at most), in one statement."""
+    parts = []
     if counts is not None:
         split = _hours_across_days(first, last, timezone.get_current_timezone())
         raw = raw + [(hour, hour + HOUR) for hour in split]
         whole = counts.exclude(hour__in=split) if split else counts
-        for day, n in whole.annotate(day=TruncDate("hour")).values_list("day").annotate(total=Sum("n")):
-            days[day] = days.get(day, 0) + int(n)
+        parts.append(whole.annotate(day=TruncDate("hour")).values("day").annotate(total=Sum("n")).order_by())
     edges = _within(entries, raw)
     if edges is not None:
-        for day, n in edges.annotate(day=TruncDate("at")).values_list("day").annotate(total=Count("id")):
-            days[day] = days.get(day, 0) + n
-    return [{"day": day, "n": n} for day, n in sorted(days.items(), reverse=True) if n > 0][:31]
+        parts.append(edges.annotate(day=TruncDate("at")).values("day").annotate(total=Count("id")).order_by())
+    union, params = _union(parts)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT u.day, SUM(u.total) AS n FROM ({union}) u GROUP BY u.day HAVING SUM(u.total) > 0"
+                       f" ORDER BY u.day DESC LIMIT 31", params)
+        # SQLite's TruncDate is text
+        return [{"day": day if isinstance(day, date) else date.fromisoformat(day), "n": int(n)}
+                for day, n in cursor.fetchall()]
 
 
-def _hours_across_days(first: datetime, last: datetime, zone) -> list[datetime]:
+@lru_cache(maxsize=64)
+def _hours_across_days(first: datetime, last: datetime, zone) -> tuple[datetime, ...]:
     """The UTC hours in [first, last) whose entries do not all fall on one day of `zone` (a local midnight, or a
-    change of offset, inside the hour)."""
+    change of offset, inside the hour). Remembered: a report asks again with the same hours until the next."""
+    if str(zone) in ("UTC", "Etc/UTC"):
+        return ()
     split = []
     hour = first
     while hour < last:
@@ -208,4 +235,4 @@ def _hours_across_days(first: datetime, last: datetime, zone) -> list[datetime]:
         if start.date() != end.date() or start.utcoffset() != end.utcoffset():
             split.append(hour)
         hour += HOUR
-    return split
+    return tuple(split)

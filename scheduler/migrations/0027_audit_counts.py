@@ -13,7 +13,7 @@ HOUR = {"postgresql": "date_trunc('hour', at, 'UTC')", "sqlite": "strftime('%Y-%
 def backfill_sql(vendor: str) -> str:
     return ("INSERT INTO scheduler_auditcount (hour, team_id, actor, action, n, folded)"
             f" SELECT {HOUR[vendor]}, team_id, actor, action, COUNT(*), TRUE FROM scheduler_auditentry"
-            " GROUP BY 1, 2, 3, 4")
+            " GROUP BY 1, 2, 3, 4 ORDER BY 1")  # in time order, as folds append them: a range is a few pages
 
 
 def backfill(apps, schema_editor):

@@ -77,7 +77,7 @@ def audit_counts_from_log(*, after_id: int = 0) -> int:
         cursor.execute(
             "INSERT INTO scheduler_auditcount (hour, team_id, actor, action, n, folded)"
             f" SELECT {_HOUR_SQL[connection.vendor]}, team_id, actor, action, COUNT(*), TRUE"
-            " FROM scheduler_auditentry WHERE id > %s GROUP BY 1, 2, 3, 4", [after_id])
+            " FROM scheduler_auditentry WHERE id > %s GROUP BY 1, 2, 3, 4 ORDER BY 1", [after_id])
         return cursor.rowcount
 
 
