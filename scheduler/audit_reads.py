@@ -10,7 +10,7 @@ from functools import lru_cache, reduce
 from operator import or_
 
 from django.db import connection
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -163,9 +163,9 @@ def _within(entries: QuerySet, ranges: list[tuple[datetime, datetime | None]]) -
     return entries.filter(reduce(or_, [Q(at__gte=a) if b is None else Q(at__gte=a, at__lt=b) for a, b in ranges]))
 
 
-def _union(parts: list[QuerySet]) -> tuple[str, list]:
-    """The parts' statements as one UNION ALL (each part's columns in the order of its values())."""
-    compiled = [part.query.sql_with_params() for part in parts]
+def _union(parts: list[QuerySet | tuple[str, list]]) -> tuple[str, list]:
+    """The parts (querysets, or SQL with its parameters) as one UNION ALL, each part's columns in its order."""
+    compiled = [part if isinstance(part, tuple) else part.query.sql_with_params() for part in parts]
     sql = " UNION ALL ".join(f"SELECT * FROM ({sql}) p{i}" for i, (sql, _) in enumerate(compiled))
     return sql, [p for _, params in compiled for p in params]
 
@@ -181,7 +181,9 @@ def _by_action_and_actor(counts: QuerySet | None, entries: QuerySet | None) -> t
     if counts is not None:
         parts.append(counts.values(a=F("action"), b=F("actor")).annotate(total=Sum("n")).order_by())
     if entries is not None:
-        parts.append(entries.values(a=F("action"), b=F("actor")).annotate(total=Count("id")).order_by())
+        # the edges' rows one by one (the outer GROUP BY counts them): grouped here, SQLite read the whole log in
+        # the order of the action index rather than the edges' few rows by the `at` index
+        parts.append(entries.values(a=F("action"), b=F("actor"), total=Value(1, output_field=BigIntegerField())))
     union, params = _union(parts)
     n: dict[str, dict[str, int]] = {"action": {}, "actor": {}}
     rank: dict[str, dict[str, int]] = {"action": {}, "actor": {}}
@@ -203,16 +205,19 @@ def _by_action_and_actor(counts: QuerySet | None, entries: QuerySet | None) -> t
 
 def _by_day(counts: QuerySet | None, entries: QuerySet, raw: list, first: datetime | None,
             last: datetime | None) -> list[dict]:
-    """Entries per day of the display zone (TruncDate), newest day first (31 days at most), in one statement."""
-    parts = []
+    """Entries per day of the display zone (TruncDate's), newest day first (31 days at most), in one statement."""
+    parts: list = []
     if counts is not None:
         split = _hours_across_days(first, last, timezone.get_current_timezone())
         raw = raw + [(hour, hour + HOUR) for hour in split]
         whole = counts.exclude(hour__in=split) if split else counts
-        parts.append(whole.annotate(day=TruncDate("hour")).values("day").annotate(total=Sum("n")).order_by())
+        # each hour's day once, not each row's: SQLite's TruncDate is a Python function called per row
+        hours, params = whole.values("hour").annotate(total=Sum("n")).order_by().query.sql_with_params()
+        day, day_params = connection.ops.datetime_cast_date_sql("h.hour", (), timezone.get_current_timezone_name())
+        parts.append((f"SELECT {day} AS day, h.total AS total FROM ({hours}) h", [*day_params, *params]))
     edges = _within(entries, raw)
     if edges is not None:
-        parts.append(edges.annotate(day=TruncDate("at")).values("day").annotate(total=Count("id")).order_by())
+        parts.append(edges.values(day=TruncDate("at"), total=Value(1, output_field=BigIntegerField())))
     union, params = _union(parts)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT u.day, SUM(u.total) AS n FROM ({union}) u GROUP BY u.day HAVING SUM(u.total) > 0"

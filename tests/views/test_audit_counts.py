@@ -8,7 +8,8 @@ from datetime import datetime, timedelta, timezone as dt_timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
@@ -184,3 +185,21 @@ def test_the_page_counts_by_the_viewers_zone(viewer_client, db):
     session.save()
     by_day = viewer_client.get(reverse("scheduler:audit")).context["counts"]["by_day"]
     assert [(c["day"], c["n"]) for c in by_day] == [(midnight.date(), 1), (midnight.date() - timedelta(days=1), 1)]
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's plan is asked; PostgreSQL's follows its statistics")
+def test_the_edges_are_read_by_time_never_the_whole_log_in_another_index_order(db):
+    """Grouped by action and actor, the edges' query let SQLite walk the whole log in the action index's order
+    (41 ms of 48 with 14,000 entries a month, issue 25): the edges' rows go out one by one, found by `at`."""
+    now = datetime(2026, 4, 20, 12, 30, tzinfo=UTC)
+    _write([_entry(now - timedelta(minutes=7 * i), None, ACTORS[i % 4], ACTIONS[i % 6]) for i in range(3000)], "many")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # the planner's statistics, as a long-lived database has them
+    with CaptureQueriesContext(connection) as queries:
+        audit_counts({}, now=now)
+        audit_counts({"action": "run."}, now=now)
+    with connection.cursor() as cursor:
+        for query in queries.captured_queries:
+            cursor.execute("EXPLAIN QUERY PLAN " + query["sql"])
+            plan = [row[-1] for row in cursor.fetchall()]
+            assert not [step for step in plan if step.startswith("SCAN scheduler_auditentry")], plan
