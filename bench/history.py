@@ -12,7 +12,8 @@ Into a migrated database (Django set up), in chunks of one transaction each:
 * for each workflow run its 4 node records (the last one FAILED in a failed run);
 * log lines: 20 for one run in 200, 2,000 (a long log) for one run in 100,000;
 * one received event per event run (the run points at it), one audit entry per manual trigger, event and
-  cancel (with the schedule's team), one governance tick per 10 runs, spread over the same year;
+  cancel (with the schedule's team), one governance tick per 10 runs, spread over the same year; the audit
+  log's hourly counts (AuditCount) of those entries, in one INSERT ... SELECT ... GROUP BY after them;
 * a few live runs: QUEUED, held back by a retry delay (`not_before` a month ahead), so no tick admits them;
 * the counters runs ending one by one would have kept: final statuses (/metrics) and the timeline's hour counts
   (one INSERT ... SELECT ... GROUP BY each over the generated runs).
@@ -35,6 +36,7 @@ from django.db import connection, transaction
 from django.db.models import Count
 
 from scheduler.models import Run, RunHourCount, RunStatus, RunTally, Schedule, Team, WorkloadClass
+from scheduler.services.audit_counts import audit_counts_from_log
 from scheduler.services.hour_counts import count_select
 from scheduler.services.schedules import schedule_save
 from scheduler.services.teams import team_save
@@ -248,6 +250,8 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
         run_base = cur.fetchone()[0]
         cur.execute("SELECT COALESCE(MAX(id), 0) FROM scheduler_event")
         event_base = cur.fetchone()[0]
+        cur.execute("SELECT COALESCE(MAX(id), 0) FROM scheduler_auditentry")
+        audit_base = cur.fetchone()[0]  # the schedules' own entries, counted as they were written
         indexes = secondary_indexes(cur)
         for name, _ in indexes:
             cur.execute(f'DROP INDEX "{name}"')
@@ -275,6 +279,12 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
         count_hours_generated(run_base + 1, run_base + runs)  # before ANALYZE: its table's statistics too
         timings["hour_counts_s"] = time.perf_counter() - t1
         progress(f"  hour counts of the timeline written ({timings['hour_counts_s']:.0f} s)")
+        t1 = time.perf_counter()
+        # the audit report's hourly counts of the entries written above by SQL, as entries written one by one
+        # would have kept them (services/audit_counts.py): one INSERT ... SELECT ... GROUP BY
+        audit_counts_from_log(after_id=audit_base)
+        progress(f"  audit counts ({time.perf_counter() - t1:.0f} s)")
+        timings["audit_counts_s"] = time.perf_counter() - t1
         t1 = time.perf_counter()
         if pg:
             cur.execute("SET session_replication_role = DEFAULT")

@@ -170,6 +170,10 @@ def time_ticks(ticks: int, budget_s: float) -> dict:
     return out
 
 
+PAGE_LABELS = ("overview", "runs list, first page", "runs list, page 101", "schedule page", "timeline (default 6 h)",
+               "timeline (48 h)", "audit report", "/metrics")
+
+
 def page_urls() -> dict[str, str]:
     from scheduler.models import Run, Schedule
 

@@ -1,5 +1,5 @@
 """Models, split by aggregate and re-exported here."""
-from scheduler.models.audit import AuditEntry, RefusalCount
+from scheduler.models.audit import AuditCount, AuditEntry, RefusalCount
 from scheduler.models.backfill import Backfill, BackfillWindow
 from scheduler.models.choices import (
     ActorKind,
@@ -36,7 +36,7 @@ from scheduler.models.watermark import WatermarkHistory, WatermarkState
 from scheduler.models.workload import WorkloadClass
 
 __all__ = [
-    "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
+    "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditCount", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
     "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",

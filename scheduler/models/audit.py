@@ -1,4 +1,13 @@
-from django.db import models
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+from datetime import timezone as dt_timezone
+
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from scheduler.models.choices import ActorKind
 
@@ -9,6 +18,14 @@ class AuditQuerySet(models.QuerySet):
 
     def delete(self):
         raise PermissionError("the audit log is append-only")
+
+    def bulk_create(self, objs, *args, **kwargs):
+        """Entries and their hours' counts (AuditCount) in one transaction."""
+        objs = list(objs)
+        with transaction.atomic(using=self.db, savepoint=False):
+            created = super().bulk_create(objs, *args, **kwargs)
+            audit_counted(objs)
+        return created
 
 
 class AuditEntry(models.Model):
@@ -49,7 +66,10 @@ class AuditEntry(models.Model):
     def save(self, *args, **kwargs):
         if self.pk is not None and not kwargs.get("force_insert"):
             raise PermissionError("the audit log is append-only")
-        super().save(*args, **kwargs)
+        # the entry and its hour's count commit together (no savepoint inside the caller's transaction)
+        with transaction.atomic(using=kwargs.get("using"), savepoint=False):
+            super().save(*args, **kwargs)
+            audit_counted([self])
 
     def delete(self, *args, **kwargs):
         raise PermissionError("the audit log is append-only")
@@ -83,11 +103,71 @@ class RefusalCount(models.Model):
         return f"{self.count} x {self.actor} refused {self.permission} on {self.target or '-'}"
 
 
+class AuditCount(models.Model):
+    """Audit entries counted per hour, team, actor and action: what the audit report's counts read.
+
+    Kept as the log is written, like RunTally: each entry written inserts a delta row (n = 1, or one row per
+    key for a batch) in the entry's own transaction, so no writer waits on another's counter row; an entry
+    deleted after its archive inserts n = -1. Governance folds the deltas into one row per key
+    (services/audit_counts.py). The sum of `n` over a key is always the number of its entries in the log.
+    A derived table, not the log: no admin, never edited by hand.
+    """
+
+    hour = models.DateTimeField(help_text="UTC start of the hour of the entries' `at`.")
+    team_id = models.BigIntegerField(null=True, blank=True, help_text="The entries' team_id (as AuditEntry's).")
+    actor = models.CharField(max_length=150)
+    action = models.CharField(max_length=64)
+    n = models.BigIntegerField(help_text="How many entries; negative for entries deleted after their archive.")
+    folded = models.BooleanField(
+        default=False, help_text="A fold's sum of its key (one per key, give or take a race); false: a delta."
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["hour"], name="auditcount_hour_idx"),
+            # the fold reads the deltas oldest first; the folded rows (nearly all) stay out of that index
+            models.Index(fields=["id"], condition=Q(folded=False), name="auditcount_delta_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.n} x {self.actor} {self.action} at {self.hour:%Y-%m-%d %H}h"
+
+
+def audit_hour(at: datetime | str) -> datetime:
+    """The UTC start of the hour of an entry's `at` (a string or a naive value read as the ORM reads it)."""
+    value = AuditEntry._meta.get_field("at").to_python(at)
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.get_default_timezone())
+    return value.astimezone(dt_timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def audit_counted(entries: Iterable[AuditEntry], *, sign: int = 1) -> None:
+    """Count written entries (sign -1: deleted ones) into AuditCount deltas; call in the entries' transaction."""
+    audit_count_deltas(((e.at, e.team_id, e.actor, e.action) for e in entries), sign=sign)
+
+
+def audit_count_deltas(keys: Iterable[tuple[datetime | str, int | None, str, str]], *, sign: int = 1) -> None:
+    """One delta row per (hour, team_id, actor, action) of the (at, team_id, actor, action) given."""
+    counts = Counter((audit_hour(at), team_id, actor, action) for at, team_id, actor, action in keys)
+    AuditCount.objects.bulk_create([
+        AuditCount(hour=hour, team_id=team_id, actor=actor, action=action, n=sign * n)
+        for (hour, team_id, actor, action), n in counts.items()
+    ])
+
+
 def audit_delete_archived(ids: list[int]) -> int:
     """The one way past the append-only guard: entries an archive has already written and fsynced.
 
     Only `services/audit_archive.py` calls it, after the fsync; every other path (the manager, a queryset,
-    an instance, the admin) still refuses to delete or change an entry.
+    an instance, the admin) still refuses to delete or change an entry. The entries' counts go down in the
+    same transaction (negative AuditCount deltas), so the counts never include an entry no longer in the log.
     """
     # a plain QuerySet, not the guarded AuditQuerySet: the rows go in one DELETE (nothing refers to them)
-    return models.QuerySet(model=AuditEntry).filter(pk__in=ids).delete()[0]
+    entries = models.QuerySet(model=AuditEntry)
+    with transaction.atomic():
+        # locked: an archive pass running beside this one waits, then finds these rows gone and counts none twice
+        keys = list(entries.select_for_update().filter(pk__in=ids).values_list("pk", "at", "team_id", "actor",
+                                                                                 "action"))
+        deleted = entries.filter(pk__in=[key[0] for key in keys]).delete()[0]
+        audit_count_deltas((key[1:] for key in keys), sign=-1)
+    return deleted

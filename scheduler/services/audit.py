@@ -14,6 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduler.models import ActorKind, AuditEntry, RefusalCount, Team
+from scheduler.models.audit import audit_counted
 from scheduler.permissions import owner_id_of
 from scheduler.services import bulk
 from scheduler.services.errors import check_text
@@ -118,8 +119,11 @@ def audit_record(
 
 
 def audit_record_many(entries: list[AuditEntry]) -> None:
-    """Append many built entries in one INSERT (a batch transition). Call inside its transaction."""
-    bulk.insert(AuditEntry, entries)
+    """Append many built entries in one INSERT (a batch transition), and their hours' counts (AuditCount).
+    Call inside its transaction."""
+    with transaction.atomic(savepoint=False):
+        bulk.insert(AuditEntry, entries)
+        audit_counted(entries)
 
 
 def audit_refusal(*, user: Any, perm: str, target: models.Model | None, reason: str, after: dict | None = None,

@@ -18,6 +18,7 @@ from django.utils import timezone
 from scheduler.models import GovernanceTick, Run, RunStatus, TargetKind
 from scheduler.services import alerts
 from scheduler.services.audit import audit_record
+from scheduler.services.audit_counts import audit_counts_fold
 from scheduler.services.breakers import breaker_cooldowns
 from scheduler.services.deadlines import deadlines_check
 from scheduler.services.dispatch import run_redispatch
@@ -126,6 +127,7 @@ def _jobs() -> list[tuple[str, Callable[..., object]]]:
         ("pruned", prune),
         ("tally_folded", tally_fold),
         ("hour_counts_folded", hour_counts_fold),
+        ("audit_counts_folded", audit_counts_fold),
     ]
 
 

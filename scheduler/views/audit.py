@@ -30,30 +30,34 @@ CSV_COLUMNS = [
 ]
 
 
-def _filtered(request):
+def _filters(request):
     form = scoped(AuditFilterForm(request.GET or None), request.user)
     if form.is_bound:
         form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
-    filters = form.filters()
     # viewing scoped: only the entries of the reader's teams, and the reader's own
-    return form, audit_reads.audit_filtered(filters, team_ids=visible_team_ids(request.user),
-                                            own_actor=request.user.get_username())
+    return form, form.filters(), {"team_ids": visible_team_ids(request.user), "own_actor": request.user.get_username()}
+
+
+def _filtered(request):
+    form, filters, scope = _filters(request)
+    return form, audit_reads.audit_filtered(filters, **scope)
 
 
 @page("scheduler.view_auditentry")
 def audit_report(request):
-    form, qs = _filtered(request)
+    form, filters, scope = _filters(request)
+    qs = audit_reads.audit_filtered(filters, **scope)
     before = int_or_none(request.GET.get("before"))
     page_qs = qs.filter(id__lt=before) if before else qs
     # (id) order rather than (at, id): ids grow with time and the pk index makes the cursor cheap
-    redact = audit_reads.audit_redactor(visible_team_ids(request.user))
+    redact = audit_reads.audit_redactor(scope["team_ids"])
     entries = [redact(e) for e in page_qs.order_by("-id")[: PAGE_SIZE + 1]]
     query = request.GET.copy()
     query.pop("before", None)
     context = {
         "form": form,
         "entries": entries[:PAGE_SIZE],
-        "counts": audit_reads.audit_counts(qs, now=timezone.now(), until=form.filters().get("until")),
+        "counts": audit_reads.audit_counts(filters, now=timezone.now(), **scope),
         "older": entries[PAGE_SIZE - 1].id if len(entries) > PAGE_SIZE else None,
         "query": query.urlencode(),
     }

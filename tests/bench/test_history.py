@@ -11,11 +11,13 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from bench import history
-from bench.scale import METRICS_TOKEN, page_urls
+from bench.scale import METRICS_TOKEN, PAGE_LABELS, page_urls
 from bench.scale_report import compare, table
+from scheduler.audit_reads import audit_counts, audit_counts_raw, audit_filtered
 from scheduler.models import (
-    AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunHourCount, RunLogLine, RunStatus, Schedule,
+    AuditCount, AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunHourCount, RunLogLine, RunStatus, Schedule,
 )
+from scheduler.models.audit import audit_hour
 from scheduler.services.tally import tally_totals
 from tests.services.test_hour_counts import keys, ledger_counts, rollup_counts, started
 
@@ -93,6 +95,15 @@ def test_it_has_the_shapes_of_a_real_history(generated):
     assert RunHourCount.objects.filter(folded=True).count() == RunHourCount.objects.count() == len(keys(
         ledger_counts()))
     assert any(at != end for _, at, end, _ in ledger_counts()), "runs reaching into the next hour are generated"
+    # the audit report's hourly counts count the generated entries, as if each had been written on its own
+    counted = {}
+    for hour, team_id, actor, action, n in AuditCount.objects.values_list("hour", "team_id", "actor", "action", "n"):
+        counted[(hour, team_id, actor, action)] = counted.get((hour, team_id, actor, action), 0) + n
+    logged = {}
+    for at, team_id, actor, action in AuditEntry.objects.values_list("at", "team_id", "actor", "action"):
+        logged[(audit_hour(at), team_id, actor, action)] = logged.get((audit_hour(at), team_id, actor, action), 0) + 1
+    assert counted == logged and sum(logged.values()) > RUNS * 0.1
+    assert audit_counts({}, now=now) == audit_counts_raw(audit_filtered({}), now=now)
     # the live runs wait for their retry delay: no tick admits them
     assert Run.objects.filter(status=RunStatus.QUEUED, not_before__gt=now).count() == history.LIVE_RUNS
 
@@ -101,6 +112,7 @@ def test_it_has_the_shapes_of_a_real_history(generated):
 def test_the_measured_pages_render_it(generated):
     client = Client()
     client.force_login(User.objects.get(username=history.ADMIN))
+    assert tuple(page_urls()) == PAGE_LABELS  # what --pages may name
     with override_settings(ETL_METRICS_TOKEN=METRICS_TOKEN):
         for label, url in page_urls().items():
             auth = {"HTTP_AUTHORIZATION": f"Bearer {METRICS_TOKEN}"} if url == "/metrics" else {}

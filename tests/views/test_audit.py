@@ -57,9 +57,24 @@ def test_the_counts_read_only_their_31_days_whatever_the_log_holds(viewer_client
     counts = response.context["counts"]
     assert {c["actor"]: c["n"] for c in counts["by_actor"]} == {"bob": 1}  # March 1st is 32 days before April 2nd
     assert "2026-03-02" in response.content.decode() and "31 days" in response.content.decode()
-    grouped = [q["sql"] for q in queries.captured_queries if "GROUP BY" in q["sql"] and "auditentry" in q["sql"]]
-    assert len(grouped) == 3 and all('"at" >=' in sql for sql in grouped)
+    grouped = [q["sql"] for q in queries.captured_queries if "GROUP BY" in q["sql"]]
+    # whole days, so whole hours: the counts (two statements) read the hourly counts of their range, not the log
+    assert len(grouped) == 2 and all("auditcount" in sql and '"hour" >=' in sql for sql in grouped)
+    assert not any("auditentry" in sql for sql in grouped)
     assert len(response.context["entries"]) == 2  # the list still reads the whole filter
+
+
+def test_only_the_partial_hours_at_the_edges_are_counted_from_the_log(viewer_client, db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    _entry("alice", "run.trigger", 1)
+    with CaptureQueriesContext(connection) as queries:
+        counts = viewer_client.get(reverse("scheduler:audit"), {"since": "2026-03-01"}).context["counts"]
+    # no until: the window ends now, in the middle of an hour; its start is now - 31 days, mid-hour too
+    raw = [q["sql"] for q in queries.captured_queries if "GROUP BY" in q["sql"] and "auditentry" in q["sql"]]
+    assert len(raw) == 2 and all('"at" >=' in sql and '"at" <' in sql for sql in raw)
+    assert counts["by_action"] == []  # March is long before the window (the tests run in real time)
 
 
 def test_csv_export_streams_the_filtered_entries_and_defuses_formulas(viewer_client, db):
