@@ -214,7 +214,7 @@ def served(url_db: str) -> Iterator[str]:
         shutil.rmtree(static, ignore_errors=True)
 
 
-def time_pages(url_db: str, requests: int, budget_s: float) -> dict:
+def time_pages(url_db: str, requests: int, budget_s: float, pages: list[str] | None = None) -> dict:
     from django.contrib.auth.models import User
     from django.test import Client
 
@@ -223,7 +223,7 @@ def time_pages(url_db: str, requests: int, budget_s: float) -> dict:
     client = Client()
     client.force_login(User.objects.get(username=ADMIN))
     session = client.cookies["sessionid"].value
-    urls = page_urls()
+    urls = {label: path for label, path in page_urls().items() if not pages or label in pages}
     out: dict = {}
     for label, path in urls.items():
         auth = {"HTTP_AUTHORIZATION": f"Bearer {METRICS_TOKEN}"} if path == "/metrics" else {}
@@ -267,7 +267,7 @@ def sample(args: argparse.Namespace, url: str) -> list[dict]:
     result = Result(25, f"history at scale, {args.runs:,} runs", args.db)
     before = load()
     ticks = time_ticks(args.ticks, args.page_seconds)
-    pages = time_pages(url, args.requests, args.page_seconds)
+    pages = time_pages(url, args.requests, args.page_seconds, _pages(args))
     for name in ("dispatch", "governance"):
         for p in ("p50", "p95"):
             result.add(f"{name} tick {p}", ticks[name][p], "ms", "<= 100 ms" if name == "dispatch" else "")
@@ -280,6 +280,10 @@ def sample(args: argparse.Namespace, url: str) -> list[dict]:
     result.details = {"runs": Run.objects.count(), "load_before": before, "load_after": load(), "ticks": ticks,
                       "pages": pages}
     return [result.to_dict()]
+
+
+def _pages(args: argparse.Namespace) -> list[str] | None:
+    return [label.strip() for label in args.pages.split(",")] if args.pages else None
 
 
 def prune_sample(args: argparse.Namespace, url: str, index: int) -> list[dict]:
@@ -342,7 +346,8 @@ def run_child(args: argparse.Namespace, url: str, *extra: str) -> list[dict]:
         out = fh.name
     cmd = [sys.executable, __file__, "--db", args.db, "--runs", str(args.runs), "--child-url", url, "--out", out,
            "--requests", str(args.requests), "--page-seconds", str(args.page_seconds), "--ticks", str(args.ticks),
-           "--prune", str(args.prune), "--prune-seconds", str(args.prune_seconds), *extra]
+           "--prune", str(args.prune), "--prune-seconds", str(args.prune_seconds),
+           *(["--pages", args.pages] if args.pages else []), *extra]
     proc = subprocess.run(cmd, cwd=ROOT)
     try:
         if proc.returncode != 0:
@@ -370,6 +375,8 @@ def main() -> int:
                         "--reuse or --keep)")
     parser.add_argument("--drop", action="store_true", help="drop the database at the end")
     parser.add_argument("--no-pages", action="store_true", help="skip the ticks and pages (with --prune)")
+    parser.add_argument("--pages", help="measure only these pages, by their labels, comma-separated "
+                        "(e.g. 'overview,/metrics'; default: every page)")
     parser.add_argument("--name", help="PostgreSQL database name (default bench_scale_<runs>)")
     parser.add_argument("--sqlite-dir", default=str(Path(tempfile.gettempdir()) / "etl-scale"))
     parser.add_argument("--out", help="results JSON (default bench/results/scale-<db>-<runs>.json)")

@@ -26,6 +26,7 @@ from scheduler.models.failure import FailureAck
 from scheduler.models.event import Event, EventToken, WebhookDelivery, WebhookRefusal
 from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
+from scheduler.models.outcome import LatestOutcome
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease, RunTally
 from scheduler.models.run import Run, RunUpstream
 from scheduler.models.runlog import RunLogLine
@@ -39,7 +40,7 @@ __all__ = [
     "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditEntry", "Backfill", "BackfillStatus",
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
-    "GovernanceTick", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
+    "GovernanceTick", "LatestOutcome", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord", "Run",
     "RunLogLine", "RunStatus", "RunTally", "RunUpstream", "Schedule", "StopKind", "TargetKind", "Team", "TriggerKind", "WatermarkChange",
     "WatermarkHistory", "FailureAck",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",

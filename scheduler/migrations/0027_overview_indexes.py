@@ -1,0 +1,62 @@
+"""Each schedule's latest success and failure kept as runs end (`LatestOutcome`, services/outcomes.py), and a
+partial index of the runs lost with their worker: the overview reads a row per schedule and the few lost runs
+instead of the ledger (issue 25). The rows start from the ledger already there: a few index seeks per schedule,
+the same ones services/outcomes.py `outcomes_rebuild` makes."""
+
+import django.db.models.deletion
+from django.db import migrations, models
+from django.db.models import OuterRef, Subquery
+
+
+def seed(apps, schema_editor):
+    Run, Schedule = apps.get_model("scheduler", "Run"), apps.get_model("scheduler", "Schedule")
+    LatestOutcome = apps.get_model("scheduler", "LatestOutcome")
+
+    def latest(**filters):
+        return Subquery(Run.objects.filter(schedule=OuterRef("pk"), **filters).order_by("-id").values("id")[:1])
+
+    success = (Run.objects.filter(schedule=OuterRef("pk"), status="SUCCEEDED", finished_at__isnull=False)
+               .order_by("-finished_at", "-id"))
+    rows = Schedule.objects.order_by("pk").annotate(
+        live_ok=latest(status="SUCCEEDED", backfill__isnull=True),
+        live_failed=latest(status="FAILED", backfill__isnull=True),
+        window_failed=Subquery(Run.objects.filter(backfill__schedule=OuterRef("pk"), status="FAILED")
+                               .order_by("-id").values("id")[:1]),
+        ok=Subquery(success.values("id")[:1]), ok_at=Subquery(success.values("finished_at")[:1]),
+    ).values_list("pk", "live_ok", "live_failed", "window_failed", "ok", "ok_at")
+    LatestOutcome.objects.bulk_create(
+        [LatestOutcome(schedule_id=pk, live_success_id=live_ok, live_failure_id=live_failed,
+                       failure_id=max(live_failed or 0, window_failed or 0) or None, success_id=ok, success_at=at)
+         for pk, live_ok, live_failed, window_failed, ok, at in rows if live_ok or live_failed or window_failed or ok],
+        batch_size=1000)
+
+
+def run(help_text):
+    return models.ForeignKey(blank=True, db_constraint=False, db_index=False, help_text=help_text, null=True,
+                             on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='scheduler.run')
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('scheduler', '0026_run_tally_and_history_indexes'),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name='LatestOutcome',
+            fields=[
+                ('schedule', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='outcome', serialize=False, to='scheduler.schedule')),
+                ('live_success', run("The schedule's live SUCCEEDED run with the highest id.")),
+                ('live_failure', run("The schedule's live FAILED run with the highest id.")),
+                ('failure', run("The schedule's FAILED run with the highest id, backfill windows included.")),
+                ('success', run("The schedule's SUCCEEDED run that finished last (backfill windows included; the higher id on a tie).")),
+                ('success_at', models.DateTimeField(blank=True, help_text='When `success` finished.', null=True)),
+            ],
+        ),
+        migrations.RunPython(seed, migrations.RunPython.noop),
+        migrations.AddIndex(
+            model_name='run',
+            index=models.Index(condition=models.Q(('reason__startswith', 'worker lost')), fields=['queued_at'], name='run_lost_idx'),
+        ),
+    ]
