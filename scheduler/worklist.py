@@ -12,12 +12,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Substr
 
 from scheduler.models import FailureAck, LatestOutcome, Run, RunStatus
 
 CANDIDATES = 500  # the schedules whose last failure is the most recent: older ones have long been dealt with
 COUNT_HOURS = 24  # an item counts its schedule's failures in the day up to its last failure
 RECOVERED_SHOWN = 10
+ERROR_SHOWN = 400  # characters of a failed run's error an item keeps (the pages show at most 300)
 
 
 def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
@@ -32,15 +34,17 @@ def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
                 .only("schedule_id", "success_id", "success_at", "failure_id",
                       "schedule__id", "schedule__name", "schedule__owner_id", "schedule__owner__name",
                       "schedule__breaker_status", "failure__id", "failure__status", "failure__reason",
-                      "failure__error", "failure__finished_at", "failure__queued_at", "failure__schedule_id")
-                .annotate(ack_id=Subquery(latest_ack)).order_by("-failure_id")[:CANDIDATES])
+                      "failure__finished_at", "failure__queued_at", "failure__schedule_id")
+                # an item shows the start of the error when the run gave no reason: not every traceback whole
+                .annotate(ack_id=Subquery(latest_ack), error_head=Substr("failure__error", 1, ERROR_SHOWN))
+                .order_by("-failure_id")[:CANDIDATES])
     acks = FailureAck.objects.in_bulk([row.ack_id for row in rows if row.ack_id])
     work: dict[str, list[dict]] = {"open": [], "acknowledged": [], "recovered": []}
     for row in rows:
         run, ack = row.failure, acks.get(row.ack_id)
         if run is None:  # pruned between the row's read and the run's: the row is being moved on
             continue
-        run.schedule = row.schedule
+        run.schedule, run.error = row.schedule, row.error_head
         item = {"schedule": row.schedule, "run": run, "count": 1, "ack": None, "earlier_ack": None,
                 "recovered_by": None}
         if row.success_at and run.finished_at and row.success_at > run.finished_at:

@@ -5,12 +5,12 @@ the same ones services/outcomes.py `outcomes_rebuild` makes."""
 
 import django.db.models.deletion
 from django.db import migrations, models
-from django.db.models import OuterRef, Subquery
+from django.db.models import Max, OuterRef, Subquery
 
 
 def seed(apps, schema_editor):
     Run, Schedule = apps.get_model("scheduler", "Run"), apps.get_model("scheduler", "Schedule")
-    LatestOutcome = apps.get_model("scheduler", "LatestOutcome")
+    Backfill, LatestOutcome = apps.get_model("scheduler", "Backfill"), apps.get_model("scheduler", "LatestOutcome")
 
     def latest(**filters):
         return Subquery(Run.objects.filter(schedule=OuterRef("pk"), **filters).order_by("-id").values("id")[:1])
@@ -20,14 +20,18 @@ def seed(apps, schema_editor):
     rows = Schedule.objects.order_by("pk").annotate(
         live_ok=latest(status="SUCCEEDED", backfill__isnull=True),
         live_failed=latest(status="FAILED", backfill__isnull=True),
-        window_failed=Subquery(Run.objects.filter(backfill__schedule=OuterRef("pk"), status="FAILED")
-                               .order_by("-id").values("id")[:1]),
         ok=Subquery(success.values("id")[:1]), ok_at=Subquery(success.values("finished_at")[:1]),
-    ).values_list("pk", "live_ok", "live_failed", "window_failed", "ok", "ok_at")
+    ).values_list("pk", "live_ok", "live_failed", "ok", "ok_at")
+    # backfill windows' failures through the backfills' own runs (run_backfill index), not a walk of the ledger
+    backfills = dict(Backfill.objects.values_list("pk", "schedule_id"))
+    windows: dict[int, int] = {}
+    for backfill_id, top in (Run.objects.filter(backfill_id__in=list(backfills), status="FAILED").order_by()
+                             .values_list("backfill_id").annotate(top=Max("id"))) if backfills else ():
+        windows[backfills[backfill_id]] = max(windows.get(backfills[backfill_id], 0), top)
     LatestOutcome.objects.bulk_create(
         [LatestOutcome(schedule_id=pk, live_success_id=live_ok, live_failure_id=live_failed,
-                       failure_id=max(live_failed or 0, window_failed or 0) or None, success_id=ok, success_at=at)
-         for pk, live_ok, live_failed, window_failed, ok, at in rows if live_ok or live_failed or window_failed or ok],
+                       failure_id=max(live_failed or 0, windows.get(pk, 0)) or None, success_id=ok, success_at=at)
+         for pk, live_ok, live_failed, ok, at in rows if live_ok or live_failed or ok or pk in windows],
         batch_size=1000)
 
 
