@@ -136,9 +136,10 @@ def _upsert(facts: dict[int, _Facts]) -> None:
 
 # --- from the ledger ---------------------------------------------------------------------------------------------
 
-def _latest(**filters) -> Subquery:
-    # run_sched_verdict_idx (schedule, status, -id) for live runs: one seek per schedule
-    return Subquery(Run.objects.filter(schedule=OuterRef("pk"), **filters).order_by("-id").values("id")[:1])
+def _latest_live(status: str) -> Subquery:
+    # run_sched_verdict_idx (schedule, status, -id) of live runs: one seek per schedule
+    return Subquery(Run.objects.filter(schedule=OuterRef("pk"), status=status, backfill__isnull=True)
+                    .order_by("-id").values("id")[:1])
 
 
 def _ledger_rows(schedule_ids: Iterable[int] | None) -> list[LatestOutcome]:
@@ -147,8 +148,7 @@ def _ledger_rows(schedule_ids: Iterable[int] | None) -> list[LatestOutcome]:
                .order_by("-finished_at", "-id"))  # run_sched_status_idx (schedule, status, finished_at), backwards
     qs = Schedule.objects.all() if schedule_ids is None else Schedule.objects.filter(pk__in=list(schedule_ids))
     rows = list(qs.order_by("pk").annotate(
-        live_ok=_latest(status=S.SUCCEEDED, backfill__isnull=True),
-        live_failed=_latest(status=S.FAILED, backfill__isnull=True),
+        live_ok=_latest_live(S.SUCCEEDED), live_failed=_latest_live(S.FAILED),
         ok=Subquery(success.values("id")[:1]), ok_at=Subquery(success.values("finished_at")[:1]),
     ).values_list("pk", "live_ok", "live_failed", "ok", "ok_at"))
     windows = _failed_windows([pk for pk, *_ in rows])

@@ -13,7 +13,8 @@ from django.utils import timezone
 from bench import history
 from bench.scale import METRICS_TOKEN, page_urls
 from bench.scale_report import compare, table
-from scheduler.models import AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunLogLine, RunStatus, Schedule
+from scheduler.models import AuditEntry, Event, GovernanceTick, LatestOutcome, NodeRecord, Run, RunLogLine, RunStatus, Schedule
+from scheduler.services.outcomes import outcomes_stale
 from scheduler.services.tally import tally_totals
 
 RUNS = 500
@@ -85,6 +86,9 @@ def test_it_has_the_shapes_of_a_real_history(generated):
     # /metrics' counters of final statuses count the generated runs, as if each had ended on its own
     final = Run.objects.filter(status__in=RunStatus.final()).values_list("status").annotate(n=Count("id"))
     assert {s: n for s, n in tally_totals().items() if n} == dict(final.order_by())
+    # the overview's kept latest success and failure of each schedule, as if each run had ended on its own
+    assert LatestOutcome.objects.filter(failure__isnull=False).exists()
+    assert outcomes_stale() == []
     # the live runs wait for their retry delay: no tick admits them
     assert Run.objects.filter(status=RunStatus.QUEUED, not_before__gt=now).count() == history.LIVE_RUNS
 
