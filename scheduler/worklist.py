@@ -30,38 +30,48 @@ def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
     rows = LatestOutcome.objects.filter(failure__isnull=False)
     if team_ids is not None:
         rows = rows.filter(schedule__owner_id__in=list(team_ids))
-    rows = list(rows.select_related("schedule", "schedule__owner", "failure")
-                .only("schedule_id", "success_id", "success_at", "failure_id",
-                      "schedule__id", "schedule__name", "schedule__owner_id", "schedule__owner__name",
-                      "schedule__breaker_status", "failure__id", "failure__status", "failure__reason",
-                      "failure__finished_at", "failure__queued_at", "failure__schedule_id")
-                # an item shows the start of the error when the run gave no reason: not every traceback whole
-                .annotate(ack_id=Subquery(latest_ack), error_head=Substr("failure__error", 1, ERROR_SHOWN))
-                .order_by("-failure_id")[:CANDIDATES])
-    acks = FailureAck.objects.in_bulk([row.ack_id for row in rows if row.ack_id])
-    work: dict[str, list[dict]] = {"open": [], "acknowledged": [], "recovered": []}
-    for row in rows:
-        run, ack = row.failure, acks.get(row.ack_id)
-        if run is None:  # pruned between the row's read and the run's: the row is being moved on
-            continue
-        run.schedule, run.error = row.schedule, row.error_head
-        item = {"schedule": row.schedule, "run": run, "count": 1, "ack": None, "earlier_ack": None,
-                "recovered_by": None}
-        if row.success_at and run.finished_at and row.success_at > run.finished_at:
-            item["recovered_by"] = {"schedule_id": row.schedule_id, "at": row.success_at, "pk": row.success_id}
-            work["recovered"].append(item)
-        elif ack is not None and ack.up_to_run_id >= run.pk:
-            item["ack"] = ack
-            work["acknowledged"].append(item)
+    # the candidates as values: sorting them into the three lists needs no object (four per candidate, schedule,
+    # team and run included, cost more than every query of the page); only the items shown are read whole
+    rows = list(rows.annotate(ack_id=Subquery(latest_ack)).order_by("-failure_id").values_list(
+        "schedule_id", "failure_id", "failure__finished_at", "success_id", "success_at", "ack_id")[:CANDIDATES])
+    acks = FailureAck.objects.in_bulk([row[5] for row in rows if row[5]])
+    work: dict[str, list[tuple]] = {"open": [], "acknowledged": [], "recovered": []}
+    for schedule_id, run_id, finished, success_id, success_at, ack_id in rows:
+        ack, extra = acks.get(ack_id), {}
+        if success_at and finished and success_at > finished:
+            state, extra["recovered_by"] = "recovered", {"schedule_id": schedule_id, "at": success_at,
+                                                         "pk": success_id}
+        elif ack is not None and ack.up_to_run_id >= run_id:
+            state, extra["ack"] = "acknowledged", ack
         else:
-            item["earlier_ack"] = ack
-            work["open"].append(item)
-    for items in work.values():
-        items.sort(key=lambda i: (i["run"].finished_at or now, i["run"].pk), reverse=True)
-    shown = {"open": work["open"][:limit], "acknowledged": work["acknowledged"][:limit],
-             "recovered": work["recovered"][:RECOVERED_SHOWN]}
-    _count_failures([item for items in shown.values() for item in items])
-    return {**shown, "count_hours": COUNT_HOURS}
+            state, extra["earlier_ack"] = "open", ack
+        work[state].append((finished or now, run_id, extra))
+    shown: dict[str, list[tuple]] = {}
+    for state, size in (("open", limit), ("acknowledged", limit), ("recovered", RECOVERED_SHOWN)):
+        shown[state] = sorted(work[state], key=lambda entry: entry[:2], reverse=True)[:size]
+    runs = _failed_runs([run_id for entries in shown.values() for _, run_id, _ in entries])
+    out: dict = {"count_hours": COUNT_HOURS}
+    for state, entries in shown.items():
+        out[state] = [{"schedule": runs[run_id].schedule, "run": runs[run_id], "count": 1, "ack": None,
+                       "earlier_ack": None, "recovered_by": None, **extra}
+                      for _, run_id, extra in entries if run_id in runs]  # a run pruned meanwhile: left out
+    _count_failures([item for state in ("open", "acknowledged", "recovered") for item in out[state]])
+    return out
+
+
+def _failed_runs(ids: list[int]) -> dict[int, Run]:
+    """The shown items' failed runs with their schedules and teams; an item shows the start of the error when
+    the run gave no reason, not every traceback whole."""
+    if not ids:
+        return {}
+    runs = {}
+    for run in (Run.objects.filter(pk__in=ids).select_related("schedule", "schedule__owner")
+                .only("id", "status", "reason", "finished_at", "queued_at", "schedule_id", "schedule__id",
+                      "schedule__name", "schedule__owner_id", "schedule__owner__name", "schedule__breaker_status")
+                .annotate(error_head=Substr("error", 1, ERROR_SHOWN))):
+        run.error = run.error_head
+        runs[run.pk] = run
+    return runs
 
 
 def _count_failures(items: list[dict]) -> None:
