@@ -33,7 +33,7 @@ def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
     # the candidates as values: sorting them into the three lists needs no object (four per candidate, schedule,
     # team and run included, cost more than every query of the page); only the items shown are read whole
     rows = list(rows.annotate(ack_id=Subquery(latest_ack)).order_by("-failure_id").values_list(
-        "schedule_id", "failure_id", "failure__finished_at", "success_id", "success_at", "ack_id")[:CANDIDATES])
+        "schedule_id", "failure_id", "failure_at", "success_id", "success_at", "ack_id")[:CANDIDATES])
     acks = FailureAck.objects.in_bulk([row[5] for row in rows if row[5]])
     work: dict[str, list[tuple]] = {"open": [], "acknowledged": [], "recovered": []}
     for schedule_id, run_id, finished, success_id, success_at, ack_id in rows:

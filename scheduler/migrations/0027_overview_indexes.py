@@ -28,10 +28,13 @@ def seed(apps, schema_editor):
     for backfill_id, top in (Run.objects.filter(backfill_id__in=list(backfills), status="FAILED").order_by()
                              .values_list("backfill_id").annotate(top=Max("id"))) if backfills else ():
         windows[backfills[backfill_id]] = max(windows.get(backfills[backfill_id], 0), top)
+    rows = [(pk, live_ok, live_failed, max(live_failed or 0, windows.get(pk, 0)) or None, ok, at)
+            for pk, live_ok, live_failed, ok, at in rows if live_ok or live_failed or ok or pk in windows]
+    failed_at = dict(Run.objects.filter(pk__in=[row[3] for row in rows if row[3]]).values_list("pk", "finished_at"))
     LatestOutcome.objects.bulk_create(
-        [LatestOutcome(schedule_id=pk, live_success_id=live_ok, live_failure_id=live_failed,
-                       failure_id=max(live_failed or 0, windows.get(pk, 0)) or None, success_id=ok, success_at=at)
-         for pk, live_ok, live_failed, ok, at in rows if live_ok or live_failed or ok or pk in windows],
+        [LatestOutcome(schedule_id=pk, live_success_id=live_ok, live_failure_id=live_failed, failure_id=failed,
+                       failure_at=failed_at.get(failed), success_id=ok, success_at=at)
+         for pk, live_ok, live_failed, failed, ok, at in rows],
         batch_size=1000)
 
 
@@ -54,6 +57,7 @@ class Migration(migrations.Migration):
                 ('live_success', run("The schedule's live SUCCEEDED run with the highest id.")),
                 ('live_failure', run("The schedule's live FAILED run with the highest id.")),
                 ('failure', run("The schedule's FAILED run with the highest id, backfill windows included.")),
+                ('failure_at', models.DateTimeField(blank=True, help_text='When `failure` finished.', null=True)),
                 ('success', run("The schedule's SUCCEEDED run that finished last (backfill windows included; the higher id on a tie).")),
                 ('success_at', models.DateTimeField(blank=True, help_text='When `success` finished.', null=True)),
             ],

@@ -23,6 +23,7 @@ class LatestOutcome(models.Model):
     live_success = _run("The schedule's live SUCCEEDED run with the highest id.")
     live_failure = _run("The schedule's live FAILED run with the highest id.")
     failure = _run("The schedule's FAILED run with the highest id, backfill windows included.")
+    failure_at = models.DateTimeField(null=True, blank=True, help_text="When `failure` finished.")
     success = _run("The schedule's SUCCEEDED run that finished last (backfill windows included; the higher id on "
                    "a tie).")
     success_at = models.DateTimeField(null=True, blank=True, help_text="When `success` finished.")

@@ -26,7 +26,7 @@ from django.db.models import Max, OuterRef, Q, Subquery
 from scheduler.models import Backfill, LatestOutcome, Run, RunStatus, Schedule
 
 S = RunStatus
-COLUMNS = ("live_success_id", "live_failure_id", "failure_id", "success_id", "success_at")
+COLUMNS = ("live_success_id", "live_failure_id", "failure_id", "failure_at", "success_id", "success_at")
 
 _local = threading.local()
 
@@ -38,13 +38,15 @@ class _Facts:
     live_success_id: int | None = None
     live_failure_id: int | None = None
     failure_id: int | None = None
+    failure_at: datetime | None = None
     success_id: int | None = None
     success_at: datetime | None = None
 
     def add(self, run: Run) -> None:
         live = run.backfill_id is None
         if run.status == S.FAILED:
-            self.failure_id = max(self.failure_id or 0, run.pk)
+            if run.pk > (self.failure_id or 0):
+                self.failure_id, self.failure_at = run.pk, run.finished_at
             if live:
                 self.live_failure_id = max(self.live_failure_id or 0, run.pk)
         elif run.status == S.SUCCEEDED:
@@ -111,21 +113,26 @@ def _upsert(facts: dict[int, _Facts]) -> None:
     table = quote(LatestOutcome._meta.db_table)
     cols = ["schedule_id", *COLUMNS]
     rows, params = [], []
+    def when(value: datetime | None):
+        return connection.ops.adapt_datetimefield_value(value) if value is not None else None
+
     for schedule_id in sorted(facts):
         f = facts[schedule_id]
-        at = connection.ops.adapt_datetimefield_value(f.success_at) if f.success_at is not None else None
         rows.append("(" + ", ".join(["%s"] * len(cols)) + ")")
-        params += [schedule_id, f.live_success_id, f.live_failure_id, f.failure_id, f.success_id, at]
+        params += [schedule_id, f.live_success_id, f.live_failure_id, f.failure_id, when(f.failure_at),
+                   f.success_id, when(f.success_at)]
 
-    def higher(col: str) -> str:
-        col = quote(col)
-        return (f"{col} = CASE WHEN {table}.{col} IS NULL OR {table}.{col} < excluded.{col} "
+    def higher(col: str, *, by: str | None = None) -> str:
+        col, by = quote(col), quote(by or col)
+        return (f"{col} = CASE WHEN {table}.{by} IS NULL OR {table}.{by} < excluded.{by} "
                 f"THEN excluded.{col} ELSE {table}.{col} END")
 
     at, sid = quote("success_at"), quote("success_id")
     later = (f"excluded.{at} IS NOT NULL AND ({table}.{at} IS NULL OR excluded.{at} > {table}.{at} "
              f"OR (excluded.{at} = {table}.{at} AND excluded.{sid} > {table}.{sid}))")
-    sets = [higher("live_success_id"), higher("live_failure_id"), higher("failure_id"),
+    # failure_at goes with failure_id, and is set before it: SET reads the row as it was either way
+    sets = [higher("live_success_id"), higher("live_failure_id"), higher("failure_at", by="failure_id"),
+            higher("failure_id"),
             f"{sid} = CASE WHEN {later} THEN excluded.{sid} ELSE {table}.{sid} END",
             f"{at} = CASE WHEN {later} THEN excluded.{at} ELSE {table}.{at} END"]
     sql = (f"INSERT INTO {table} ({', '.join(quote(c) for c in cols)}) VALUES {', '.join(rows)} "
@@ -152,9 +159,12 @@ def _ledger_rows(schedule_ids: Iterable[int] | None) -> list[LatestOutcome]:
         ok=Subquery(success.values("id")[:1]), ok_at=Subquery(success.values("finished_at")[:1]),
     ).values_list("pk", "live_ok", "live_failed", "ok", "ok_at"))
     windows = _failed_windows([pk for pk, *_ in rows])
-    return [LatestOutcome(schedule_id=pk, live_success_id=live_ok, live_failure_id=live_failed,
-                          failure_id=max(live_failed or 0, windows.get(pk, 0)) or None, success_id=ok, success_at=at)
+    rows = [(pk, live_ok, live_failed, max(live_failed or 0, windows.get(pk, 0)) or None, ok, at)
             for pk, live_ok, live_failed, ok, at in rows]
+    failed_at = dict(Run.objects.filter(pk__in=[row[3] for row in rows if row[3]]).values_list("pk", "finished_at"))
+    return [LatestOutcome(schedule_id=pk, live_success_id=live_ok, live_failure_id=live_failed, failure_id=failed,
+                          failure_at=failed_at.get(failed), success_id=ok, success_at=at)
+            for pk, live_ok, live_failed, failed, ok, at in rows]
 
 
 def _failed_windows(schedule_ids: list[int]) -> dict[int, int]:
