@@ -116,8 +116,8 @@ class Run(models.Model):
             models.Index(fields=["deadline_missed_at"], condition=models.Q(deadline_missed_at__isnull=False),
                          name="run_deadline_missed_idx"),
             # the overview's "lost worker" list: only the runs governance failed or re-queued for a lost worker are
-            # in it, so a day of the ledger is not read to find none (the query spells the condition as it is here:
-            # oncall.LOST_WORKER)
+            # in it, so a day of the ledger is not read to find none (oncall.lost_runs writes the condition out,
+            # selectors.as_written: SQLite matches no LIKE sent as a parameter to a partial index)
             models.Index(fields=["queued_at"], condition=LOST_WORKER, name="run_lost_idx"),
         ]
         permissions = [("cancel_run", "Can cancel a run")]

@@ -59,8 +59,7 @@ class _Facts:
 
 @dataclass
 class _Batch:
-    facts: dict[int, _Facts] = field(default_factory=dict)
-    log: list[Run] = field(default_factory=list)  # what each level added, to drop a rolled-back savepoint's
+    log: list[Run] = field(default_factory=list)  # in order, so a level can drop what it added
 
 
 def outcomes_record(runs: Iterable[Run]) -> None:
@@ -104,6 +103,11 @@ def outcomes_batch() -> Iterator[None]:
         _upsert(facts)
 
 
+def _stored(value: datetime | None):
+    """A datetime as the ORM stores it (SQLite compares the text: it must be written alike)."""
+    return connection.ops.adapt_datetimefield_value(value) if value is not None else None
+
+
 def _upsert(facts: dict[int, _Facts]) -> None:
     """One INSERT ... ON CONFLICT DO UPDATE for the schedules in `facts`, ordered by schedule (the lock order).
 
@@ -113,14 +117,11 @@ def _upsert(facts: dict[int, _Facts]) -> None:
     table = quote(LatestOutcome._meta.db_table)
     cols = ["schedule_id", *COLUMNS]
     rows, params = [], []
-    def when(value: datetime | None):
-        return connection.ops.adapt_datetimefield_value(value) if value is not None else None
-
     for schedule_id in sorted(facts):
         f = facts[schedule_id]
         rows.append("(" + ", ".join(["%s"] * len(cols)) + ")")
-        params += [schedule_id, f.live_success_id, f.live_failure_id, f.failure_id, when(f.failure_at),
-                   f.success_id, when(f.success_at)]
+        params += [schedule_id, f.live_success_id, f.live_failure_id, f.failure_id, _stored(f.failure_at),
+                   f.success_id, _stored(f.success_at)]
 
     def higher(col: str, *, by: str | None = None) -> str:
         col, by = quote(col), quote(by or col)
