@@ -38,6 +38,7 @@ from django.db.models import Count
 from scheduler.models import Run, RunHourCount, RunStatus, RunTally, Schedule, Team, WorkloadClass
 from scheduler.services.audit_counts import audit_counts_from_log
 from scheduler.services.hour_counts import count_select
+from scheduler.services.outcomes import outcomes_rebuild
 from scheduler.services.schedules import schedule_save
 from scheduler.services.teams import team_save
 
@@ -296,6 +297,7 @@ def generate_history(*, runs: int, now: datetime, progress: Callable[[str], None
             cur.execute("ANALYZE")
         timings["analyze_s"] = time.perf_counter() - t1
     tally_generated(run_base + 1, run_base + runs)
+    outcomes_rebuild()  # each schedule's latest success and failure, as runs ending one by one would have kept them
     add_live_runs(now, first)
     timings["total_s"] = time.perf_counter() - t0
     progress(f"  history of {runs:,} runs in {timings['total_s']:.0f} s")

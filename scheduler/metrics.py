@@ -11,7 +11,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -48,13 +48,17 @@ class SchedulerCollector(Collector):
     def collect(self):
         now: datetime = self.clock()
         classes = list(WorkloadClass.objects.order_by("name"))
-        per_class = {
-            (wc_id, status): n
-            for wc_id, status, n in Run.objects.filter(status__in=RunStatus.active())
-            .values_list("workload_class_id", "status")
-            .annotate(n=Count("id"))
-            .order_by()
-        }
+        # every schedule once (teams, breakers, the owner of each run), the active runs once (an index range of
+        # the few of them, by class, schedule and status), the last hour's ends once (run_finished_at_idx): never
+        # a count of the ledger (issue 25), and one query for what four or five used to read
+        schedules = list(Schedule.objects.order_by().values_list("pk", "owner_id", "breaker_status"))
+        owner_of = {pk: owner for pk, owner, _ in schedules}
+        active = list(Run.objects.filter(status__in=RunStatus.active()).order_by()
+                      .values_list("workload_class_id", "schedule_id", "status")
+                      .annotate(n=Count("id"), stopping=Count("id", filter=Q(stop_requested_at__isnull=False))))
+        per_class: Counter = Counter()
+        for wc_id, _schedule_id, status, n, _stopping in active:
+            per_class[(wc_id, status)] += n
         depth = GaugeMetricFamily(
             "etl_queue_depth", "Runs per workload class and active status.", labels=["workload_class", "status"]
         )
@@ -81,15 +85,16 @@ class SchedulerCollector(Collector):
         yield finished
         yield GaugeMetricFamily(
             "etl_runs_stopping", "RUNNING runs asked to stop (cancel, timeout, fence) whose work has not ended yet.",
-            value=Run.objects.filter(status=RunStatus.RUNNING, stop_requested_at__isnull=False).count(),
+            value=sum(stopping for _wc, _s, status, _n, stopping in active if status == RunStatus.RUNNING),
         )
 
-        recent = list(
+        ended = list(
             # no ordering: ordered by id, SQLite walked the primary key instead of run_finished_at_idx
-            Run.objects.filter(finished_at__gte=now - RECENT, started_at__isnull=False).order_by().values_list(
-                "queued_at", "started_at", "finished_at"
+            Run.objects.filter(finished_at__gte=now - RECENT).order_by().values_list(
+                "schedule_id", "status", "queued_at", "started_at", "finished_at"
             )
         )
+        recent = [(q, s, f) for _id, _st, q, s, f in ended if s is not None]
         durations = [max((f - s).total_seconds(), 0.0) for _q, s, f in recent if f]
         latencies = [max((s - q).total_seconds(), 0.0) for q, s, _f in recent]
         yield _histogram(
@@ -103,12 +108,13 @@ class SchedulerCollector(Collector):
         )
 
         breakers = GaugeMetricFamily("etl_breakers", "Circuit breakers by state.", labels=["state"])
-        states = dict(Schedule.objects.values_list("breaker_status").annotate(n=Count("id")).order_by())
+        states = Counter(state for _pk, _owner, state in schedules)
         for state in BreakerStatus:
             breakers.add_metric([state.value], states.get(state.value, 0))
         yield breakers
 
-        yield from self.team_metrics(now)
+        yield from self.team_metrics(now, schedules=schedules, active=active,
+                                     ended=[(owner_of.get(sid), status) for sid, status, *_ in ended])
 
         tick = GovernanceTick.objects.order_by("-started_at").values_list("started_at", flat=True).first()
         age = GaugeMetricFamily(
@@ -170,60 +176,48 @@ class SchedulerCollector(Collector):
         yield objective
         yield breached
 
-    def team_metrics(self, now: datetime):
-        """The same picture per owning team (label `team`), so each team can alert on its own schedules."""
+    def team_metrics(self, now: datetime, *, schedules: list[tuple], active: list[tuple], ended: list[tuple]):
+        """The same picture per owning team (label `team`), so each team can alert on its own schedules, from
+        what `collect` read: (schedule, owner, breaker state), the active runs by (class, schedule, status) and
+        the last hour's ends as (owner, status)."""
         teams = dict(Team.objects.values_list("pk", "name"))
-        schedules = GaugeMetricFamily("etl_team_schedules", "Schedules owned by each team.", labels=["team"])
-        owned = dict(Schedule.objects.values_list("owner_id").annotate(n=Count("id")).order_by())
-        for pk, name in sorted(teams.items(), key=lambda item: item[1]):
-            schedules.add_metric([name], owned.get(pk, 0))
-        yield schedules
+        by_name = sorted(teams.items(), key=lambda item: item[1])
+        owner_of = {pk: owner for pk, owner, _ in schedules}
+        gauge = GaugeMetricFamily("etl_team_schedules", "Schedules owned by each team.", labels=["team"])
+        owned = Counter(owner for _pk, owner, _state in schedules)
+        for pk, name in by_name:
+            gauge.add_metric([name], owned.get(pk, 0))
+        yield gauge
 
-        active = GaugeMetricFamily(
+        gauge = GaugeMetricFamily(
             "etl_team_active_runs", "Queued, waiting and running runs of each team's schedules.", labels=["team", "status"]
         )
-        counts = {
-            (team_id, status): n
-            for team_id, status, n in Run.objects.filter(status__in=RunStatus.active())
-            .values_list("schedule__owner_id", "status")
-            .annotate(n=Count("id"))
-            .order_by()
-        }
-        for pk, name in sorted(teams.items(), key=lambda item: item[1]):
+        counts: Counter = Counter()
+        for _wc, schedule_id, status, n, _stopping in active:
+            counts[(owner_of.get(schedule_id), status)] += n
+        for pk, name in by_name:
             for status in (RunStatus.QUEUED, RunStatus.WAITING, RunStatus.RUNNING):
-                active.add_metric([name, status.value], counts.get((pk, status.value), 0))
-        yield active
+                gauge.add_metric([name, status.value], counts.get((pk, status.value), 0))
+        yield gauge
 
-        finished = GaugeMetricFamily(
+        gauge = GaugeMetricFamily(
             "etl_team_finished_runs_recent",
             "Runs of each team's schedules that ended in the last hour, by status.",
             labels=["team", "status"],
         )
-        # the last hour's runs through run_finished_at_idx, counted here: joined to schedules and grouped in SQL,
-        # SQLite walked run_sched_status_idx over every run instead
-        owner_of = dict(Schedule.objects.values_list("pk", "owner_id"))
-        counts = Counter(
-            (owner_of.get(schedule_id), status)
-            for schedule_id, status in Run.objects.filter(finished_at__gte=now - RECENT).order_by()
-            .values_list("schedule_id", "status")
-        )
-        for pk, name in sorted(teams.items(), key=lambda item: item[1]):
+        counts = Counter(ended)
+        for pk, name in by_name:
             for status in sorted(RunStatus.final()):
-                finished.add_metric([name, status], counts.get((pk, status), 0))
-        yield finished
+                gauge.add_metric([name, status], counts.get((pk, status), 0))
+        yield gauge
 
-        breakers = GaugeMetricFamily("etl_team_breakers", "Circuit breakers of each team's schedules by state.",
-                                     labels=["team", "state"])
-        states = {
-            (team_id, state): n
-            for team_id, state, n in Schedule.objects.values_list("owner_id", "breaker_status")
-            .annotate(n=Count("id"))
-            .order_by()
-        }
-        for pk, name in sorted(teams.items(), key=lambda item: item[1]):
+        gauge = GaugeMetricFamily("etl_team_breakers", "Circuit breakers of each team's schedules by state.",
+                                  labels=["team", "state"])
+        states = Counter((owner, state) for _pk, owner, state in schedules)
+        for pk, name in by_name:
             for state in BreakerStatus:
-                breakers.add_metric([name, state.value], states.get((pk, state.value), 0))
-        yield breakers
+                gauge.add_metric([name, state.value], states.get((pk, state.value), 0))
+        yield gauge
 
 
 def render_metrics(clock=timezone.now) -> bytes:

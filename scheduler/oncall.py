@@ -5,15 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule
-
-
+from scheduler.models.run import LOST_WORKER
 from scheduler.selectors import (
-    active_runs, backfills_with_progress, fold_runs, governance_health, owned_by, queue_by_class,
+    active_runs, as_written, backfills_with_progress, fold_runs, governance_health, owned_by, queue_by_class,
 )
 
 # --- overview ----------------------------------------------------------------
@@ -85,18 +84,13 @@ ATTENTION_LIMIT = 50
 def failing_schedules(team_ids=None):
     """Enabled schedules whose latest verdict (success or failure, backfills aside) is a failure.
 
-    Two seeks of run_sched_verdict_idx per schedule (its latest success, its latest failure), never a walk back
-    through runs that are neither: a schedule skipped for months had its whole history read (issue 25)."""
-
-    def latest(status):
-        return Subquery(Run.objects.filter(schedule=OuterRef("pk"), backfill__isnull=True, status=status)
-                        .order_by("-id").values("id")[:1])
+    From each schedule's kept latest success and failure (LatestOutcome, services/outcomes.py): a row per
+    schedule, not two seeks into the ledger per schedule on every refresh (issue 25)."""
 
     return (
-        owned_by(Schedule.objects.filter(enabled=True), team_ids, "owner_id")
-        .annotate(last_success=latest(RunStatus.SUCCEEDED), verdict_run=latest(RunStatus.FAILED))
-        .filter(Q(verdict_run__isnull=False) & (Q(last_success__isnull=True) | Q(verdict_run__gt=F("last_success"))))
-        .annotate(verdict_reason=Subquery(Run.objects.filter(pk=OuterRef("verdict_run")).values("reason")[:1]))
+        owned_by(Schedule.objects.filter(enabled=True, outcome__live_failure__isnull=False), team_ids, "owner_id")
+        .filter(Q(outcome__live_success__isnull=True) | Q(outcome__live_failure__gt=F("outcome__live_success")))
+        .annotate(verdict_run=F("outcome__live_failure"), verdict_reason=F("outcome__live_failure__reason"))
         .only("id", "name")
         .order_by("name")
     )
@@ -119,13 +113,12 @@ def lost_runs(now: datetime, *, hours: int = 24, team_ids=None):
 
     return (
         owned_by(Run.objects.filter(
-            reason__startswith="worker lost", queued_at__gte=now - timedelta(hours=hours),
+            # run_lost_idx holds only these runs: the condition written as the index's (a parameter would not do)
+            as_written(LOST_WORKER), queued_at__gte=now - timedelta(hours=hours),
             status__in=[RunStatus.FAILED, RunStatus.QUEUED],
         ), team_ids)
         .select_related("schedule")
         .only("id", "status", "reason", "schedule__id", "schedule__name")
-        # newest first within the time bound (run_queued_at_idx): by id, the scan walked every FAILED run when
-        # none of them was lost
         .order_by("-queued_at", "-id")
     )
 

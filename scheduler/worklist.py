@@ -2,75 +2,89 @@
 
 An item is open (its last failure is neither followed by a success nor acknowledged), acknowledged (a person
 said why it is handled; a later failure opens it again), or recovered (a run of the schedule succeeded after
-its last failure). It looks at the latest CANDIDATE_RUNS failed runs, so its cost does not grow with history.
+its last failure). It starts from each schedule's kept latest failure and latest success (LatestOutcome,
+services/outcomes.py) of the CANDIDATES schedules that failed last, so no read grows with the history or with
+the runs a day: a row per schedule, the acknowledgement each one's latest (one index seek), and the failures
+counted for the items shown only, each in its own day (issue 25).
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import datetime, timedelta
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Substr
 
-from scheduler.models import FailureAck, Run, RunStatus, Schedule
+from scheduler.models import FailureAck, LatestOutcome, Run, RunStatus
 
-CANDIDATE_RUNS = 500  # the latest failed runs looked at: older failures have long been dealt with or recovered
+CANDIDATES = 500  # the schedules whose last failure is the most recent: older ones have long been dealt with
 COUNT_HOURS = 24  # an item counts its schedule's failures in the day up to its last failure
 RECOVERED_SHOWN = 10
-
-
-def _owned(qs, team_ids):
-    return qs if team_ids is None else qs.filter(schedule__owner_id__in=list(team_ids))
+ERROR_SHOWN = 400  # characters of a failed run's error an item keeps (the pages show at most 300)
 
 
 def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
     """{"open": [...], "acknowledged": [...], "recovered": [...]}; each item is a dict with the schedule, its
     last failed `run`, `count` (failures in the COUNT_HOURS up to it), `ack` / `earlier_ack` and `recovered_by`."""
-    recent = list(_owned(Run.objects.filter(status=RunStatus.FAILED), team_ids)
-                  .order_by("-id").values_list("id", "schedule_id")[:CANDIDATE_RUNS])
-    last_ids: dict[int, int] = {}
-    for run_id, schedule_id in recent:
-        last_ids.setdefault(schedule_id, run_id)
-    if not last_ids:
-        return {"open": [], "acknowledged": [], "recovered": [], "count_hours": COUNT_HOURS}
-    last_runs = {r.schedule_id: r for r in Run.objects.filter(pk__in=last_ids.values())
-                 .select_related("schedule", "schedule__owner")
-                 .only("id", "status", "reason", "error", "finished_at", "queued_at", "schedule_id",
-                       "schedule__id", "schedule__name", "schedule__owner_id", "schedule__owner__name",
-                       "schedule__breaker_status")}
-    since = min((r.finished_at or r.queued_at) for r in last_runs.values()) - timedelta(hours=COUNT_HOURS)
-    counts: dict[int, int] = defaultdict(int)
-    for schedule_id, finished in (Run.objects.filter(status=RunStatus.FAILED, schedule_id__in=last_ids,
-                                                     finished_at__gte=since)
-                                  .values_list("schedule_id", "finished_at")):
-        last = last_runs[schedule_id]
-        if last.finished_at and last.finished_at - timedelta(hours=COUNT_HOURS) <= finished <= last.finished_at:
-            counts[schedule_id] += 1
-    # the latest success's time and id: one backward seek of run_sched_status_idx (schedule, status, finished_at)
-    # per schedule, not an aggregate over every success the schedules ever had
-    latest = (Run.objects.filter(schedule=OuterRef("pk"), status=RunStatus.SUCCEEDED, finished_at__isnull=False)
-              .order_by("-finished_at"))
-    successes = {schedule_id: {"schedule_id": schedule_id, "at": at, "pk": pk}
-                 for schedule_id, at, pk in Schedule.objects.filter(pk__in=last_ids)
-                 .annotate(at=Subquery(latest.values("finished_at")[:1]), success=Subquery(latest.values("id")[:1]))
-                 .filter(at__isnull=False).values_list("pk", "at", "success")}
-    acks: dict[int, FailureAck] = {}
-    for ack in FailureAck.objects.filter(schedule_id__in=last_ids).order_by("schedule_id", "-up_to_run_id", "-id"):
-        acks.setdefault(ack.schedule_id, ack)
-    work: dict[str, list[dict]] = {"open": [], "acknowledged": [], "recovered": []}
-    for schedule_id, run in last_runs.items():
-        success, ack = successes.get(schedule_id), acks.get(schedule_id)
-        item = {"schedule": run.schedule, "run": run, "count": max(1, counts[schedule_id]), "ack": None,
-                "earlier_ack": None, "recovered_by": None}
-        if success is not None and success["at"] and run.finished_at and success["at"] > run.finished_at:
-            item["recovered_by"] = success
-            work["recovered"].append(item)
-        elif ack is not None and ack.up_to_run_id >= run.pk:
-            item["ack"] = ack
-            work["acknowledged"].append(item)
+    latest_ack = (FailureAck.objects.filter(schedule_id=OuterRef("schedule_id"))
+                  .order_by("-up_to_run_id", "-id").values("id")[:1])  # failureack_schedule_run: one seek
+    rows = LatestOutcome.objects.filter(failure__isnull=False)
+    if team_ids is not None:
+        rows = rows.filter(schedule__owner_id__in=list(team_ids))
+    # the candidates as values: sorting them into the three lists needs no object (four per candidate, schedule,
+    # team and run included, cost more than every query of the page); only the items shown are read whole
+    rows = list(rows.annotate(ack_id=Subquery(latest_ack)).order_by("-failure_id").values_list(
+        "schedule_id", "failure_id", "failure_at", "success_id", "success_at", "ack_id")[:CANDIDATES])
+    acks = FailureAck.objects.in_bulk([row[5] for row in rows if row[5]])
+    work: dict[str, list[tuple]] = {"open": [], "acknowledged": [], "recovered": []}
+    for schedule_id, run_id, finished, success_id, success_at, ack_id in rows:
+        ack, extra = acks.get(ack_id), {}
+        if success_at and finished and success_at > finished:
+            state, extra["recovered_by"] = "recovered", {"schedule_id": schedule_id, "at": success_at,
+                                                         "pk": success_id}
+        elif ack is not None and ack.up_to_run_id >= run_id:
+            state, extra["ack"] = "acknowledged", ack
         else:
-            item["earlier_ack"] = ack
-            work["open"].append(item)
-    for items in work.values():
-        items.sort(key=lambda i: (i["run"].finished_at or now, i["run"].pk), reverse=True)
-    return {"open": work["open"][:limit], "acknowledged": work["acknowledged"][:limit],
-            "recovered": work["recovered"][:RECOVERED_SHOWN], "count_hours": COUNT_HOURS}
+            state, extra["earlier_ack"] = "open", ack
+        work[state].append((finished or now, run_id, extra))
+    shown: dict[str, list[tuple]] = {}
+    for state, size in (("open", limit), ("acknowledged", limit), ("recovered", RECOVERED_SHOWN)):
+        shown[state] = sorted(work[state], key=lambda entry: entry[:2], reverse=True)[:size]
+    runs = _failed_runs([run_id for entries in shown.values() for _, run_id, _ in entries])
+    out: dict = {"count_hours": COUNT_HOURS}
+    for state, entries in shown.items():
+        out[state] = [{"schedule": runs[run_id].schedule, "run": runs[run_id], "count": 1, "ack": None,
+                       "earlier_ack": None, "recovered_by": None, **extra}
+                      for _, run_id, extra in entries if run_id in runs]  # a run pruned meanwhile: left out
+    _count_failures([item for state in ("open", "acknowledged", "recovered") for item in out[state]])
+    return out
+
+
+def _failed_runs(ids: list[int]) -> dict[int, Run]:
+    """The shown items' failed runs with their schedules and teams; an item shows the start of the error when
+    the run gave no reason, not every traceback whole."""
+    if not ids:
+        return {}
+    runs = {}
+    for run in (Run.objects.filter(pk__in=ids).select_related("schedule", "schedule__owner")
+                .only("id", "status", "reason", "finished_at", "queued_at", "schedule_id", "schedule__id",
+                      "schedule__name", "schedule__owner_id", "schedule__owner__name", "schedule__breaker_status")
+                .annotate(error_head=Substr("error", 1, ERROR_SHOWN))):
+        run.error = run.error_head
+        runs[run.pk] = run
+    return runs
+
+
+def _count_failures(items: list[dict]) -> None:
+    """Each item's failures in the COUNT_HOURS up to its last one, in one query: a range of run_sched_status_idx
+    (schedule, status, finished_at) per item, never the days between one item's last failure and another's."""
+    ranges = Q()
+    for item in items:
+        last = item["run"].finished_at
+        if last is not None:
+            ranges |= Q(schedule_id=item["schedule"].pk, status=RunStatus.FAILED,
+                        finished_at__gte=last - timedelta(hours=COUNT_HOURS), finished_at__lte=last)
+    if not ranges:
+        return
+    counts = dict(Run.objects.filter(ranges).order_by().values_list("schedule_id").annotate(n=Count("id")))
+    for item in items:
+        item["count"] = max(1, counts.get(item["schedule"].pk, 0))

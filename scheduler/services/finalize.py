@@ -16,6 +16,7 @@ from scheduler import signals
 from scheduler.models import Run, RunStatus, Schedule
 from scheduler.services.errors import ServiceError
 from scheduler.services.lineage import lineage_run_ended
+from scheduler.services.outcomes import outcomes_record
 from scheduler.services.runs import run_build
 from scheduler.services.tally import runs_ended
 
@@ -49,6 +50,7 @@ def finalize(run: Run, *, new: str, now: datetime, extra_filter: dict | None = N
     if new in S.final():  # a lost run's re-queue (RUNNING -> QUEUED) is not an end
         runs_ended(new, [run.pk])
     set_fields(run, status=new, **fields)
+    outcomes_record([run])  # the schedule's latest success or failure (services/outcomes.py)
     lineage_run_ended(run=run, old=old, now=now)  # its end event (if it began), in this transaction
     send_after_commit(run, new, old)
     return True

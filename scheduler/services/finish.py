@@ -4,17 +4,16 @@ Every final transition of a run (SUCCEEDED, FAILED, SKIPPED, BLOCKED, CANCELLED)
 worker was lost goes through `run_finish` / `runs_finish` (a worker's batch), `run_cancel`, `run_lost` /
 `runs_lost` or `run_refused` (finalize.py). Each applies, in the transaction that changes the row:
 
-1. the compare-and-set on the run's status (and on the worker's dispatch token,
-   the heartbeat governance judged stale, the attempt it counted): zero rows
-   changed means someone else got there first, and nothing else happens;
-2. the breaker result: a success or failure is counted, a test run that ends
-   without a verdict releases its slot, a re-queued test run keeps it;
+1. the compare-and-set on the run's status (and on the worker's dispatch token, the heartbeat governance judged
+   stale, the attempt it counted): zero rows changed means someone else got there first, and nothing else happens;
+2. the breaker result: a success or failure is counted, a test run that ends without a verdict releases its slot,
+   a re-queued test run keeps it;
 3. the watermark advance (a live run's success only);
-4. backfill window progress, or downstream propagation (start or block the
-   dependents, transitively);
-5. the retry decision (a lost run is re-queued while the run's one attempt
-   budget lasts);
+4. backfill window progress, or downstream propagation (start or block the dependents, transitively);
+5. the retry decision (a lost run is re-queued while the run's one attempt budget lasts);
 6. the audit entry for changes made by a person or by governance;
+7. the count of final runs (tally.py) and the schedule's latest success or failure (outcomes.py: written last, in
+   `outcomes_batch`, which every entry point here opens);
 
 and the signals (`run_completed`, `run_failed`, `run_blocked`) go out after commit. Its parts live beside it: the
 compare-and-set itself in finalize.py, the watermark advance in watermarks.py, backfill window progress in
@@ -43,6 +42,7 @@ from scheduler.services.downstream import children_of, propagate
 from scheduler.services.errors import ServiceError
 from scheduler.services.finalize import finalize, send_after_commit, set_fields
 from scheduler.services.lineage import lineage_batch, lineage_discard, lineage_mark, lineage_run_ended
+from scheduler.services.outcomes import outcomes_batch, outcomes_record
 from scheduler.services.runlogs import run_log_append
 from scheduler.services.tally import runs_ended
 from scheduler.services.watermarks import Loaded, watermark_advance_on_success
@@ -81,7 +81,7 @@ def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token:
     (nothing the code did after the request counts). `actor` + `audit_action`
     write an audit entry in the same transaction.
     """
-    with transaction.atomic():
+    with transaction.atomic(), outcomes_batch():
         return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
                        blocked_by=blocked_by, loaded=loaded, actor=actor, audit_action=audit_action,
                        stopped=stopped, retryable=retryable)
@@ -103,7 +103,7 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
         return out
     children = children_of({e.run.schedule_id for e in endings})
     # the batch's lineage events go in one INSERT at the end of its transaction (none at all with lineage off)
-    with transaction.atomic(), lineage_batch():
+    with transaction.atomic(), lineage_batch(), outcomes_batch():
         bare = [e for e in endings if _only_the_cas(e, children)]
         # a schedule with another kind of end in the batch keeps its runs' order (a failure, then a success)
         bare_ids = {e.run.pk for e in bare}
@@ -112,7 +112,7 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
         if len(bare) > 1 and bulk.supported():
             mark = lineage_mark()
             try:
-                with transaction.atomic():
+                with transaction.atomic(), outcomes_batch():
                     out.update(_succeed_together(bare))
             except Exception:  # the one statement failed: each run goes its own way below
                 lineage_discard(mark)
@@ -122,7 +122,7 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
                 continue
             mark = lineage_mark()
             try:
-                with transaction.atomic():
+                with transaction.atomic(), outcomes_batch():
                     done = _finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token,
                                    fields=e.fields, loaded=e.loaded, children=children, stopped=e.stopped,
                                    retryable=e.retryable)
@@ -201,7 +201,7 @@ def run_stop_settled(*, run: Run, now: datetime, why: str, actor: Any = "governa
     the stop's outcome, guarded by what the caller read (RUNNING, the token, the stop request, the heartbeat)."""
     status, reason = stop_outcome(kind=run.stop_kind, reason=run.stop_reason)
     guard = {"dispatch_token": run.dispatch_token, "stop_requested_at__isnull": False, "heartbeat_at": run.heartbeat_at}
-    with transaction.atomic():
+    with transaction.atomic(), outcomes_batch():
         if run.stop_kind == StopKind.TIMEOUT and run.attempt < run.max_attempts:
             if not Run.objects.filter(pk=run.pk, status=S.RUNNING, **guard).exists():
                 return False
@@ -232,7 +232,7 @@ def run_lost(*, run: Run, now: datetime, why: str) -> str:
     half-open breaker stays the test run. Returns 'requeued', 'failed' or 'changed'.
     """
     guard = {"dispatch_token": run.dispatch_token, "heartbeat_at": run.heartbeat_at, "attempt": run.attempt}
-    with transaction.atomic():
+    with transaction.atomic(), outcomes_batch():
         if run.attempt < run.max_attempts:
             attempt = run.attempt + 1
             reason = f"{why}; re-queued (attempt {attempt}/{run.max_attempts})"[:500]
@@ -279,14 +279,14 @@ def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
     if bulk.supported():
         read = {run.pk: {name: getattr(run, name) for name in _LOST_FIELDS} for run in runs}
         try:
-            with transaction.atomic(), lineage_batch():
+            with transaction.atomic(), lineage_batch(), outcomes_batch():
                 return _runs_lost_bulk(runs, now=now)
         except Exception:
             log.exception("settling %d lost runs in bulk failed; settling them one at a time", len(runs))
             for run in runs:  # back to what governance read: the guards of the per-run path
                 set_fields(run, **read[run.pk])
     out: dict[str, list[int]] = {"requeued": [], "failed": []}
-    with transaction.atomic():
+    with transaction.atomic(), outcomes_batch():
         for run in runs:
             try:
                 outcome = run_lost(run=run, now=now, why=_lost_why(run))
@@ -351,6 +351,7 @@ def _runs_lost_bulk(runs: list[Run], *, now: datetime) -> dict[str, list[int]]:
                                    before={"status": S.RUNNING, "worker": worker}, after={"status": run.status},
                                    reason=why[run.pk][:500], at=now))
     audit_record_many(entries)
+    outcomes_record(run for run in spent if run.pk in failed)
     return {"requeued": [r.pk for r in spare if r.pk in requeued], "failed": [r.pk for r in spent if r.pk in failed]}
 
 
@@ -396,6 +397,7 @@ def _succeed_together(endings: list[Ending]) -> dict[int, str]:
         lineage_run_ended(run=e.run, old=S.RUNNING, now=e.now)
         send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
         out[e.run.pk] = S.SUCCEEDED
+    outcomes_record(e.run for e in endings if e.run.pk in out)
     if out:
         breaker_successes(schedule_ids=sorted({e.run.schedule_id for e in endings if e.run.pk in out}))
     return out
@@ -492,7 +494,5 @@ def _after_final(run: Run, *, now: datetime, children: dict[int, list[int]] | No
     propagate(run, now=now, children=children)
 
 
-__all__ = [
-    "Ending", "run_cancel", "run_finish", "run_lost", "run_stop_request", "run_stop_settled", "runs_finish",
-    "runs_lost", "stop_outcome",
-]
+__all__ = ["Ending", "run_cancel", "run_finish", "run_lost", "run_stop_request", "run_stop_settled", "runs_finish",
+           "runs_lost", "stop_outcome"]

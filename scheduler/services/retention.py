@@ -30,6 +30,7 @@ from scheduler.services.audit import audit_record
 from scheduler.services.audit_archive import audit_archive_batch
 from scheduler.services.errors import ServiceError
 from scheduler.services.hour_counts import runs_uncounted
+from scheduler.services.outcomes import outcomes_after_prune
 
 #: The kinds a prune reports, in the order it prunes them.
 KINDS: tuple[str, ...] = ("runs", "log_lines", "node_records", "ticks", "events", "alerts", "lineage", "audit")
@@ -268,6 +269,9 @@ def _runs_batch(candidates: QuerySet, protected: set[int], after: int, batch: in
         runs_uncounted(chosen)  # the timeline's hour counts keep matching the ledger
         _, by_model = Run.objects.filter(pk__in=chosen).delete()
         counts["runs"] = by_model.get(Run._meta.label, 0)
+        # a schedule's latest live success or latest failure may be among them: its kept row moves to the next
+        # one the ledger holds (the last locks the batch takes, as a run's end takes them last)
+        outcomes_after_prune(chosen)
     # Each schedule's note ("older runs pruned") after the batch has committed, one row per statement: a batch
     # that held up to every schedule's row lock through its whole delete deadlocked with dispatch's multi-row
     # UPDATE of due schedules, and made a due schedule wait for the batch (issue 25).

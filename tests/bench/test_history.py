@@ -15,9 +15,11 @@ from bench.scale import METRICS_TOKEN, PAGE_LABELS, page_urls
 from bench.scale_report import compare, table
 from scheduler.audit_reads import audit_counts, audit_counts_raw, audit_filtered
 from scheduler.models import (
-    AuditCount, AuditEntry, Event, GovernanceTick, NodeRecord, Run, RunHourCount, RunLogLine, RunStatus, Schedule,
+    AuditCount, AuditEntry, Event, GovernanceTick, LatestOutcome, NodeRecord, Run, RunHourCount, RunLogLine,
+    RunStatus, Schedule,
 )
 from scheduler.models.audit import audit_hour
+from scheduler.services.outcomes import outcomes_stale
 from scheduler.services.tally import tally_totals
 from tests.services.test_hour_counts import keys, ledger_counts, rollup_counts, started
 
@@ -104,6 +106,9 @@ def test_it_has_the_shapes_of_a_real_history(generated):
         logged[(audit_hour(at), team_id, actor, action)] = logged.get((audit_hour(at), team_id, actor, action), 0) + 1
     assert counted == logged and sum(logged.values()) > RUNS * 0.1
     assert audit_counts({}, now=now) == audit_counts_raw(audit_filtered({}), now=now)
+    # the overview's kept latest success and failure of each schedule, as if each run had ended on its own
+    assert LatestOutcome.objects.filter(failure__isnull=False).exists()
+    assert outcomes_stale() == []
     # the live runs wait for their retry delay: no tick admits them
     assert Run.objects.filter(status=RunStatus.QUEUED, not_before__gt=now).count() == history.LIVE_RUNS
 

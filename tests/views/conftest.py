@@ -24,8 +24,12 @@ def viewer_client(client, viewer):
 
 @pytest.fixture
 def make_run(db, now):
-    """make_run(schedule, status=..., **fields): a ledger row written directly, for read-side tests."""
+    """make_run(schedule, status=..., **fields): a ledger row written directly, for read-side tests.
+
+    A final run is also recorded as ended (services/outcomes.py), as finish.py records every run it ends: the
+    overview's failing schedules and failure work list read the schedule's kept latest success and failure."""
     from scheduler.models import Run, RunStatus, TriggerKind
+    from scheduler.services.outcomes import outcomes_record
 
     def make(schedule, status=RunStatus.SUCCEEDED, **fields):
         defaults = {
@@ -45,6 +49,8 @@ def make_run(db, now):
                 worker_id="cluster-a/1",
             )
         defaults.update(fields)
-        return Run.objects.create(schedule=schedule, status=status, **defaults)
+        run = Run.objects.create(schedule=schedule, status=status, **defaults)
+        outcomes_record([run])
+        return run
 
     return make

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.models import Run, RunStatus, RunTally, TriggerKind
+from scheduler.models import LineageEvent, LineageStatus, Run, RunStatus, RunTally, Team, TriggerKind
 from scheduler.services.finalize import run_refused
 from scheduler.services.finish import run_finish
 from scheduler.services.tally import runs_tallied, tally_fold, tally_totals
@@ -119,3 +119,29 @@ def test_the_scrape_costs_the_same_queries_whatever_the_history_and_never_counts
     for sql in _run_table_counts(large.captured_queries):
         # each count of runs is bounded: the active statuses (a handful) or the last hour's ends
         assert re.search(r"(\"status\" IN \(|\"finished_at\" >= |\"status\" = )", sql), sql
+
+
+def test_a_scrape_reads_the_ledger_three_times_and_the_outbox_without_its_sent_rows(client, token, make_schedule):
+    now = timezone.now()  # the scrape's last hour is the real clock's
+    for i, team in enumerate(Team.objects.create(name=f"team-{i}") for i in range(3)):
+        make_schedule(f"feed-{i}", owner=team)
+    orders = make_schedule("orders")
+    _history(orders, 30)
+    running = _run(orders, S.RUNNING, started_at=now, stop_requested_at=now)
+    _run(orders, S.SUCCEEDED, started_at=now - timedelta(seconds=40), finished_at=now - timedelta(seconds=10))
+    event = {"run_uuid": "u", "event_type": "START", "job_name": "orders", "payload": {}, "created_at": now,
+             "next_attempt_at": now}
+    LineageEvent.objects.bulk_create([LineageEvent(status=LineageStatus.SENT, sent_at=now, **event) for _ in range(5)]
+                                     + [LineageEvent(status=LineageStatus.PENDING, **event)])
+    with CaptureQueriesContext(connection) as queries:
+        s = _scrape(client)
+    runs, outbox = (connection.ops.quote_name(m._meta.db_table) for m in (Run, LineageEvent))
+    # the active runs (by class, schedule and status), the last hour's ends, the oldest run: once each
+    assert sum(f"FROM {runs}" in q["sql"] for q in queries.captured_queries) == 3
+    assert [q["sql"] for q in queries.captured_queries if f"FROM {outbox}" in q["sql"]
+            and "'SENT'" in q["sql"]] == []
+    assert s[("etl_lineage_outbox_pending", ())] == 1 and s[("etl_lineage_outbox_dead", ())] == 0
+    assert s[("etl_runs_stopping", ())] == 1 and s[("etl_runs", (("status", "RUNNING"),))] == 1
+    assert s[("etl_run_duration_seconds_count", ())] == 1
+    assert s[("etl_team_active_runs", (("status", "RUNNING"), ("team", "default")))] == 1
+    assert s[("etl_team_schedules", (("team", "team-1"),))] == 1 and running.stop_requested_at == now
