@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django.db import transaction
+
 from scheduler.models import Run
 from scheduler.services.backfills import backfill_pump
 from scheduler.services.dispatch import admit_runs, hand_off
@@ -23,23 +25,28 @@ from scheduler.services.dispatch import admit_runs, hand_off
 log = logging.getLogger(__name__)
 
 
-def catchup_admit_next(*, run: Run, holder: str, now: datetime) -> list[tuple[int, str]]:
-    """Admit what may start now; the (run id, token) of the next window of `run`'s schedule and backfill (none for a
-    live run), if admitted, to run here."""
-    kept: list[tuple[int, str]] = []
+def catchup_admit_next(*, run: Run, holder: str, now: datetime) -> list[tuple[int, str, Run]]:
+    """Admit what may start now; the next window of `run`'s schedule and backfill (none for a live run), if
+    admitted, to run here: (run id, token, the run with its schedule, as admitted). Call in the transaction of
+    `run`'s end (execution.py): the list is filled when it commits, and nothing else sees the next window queued
+    in between (the dispatch loop would send it to the broker)."""
+    kept: list[tuple[int, str, Run]] = []
+    admitted: dict[int, Run] = {}
 
     def send(pairs: list[tuple[int, str]]) -> None:
-        ours = set(Run.objects.filter(pk__in=[pk for pk, _ in pairs], schedule_id=run.schedule_id,
-                                      backfill_id=run.backfill_id).values_list("pk", flat=True))
-        kept.extend([pair for pair in pairs if pair[0] in ours][:1])
-        rest = [pair for pair in pairs if pair not in kept]
+        ours = [(pk, token) for pk, token in pairs if admitted[pk].schedule_id == run.schedule_id
+                and admitted[pk].backfill_id == run.backfill_id][:1]
+        kept.extend((pk, token, admitted[pk]) for pk, token in ours)
+        rest = [pair for pair in pairs if pair not in ours]
         if rest:
             hand_off(rest)
 
     try:
-        if run.backfill_id is not None:
-            backfill_pump(now=now)  # its next pending window queued, as the dispatch loop's tick would
-        admit_runs(now=now, holder=holder, send=send)
+        with transaction.atomic():  # a savepoint: a failed admission must not undo the end it follows
+            if run.backfill_id is not None:
+                backfill_pump(now=now)  # its next pending window queued, as the dispatch loop's tick would
+            admit_runs(now=now, holder=holder, send=send,
+                       on_admitted=lambda runs: admitted.update((r.pk, r) for r in runs))
     except Exception:  # the run's end is written; the dispatch loop admits and sends the slice on its next tick
         log.warning("could not admit the next catch-up slice of run %s at once", run.pk, exc_info=True)
     return kept

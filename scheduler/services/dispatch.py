@@ -106,11 +106,12 @@ def release_waiting(*, now: datetime) -> int:
     return moved
 
 
-def admit_runs(*, now: datetime, holder: str,
-               send: Callable[[list[tuple[int, str]]], None] | None = None) -> list[int]:
+def admit_runs(*, now: datetime, holder: str, send: Callable[[list[tuple[int, str]]], None] | None = None,
+               on_admitted: Callable[[list[Run]], None] | None = None) -> list[int]:
     """Admit queued runs in global priority / FIFO order without ever exceeding a class's limit.
 
-    After commit the admitted (run id, token) pairs go to `send`, by default `hand_off` (the broker).
+    After commit the admitted (run id, token) pairs go to `send`, by default `hand_off` (the broker);
+    `on_admitted` sees the admitted runs themselves (with their schedules) in the transaction.
     """
     has_queued = set(
         Run.objects.filter(status=S.QUEUED).values_list("workload_class_id", flat=True).distinct().order_by()
@@ -170,6 +171,9 @@ def admit_runs(*, now: datetime, holder: str,
             if len(candidates) < batch or all(free[pk] <= 0 for pk in open_classes):
                 break
         admitted = _start(chosen, now=now, holder=holder, send=send or hand_off)
+        if on_admitted is not None and admitted:
+            started = {run_id for run_id, _ in admitted}
+            on_admitted([run for run, _ in chosen if run.pk in started])
     return [run_id for run_id, _ in admitted]
 
 

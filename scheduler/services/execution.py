@@ -74,7 +74,7 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
     """
     began = time.monotonic()
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
-    following: list[tuple[int, str]] = []
+    following: list[tuple[int, str, Run]] = []
     outcome = _execute_lone(run_id, token, clock=clock, following=following)
     try:
         while following:
@@ -83,20 +83,26 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
             _execute_lone(*following.pop(), clock=clock, following=following)
     finally:
         if following:  # admitted and not begun here: to the broker (else governance resends them as lost)
-            hand_off(following)
+            hand_off([(pk, token) for pk, token, _ in following])
     return outcome
 
 
-def _execute_lone(run_id: int, token: str, *, clock: Callable[[], datetime], following: list[tuple[int, str]]) -> str:
-    if not connection.in_atomic_block:
+def _execute_lone(run_id: int, token: str, admitted: Run | None = None, *, clock: Callable[[], datetime],
+                  following: list[tuple[int, str, Run]]) -> str:
+    """One run; `admitted`: the run as this worker admitted it (catchup.py), with its schedule, so not read again."""
+    if not connection.in_atomic_block and admitted is None:
         # a worker starts each task with a healthy connection; inside a caller's
         # transaction (tests, the benchmark) the connection is not ours to close
         close_old_connections()
-    now = clock()
+    now, me = clock(), worker_name()
     with lineage_atomic():  # the claim and its START in one transaction (no transaction at all with lineage off)
-        if not _claim(run_id, token, now=now, worker=worker_name()):
+        if not _claim(run_id, token, now=now, worker=me):
             return "stale"  # cancelled, re-dispatched or already taken by another delivery
-        run = Run.objects.select_related("schedule").get(pk=run_id)
+        if admitted is None:
+            run = Run.objects.select_related("schedule").get(pk=run_id)
+        else:
+            run = admitted
+            run.started_at, run.heartbeat_at, run.worker_id = now, now, me
         lineage_run_began(run=run, now=now)
     backfill_on_run_started(run)
     transaction.on_commit(lambda: signals.run_started.send(sender=Run, run=run))
@@ -106,18 +112,28 @@ def _execute_lone(run_id: int, token: str, *, clock: Callable[[], datetime], fol
         run_start_notes(logs, run, now=now)
         try:
             return _execute_claimed(run, token, now=now, clock=clock, logs=logs,
-                                    settle=lambda ending: _settle_and_follow(ending, following, clock))
+                                    settle=lambda ending: _settle_and_follow(ending, following, clock, logs))
         finally:
             pump.unregister(run_id)
 
 
-def _settle_and_follow(ending: Ending | None, following: list[tuple[int, str]], clock: Callable[[], datetime]) -> str:
-    outcome = _settle(ending)
+def _settle_and_follow(ending: Ending | None, following: list[tuple[int, str, Run]], clock: Callable[[], datetime],
+                       logs) -> str:
+    """A lone run's end, its log and, after a capped or backfill window's success, the next window's admission, in
+    one transaction: one commit where there were three, and the next window is never seen queued by the dispatch
+    loop (which would send it to the broker and another worker)."""
     # inside a caller's transaction (tests, in-process benchmarks) nothing is admitted: the caller drives
-    catching_up = ending is not None and (ending.run.backfill_id is not None
-                                          or (ending.loaded is not None and ending.loaded.capped))
-    if outcome == S.SUCCEEDED and catching_up and settings.ETL_CATCHUP_ON_WORKER and not connection.in_atomic_block:
-        following.extend(catchup_admit_next(run=ending.run, holder=worker_name(), now=clock()))
+    catching_up = ending is not None and ending.status == S.SUCCEEDED and (
+        ending.run.backfill_id is not None or (ending.loaded is not None and ending.loaded.capped)) and (
+        settings.ETL_CATCHUP_ON_WORKER and not connection.in_atomic_block)
+    kept: list[tuple[int, str, Run]] = []
+    with transaction.atomic():
+        outcome = _settle(ending)
+        if outcome not in ("fenced", "discarded"):
+            logs.finish_from(ending.run)  # the end as written: no read of it
+            if outcome == S.SUCCEEDED and catching_up:
+                kept = catchup_admit_next(run=ending.run, holder=worker_name(), now=clock())
+    following.extend(kept)  # filled as the transaction committed
     return outcome
 
 
