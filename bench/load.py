@@ -228,7 +228,13 @@ def _runs_facts(runs: list) -> dict:
     return {"seconds": (last - first).total_seconds(), "runs": len(runs),
             "rows_per_run": round(sum(r.rows_loaded or 0 for r in runs) / len(runs)),
             "run_seconds_total": sum(busy), "run_seconds_median": sorted(busy)[len(busy) // 2],
-            "gap_seconds_total": sum(gaps), "gap_seconds_median": sorted(gaps)[len(gaps) // 2] if gaps else 0.0}
+            "run_seconds_max": max(busy),
+            "gap_seconds_total": sum(gaps), "gap_seconds_median": sorted(gaps)[len(gaps) // 2] if gaps else 0.0,
+            "gap_seconds_max": max(gaps, default=0.0),
+            # before the first run began: the dispatch loop's tick and the broker
+            "first_wait_seconds": (ordered[0].started_at - first).total_seconds(),
+            # windows begun by another worker than the one before (each came through the broker)
+            "worker_changes": sum(a.worker_id != b.worker_id for a, b in zip(ordered, ordered[1:]))}
 
 
 def path_incremental(target_id: str, name: str, low: datetime, high: datetime, days: float) -> dict:

@@ -83,16 +83,20 @@ def copy_upsert(cur: Any, *, table: str, names: str, key: list[str], conflict: s
     upsert_staged(cur, table=table, names=names, key=key, conflict=conflict, unique=unique)
 
 
-def stage_like(cur: Any, *, table: str, names: str, key: list[str], settings: str = "") -> tuple[dict[str, int], bool]:
+def stage_like(cur: Any, *, table: str, names: str, key: list[str], before: str = "") -> tuple[dict[str, int], bool]:
     """A temporary staging table (dropped at commit) with `table`'s types for the columns `names`: ({column: type
-    oid} of the staging table, whether `key` is exactly the columns of a unique index ON CONFLICT can use). Call
-    inside the load's transaction; `settings` are more `SET LOCAL ...;` to send in the same round trip."""
+    oid} of the staging table, whether `key` is exactly the columns of a unique index ON CONFLICT can use).
+
+    Call inside the load's transaction; `before` is more SQL to send first, in the same round trip (one round trip
+    in all, as a plain text query: `table` and `key` are checked identifiers, safe to write as literals).
+    """
     # the target's own types for just these columns, and no constraint: COPY parses each value as the target would
-    cur.execute(f"SET LOCAL TIME ZONE 'UTC'; {settings}DROP TABLE IF EXISTS pg_temp.{STAGE}; "
-                f"CREATE TEMPORARY TABLE {STAGE} ON COMMIT DROP AS SELECT {names} FROM {table} WITH NO DATA")
-    cur.execute(f"SELECT attname, atttypid::int, ({UNIQUE_KEY}) FROM pg_attribute WHERE attrelid = %s::regclass"
-                " AND attnum > 0 AND NOT attisdropped ORDER BY attnum", [table, sorted(key), f"pg_temp.{STAGE}"])
-    found = cur.fetchall()
+    keys = ", ".join(f"'{k}'" for k in sorted(key))
+    cur.execute(f"{before}SET LOCAL TIME ZONE 'UTC'; DROP TABLE IF EXISTS pg_temp.{STAGE}; "
+                f"CREATE TEMPORARY TABLE {STAGE} ON COMMIT DROP AS SELECT {names} FROM {table} WITH NO DATA; "
+                f"SELECT attname, atttypid::int, ({UNIQUE_KEY.format(table=table, keys=keys)}) FROM pg_attribute"
+                f" WHERE attrelid = 'pg_temp.{STAGE}'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum")
+    found = last_result(cur).fetchall()
     types = {name: oid for name, oid, _ in found}
     # but an instant stays an instant: a timestamp column is staged as timestamptz, so a datetime's offset counts
     # and the server converts it to UTC wall time on the upsert (what binding a UTC datetime did)
@@ -106,14 +110,23 @@ def stage_like(cur: Any, *, table: str, names: str, key: list[str], settings: st
 
 TIMESTAMP, TIMESTAMPTZ = 1114, 1184  # type oids, the same in every PostgreSQL database
 # a valid, immediate, unique index of the target on exactly the key's columns: what ON CONFLICT (key) arbitrates on
-UNIQUE_KEY = ("SELECT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = %s::regclass AND i.indisunique"
+UNIQUE_KEY = ("SELECT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = '{table}'::regclass AND i.indisunique"
               " AND i.indimmediate AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL"
               " AND (SELECT array_agg(a.attname::text ORDER BY a.attname::text) FROM pg_attribute a"
-              "      WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)) = %s::text[])")
+              "      WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)) = ARRAY[{keys}]::text[])")
 
 
-def upsert_staged(cur: Any, *, table: str, names: str, key: list[str], conflict: str, unique: bool) -> None:
-    """The staged rows into `table`, as `INSERT ... ON CONFLICT (key) DO UPDATE` leaves them.
+def last_result(cur: Any) -> Any:
+    """`cur` moved to the first result with rows of its last query (several statements in one string)."""
+    while cur.description is None and cur.nextset():
+        pass
+    return cur
+
+
+def upsert_staged(cur: Any, *, table: str, names: str, key: list[str], conflict: str, unique: bool,
+                  then: str = "") -> None:
+    """The staged rows into `table`, as `INSERT ... ON CONFLICT (key) DO UPDATE` leaves them; `then`: more SQL to
+    send after, in the last round trip.
 
     When the key has its unique index (`unique`), a plain INSERT is tried first, in a savepoint: it costs half the
     upsert (no speculative insertion per row), and if it succeeds no row met another, so the upsert would have
@@ -122,23 +135,20 @@ def upsert_staged(cur: Any, *, table: str, names: str, key: list[str], conflict:
     `last_per_key`) leave it: ON CONFLICT refuses to change a row twice in one statement.
     """
     insert = f"INSERT INTO {table} ({names}) SELECT {names} FROM {STAGE}"
-    cur.execute("SAVEPOINT etl_load")
-    if unique and _fails(cur, insert, UNIQUE_VIOLATION) is None:
-        cur.execute("RELEASE SAVEPOINT etl_load")
-        return
-    if _fails(cur, f"{insert} {conflict}", CARDINALITY_VIOLATION) is not None:
-        keys = ", ".join(f'"{k}"' for k in key)
-        # COPY appends to the new staging table in the order given, so the largest ctid of a key is its last row
-        cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM (SELECT DISTINCT ON ({keys}) * FROM {STAGE}"
-                    f" ORDER BY {keys}, ctid DESC) AS etl_last {conflict}")
-    cur.execute("RELEASE SAVEPOINT etl_load")
+    if not unique or _fails(cur, f"SAVEPOINT etl_load; {insert}", UNIQUE_VIOLATION):
+        if _fails(cur, f"{'' if unique else 'SAVEPOINT etl_load; '}{insert} {conflict}", CARDINALITY_VIOLATION):
+            keys = ", ".join(f'"{k}"' for k in key)
+            # COPY appends to the new staging table in the order given, so the largest ctid of a key is its last row
+            cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM (SELECT DISTINCT ON ({keys}) * FROM"
+                        f" {STAGE} ORDER BY {keys}, ctid DESC) AS etl_last {conflict}")
+    cur.execute(f"RELEASE SAVEPOINT etl_load{'; ' + then if then else ''}")
 
 
 UNIQUE_VIOLATION, CARDINALITY_VIOLATION = "23505", "21000"  # SQLSTATEs
 
 
-def _fails(cur: Any, sql: str, sqlstate: str) -> Exception | None:
-    """Run `sql`; the error when it fails with `sqlstate` (rolled back to the savepoint etl_load), else None."""
+def _fails(cur: Any, sql: str, sqlstate: str) -> bool:
+    """Run `sql` (after the savepoint etl_load); True when it failed with `sqlstate`, rolled back to the savepoint."""
     try:
         cur.execute(sql)
     except Exception as exc:
@@ -146,8 +156,8 @@ def _fails(cur: Any, sql: str, sqlstate: str) -> Exception | None:
         if (getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)) != sqlstate:
             raise
         cur.execute("ROLLBACK TO SAVEPOINT etl_load")
-        return exc
-    return None
+        return True
+    return False
 
 
 def executemany_upsert(cur: Any, *, sql: str, tuples: list[tuple]) -> None:

@@ -30,13 +30,16 @@ import psycopg
 
 from scheduler.core import stop
 
-from .sql_load import STAGE, TIMESTAMP, TIMESTAMPTZ, stage_like, upsert_staged
+from .sql_load import STAGE, TIMESTAMP, TIMESTAMPTZ, last_result, stage_like, upsert_staged
 from .values import IDENTIFIER
 
-STOP_EVERY = 1000  # blocks (rows, as the server sends COPY's text) between two stop checks
+WRITE_EVERY = 128  # blocks (rows, as the server sends COPY's text) in one write to the sink
+STOP_EVERY = 1024  # blocks between two stop checks
 SESSION = ("SET client_encoding = 'UTF8'; SET DateStyle = ISO; SET IntervalStyle = postgres; "
            "SET extra_float_digits = 3; SET TIME ZONE 'UTC'")
-LOCAL = "SET LOCAL client_encoding = 'UTF8'; SET LOCAL DateStyle = ISO; SET LOCAL IntervalStyle = postgres; "
+# the sink's session reads that text the same way whatever its DateStyle (ISO dates are never ambiguous); it is
+# left alone there, so psycopg reads the largest mark back as the session told it to
+LOCAL = "SET LOCAL client_encoding = 'UTF8'; SET LOCAL IntervalStyle = postgres; "
 INTEGERS = {21, 23, 20}  # int2, int4, int8: a value is exact in any of them it fits
 # a watermark column's largest value read back from staging, cast to the source's type, is the source's own largest
 MARK_TYPES = {21: "int2", 23: "int4", 20: "int8", 1082: "date", TIMESTAMP: "timestamp", TIMESTAMPTZ: "timestamptz"}
@@ -55,21 +58,22 @@ class Unstreamable(Exception):
 
 
 def source_columns(src: Any, query: str, binds: Any) -> list[tuple[str, int]]:
-    """(name, type oid) of each column of `query` (one round trip, no row read); pins the session's text."""
+    """(name, type oid) of each column of `query` (no row read), in the round trip that pins the session's text."""
     try:
-        src.execute(SESSION)
-        cur = src.execute(f"SELECT * FROM ({query}) AS etl_probe LIMIT 0", binds)
+        # values bound by psycopg on the client, as COPY's own are: the settings and the probe in one text query
+        cur = psycopg.ClientCursor(src)
+        cur.execute(f"{SESSION}; SELECT * FROM ({query}) AS etl_probe LIMIT 0", binds)
+        return [(d.name, d.type_code) for d in last_result(cur).description]
     except psycopg.Error as exc:
         raise Unstreamable(f"the source's query cannot be described: {exc}") from exc
-    return [(d.name, d.type_code) for d in cur.description]
 
 
 def stream_upsert(src: Any, dst: Any, *, query: str, binds: Any, table: str, key: list[str],
                   columns: list[str] | None, watermark_column: str | None, conflict: Callable[[list[str]], str],
                   pipe: Callable[[Any, Any], None]) -> tuple[int, Any]:
-    """Stream `query` (on connection `src`) into `table` (quoted, on connection `dst`): (rows, largest value of
-    `watermark_column` among them, or None). Raises Unstreamable before anything moved, SourceFailed or
-    SinkFailed after; `pipe(out, into)` moves the blocks."""
+    """Stream `query` (on connection `src`) into `table` (quoted, on connection `dst`, in autocommit mode): (rows,
+    largest value of `watermark_column` among them, or None). Raises Unstreamable before anything moved,
+    SourceFailed or SinkFailed after; `pipe(out, into)` moves the blocks."""
     query = query.rstrip().rstrip(";")
     described = source_columns(src, query, binds)
     names = [name for name, _ in described]
@@ -80,28 +84,35 @@ def stream_upsert(src: Any, dst: Any, *, query: str, binds: Any, table: str, key
     if any(k not in names for k in key):
         raise Unstreamable("a key column is not among the source's")
     quoted = ", ".join(f'"{name}"' for name in names)
+    cur = dst.cursor()
     try:
-        with dst.transaction():
-            cur = dst.cursor()
+        # the transaction begins in the staging table's round trip, and ends in the upsert's last one
+        try:
+            staged, unique = stage_like(cur, table=table, names=quoted, key=key, before=f"BEGIN; {LOCAL}")
+        except psycopg.Error as exc:
+            raise Unstreamable(f"no staging table like {table}: {exc}") from exc
+        mark = _mark_type(described, staged, watermark_column)
+        rows = _copy(src, cur, query=query, binds=binds, names=quoted, pipe=pipe)
+        largest = f'SELECT max("{watermark_column}")::{mark} FROM {STAGE}; ' if rows and mark else ""
+        try:
+            if rows:  # the staging table goes at commit (ON COMMIT DROP)
+                upsert_staged(cur, table=table, names=quoted, key=key, conflict=conflict(columns or names),
+                              unique=unique, then=f"{largest}COMMIT")
+            else:
+                cur.execute("COMMIT")
+            return rows, last_result(cur).fetchone()[0] if largest else None
+        except psycopg.Error as exc:
+            raise SinkFailed() from exc
+    except BaseException:
+        if dst.info.transaction_status != IDLE:
             try:
-                staged, unique = stage_like(cur, table=table, names=quoted, key=key, settings=LOCAL)
-            except psycopg.Error as exc:
-                raise Unstreamable(f"no staging table like {table}: {exc}") from exc
-            mark = _mark_type(described, staged, watermark_column)
-            rows = _copy(src, cur, query=query, binds=binds, names=quoted, pipe=pipe)
-            try:
-                largest = None
-                if rows and mark is not None:
-                    cur.execute(f'SELECT max("{watermark_column}")::{mark} FROM {STAGE}')
-                    (largest,) = cur.fetchone()
-                if rows:  # the staging table goes at commit (ON COMMIT DROP)
-                    upsert_staged(cur, table=table, names=quoted, key=key, conflict=conflict(columns or names),
-                                  unique=unique)
-            except psycopg.Error as exc:
-                raise SinkFailed() from exc
-    except psycopg.Error as exc:  # the commit itself
-        raise SinkFailed() from exc
-    return rows, largest
+                dst.execute("ROLLBACK")
+            except psycopg.Error:  # a connection that cannot roll back is not kept (sql_pool.give_back)
+                pass
+        raise
+
+
+IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 
 
 def _mark_type(described: list[tuple[str, int]], staged: dict[str, int], column: str | None) -> str | None:
@@ -132,13 +143,14 @@ def _copy(src: Any, cur: Any, *, query: str, binds: Any, names: str, pipe: Calla
 
 
 def pipe_blocks(out: Any, into: Any) -> None:
-    """The source's COPY blocks into the sink's, STOP_EVERY at a time (one write each: a write costs more than a
-    block); a stop checked between."""
+    """The source's COPY blocks into the sink's, WRITE_EVERY at a time (a write costs more than a block; much
+    larger writes keep the sink's server waiting), a stop checked every STOP_EVERY."""
     write, held = into.write, []
-    for block in out:
+    for count, block in enumerate(out, start=1):
         held.append(block)
-        if len(held) == STOP_EVERY:
-            stop.check()  # a stopped run's transaction rolls back: none of its rows count
+        if count % WRITE_EVERY == 0:
+            if count % STOP_EVERY == 0:
+                stop.check()  # a stopped run's transaction rolls back: none of its rows count
             _write(write, held)
             held = []
     stop.check()

@@ -20,7 +20,7 @@ from django.db import transaction
 
 from scheduler.models import Run
 from scheduler.services.backfills import backfill_pump
-from scheduler.services.dispatch import admit_runs, hand_off
+from scheduler.services.dispatch import admit_runs, admit_slice, hand_off
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,10 @@ def catchup_admit_next(*, run: Run, holder: str, now: datetime) -> list[tuple[in
 
     try:
         with transaction.atomic():  # a savepoint: a failed admission must not undo the end it follows
+            queued = getattr(run, "catchup_slice", None)  # the live slice its end queued (watermarks.py)
+            handed = admit_slice(run=queued, now=now, holder=holder) if queued is not None else None
+            if handed is not None:
+                return [(*handed, queued)]
             if run.backfill_id is not None:
                 backfill_pump(now=now)  # its next pending window queued, as the dispatch loop's tick would
             admit_runs(now=now, holder=holder, send=send,

@@ -74,36 +74,42 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
     """
     began = time.monotonic()
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
-    following: list[tuple[int, str, Run]] = []
-    outcome = _execute_lone(run_id, token, clock=clock, following=following)
+    following: list[Following] = []
+    in_budget = lambda: time.monotonic() - began <= budget  # noqa: E731
+    outcome = _execute_lone(run_id, token, clock=clock, following=following, in_budget=in_budget)
     try:
-        while following:
-            if time.monotonic() - began > budget:
-                break
-            _execute_lone(*following.pop(), clock=clock, following=following)
+        # a window begun already (claimed with the end before it) runs whatever the time
+        while following and (following[-1][3] is not None or in_budget()):
+            _execute_lone(*following.pop(), clock=clock, following=following, in_budget=in_budget)
     finally:
-        if following:  # admitted and not begun here: to the broker (else governance resends them as lost)
-            hand_off([(pk, token) for pk, token, _ in following])
+        # admitted and not begun here: to the broker (else governance resends them as lost); one begun already
+        # (only if this worker failed in between) is governance's, as a lost run
+        unclaimed = [(pk, token) for pk, token, _, begun in following if begun is None]
+        if unclaimed:
+            hand_off(unclaimed)
     return outcome
 
 
-def _execute_lone(run_id: int, token: str, admitted: Run | None = None, *, clock: Callable[[], datetime],
-                  following: list[tuple[int, str, Run]]) -> str:
-    """One run; `admitted`: the run as this worker admitted it (catchup.py), with its schedule, so not read again."""
+# the next window a worker runs after the last: (run id, token, the run as admitted, when it was claimed or None)
+Following = tuple[int, str, Run, "datetime | None"]
+
+
+def _execute_lone(run_id: int, token: str, admitted: Run | None = None, begun: datetime | None = None, *,
+                  clock: Callable[[], datetime], following: list[Following], in_budget: Callable[[], bool]) -> str:
+    """One run; `admitted`: the run as this worker admitted it (catchup.py), with its schedule, so not read again;
+    `begun`: when it was claimed, with the end of the window before it."""
     if not connection.in_atomic_block and admitted is None:
         # a worker starts each task with a healthy connection; inside a caller's
         # transaction (tests, the benchmark) the connection is not ours to close
         close_old_connections()
-    now, me = clock(), worker_name()
-    with lineage_atomic():  # the claim and its START in one transaction (no transaction at all with lineage off)
-        if not _claim(run_id, token, now=now, worker=me):
-            return "stale"  # cancelled, re-dispatched or already taken by another delivery
-        if admitted is None:
-            run = Run.objects.select_related("schedule").get(pk=run_id)
-        else:
-            run = admitted
-            run.started_at, run.heartbeat_at, run.worker_id = now, now, me
-        lineage_run_began(run=run, now=now)
+    if begun is not None and admitted is not None:
+        run, now = admitted, begun
+    else:
+        now = clock()
+        with lineage_atomic():  # the claim and its START in one transaction (none at all with lineage off)
+            run = _begin(run_id, token, admitted, now=now)
+            if run is None:
+                return "stale"  # cancelled, re-dispatched or already taken by another delivery
     backfill_on_run_started(run)
     transaction.on_commit(lambda: signals.run_started.send(sender=Run, run=run))
     pump = HeartbeatPump.get()
@@ -111,29 +117,50 @@ def _execute_lone(run_id: int, token: str, admitted: Run | None = None, *, clock
     with run_log_capture(run, clock=clock) as logs:
         run_start_notes(logs, run, now=now)
         try:
-            return _execute_claimed(run, token, now=now, clock=clock, logs=logs,
-                                    settle=lambda ending: _settle_and_follow(ending, following, clock, logs))
+            return _execute_claimed(run, token, now=now, clock=clock, logs=logs, settle=lambda ending: (
+                _settle_and_follow(ending, following, clock, logs, in_budget)))
         finally:
             pump.unregister(run_id)
 
 
-def _settle_and_follow(ending: Ending | None, following: list[tuple[int, str, Run]], clock: Callable[[], datetime],
-                       logs) -> str:
+def _begin(run_id: int, token: str, admitted: Run | None, *, now: datetime) -> Run | None:
+    """Claim the run for this worker and record its START (lineage); the run, or None when it is not ours (stale)."""
+    me = worker_name()
+    if not _claim(run_id, token, now=now, worker=me):
+        return None
+    if admitted is None:
+        run = Run.objects.select_related("schedule").get(pk=run_id)
+    else:
+        run = admitted
+        run.started_at, run.heartbeat_at, run.worker_id = now, now, me
+    lineage_run_began(run=run, now=now)
+    return run
+
+
+def _settle_and_follow(ending: Ending | None, following: list[Following], clock: Callable[[], datetime], logs,
+                       in_budget: Callable[[], bool]) -> str:
     """A lone run's end, its log and, after a capped or backfill window's success, the next window's admission, in
     one transaction: one commit where there were three, and the next window is never seen queued by the dispatch
-    loop (which would send it to the broker and another worker)."""
+    loop (which would send it to the broker and another worker). A next live window handed over at once
+    (dispatch.admit_slice) is claimed in it too, while the message is inside its budget."""
     # inside a caller's transaction (tests, in-process benchmarks) nothing is admitted: the caller drives
     catching_up = ending is not None and ending.status == S.SUCCEEDED and (
         ending.run.backfill_id is not None or (ending.loaded is not None and ending.loaded.capped)) and (
         settings.ETL_CATCHUP_ON_WORKER and not connection.in_atomic_block)
     kept: list[tuple[int, str, Run]] = []
+    begun: datetime | None = None
     with transaction.atomic():
         outcome = _settle(ending)
         if outcome not in ("fenced", "discarded"):
             logs.finish_from(ending.run)  # the end as written: no read of it
             if outcome == S.SUCCEEDED and catching_up:
                 kept = catchup_admit_next(run=ending.run, holder=worker_name(), now=clock())
-    following.extend(kept)  # filled as the transaction committed
+                if kept and in_budget():  # handed over already, not when this commits: begun here as well
+                    pk, token, nxt = kept[0]
+                    begun = clock()
+                    if _begin(pk, token, nxt, now=begun) is None:
+                        begun = None
+    following.extend((pk, token, nxt, begun) for pk, token, nxt in kept)  # filled as the transaction committed
     return outcome
 
 

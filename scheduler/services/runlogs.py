@@ -57,7 +57,8 @@ class RunLogCapture(logging.Handler):
 
     # -- collecting --------------------------------------------------------
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread == self.thread and super().filter(record)
+        # what this module says about storing a log is not a line of that log
+        return record.thread == self.thread and record.name != __name__ and super().filter(record)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

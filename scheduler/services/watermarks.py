@@ -181,9 +181,11 @@ def watermark_advance_on_success(run: Run, loaded: Loaded, *, now: datetime) -> 
         run.watermark_after = encode_value(new_value)
         Run.objects.filter(pk=run.pk).update(watermark_after=run.watermark_after)
     if loaded.capped and loaded.window is not None:
-        run_enqueue(schedule=run.schedule, trigger_kind=run.trigger_kind,
-                    trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(loaded.window.high)}",
-                    params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
+        # kept on the run for the worker that may run the slice next (catchup.py)
+        run.catchup_slice = run_enqueue(
+            schedule=run.schedule, trigger_kind=run.trigger_kind,
+            trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(loaded.window.high)}",
+            params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
 
 
 def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, now: datetime | None = None,
