@@ -9,8 +9,9 @@ every STOP_EVERY blocks). No row becomes a Python object on the way (issue
 25: the load benchmark, docs/benchmarks.md).
 
 The values go as PostgreSQL's own text, which the target parses as it parses
-what the row path sends; both sessions are pinned to one way of writing it
-(UTF8, ISO dates, UTC, every float digit), whatever the servers' defaults.
+what the row path sends: the source's session is pinned to one way of writing
+it (UTF8, ISO dates, UTC, every float digit), whatever the server's defaults,
+and the sink's reads it in UTF8 and UTC (an ISO date is never ambiguous).
 
 It gives the rows, the count and the largest watermark value the row path
 would. Before a single row moves it can still say no (None): the rows then go
@@ -23,10 +24,9 @@ source's own (a column staged as another kind of value).
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
-
-import psycopg
 
 from scheduler.core import stop
 
@@ -45,6 +45,11 @@ INTEGERS = {21, 23, 20}  # int2, int4, int8: a value is exact in any of them it 
 MARK_TYPES = {21: "int2", 23: "int4", 20: "int8", 1082: "date", TIMESTAMP: "timestamp", TIMESTAMPTZ: "timestamptz"}
 
 
+def _pg() -> Any:
+    """psycopg, imported by sql.connect before a connection comes here (sql.py imports it only when needed)."""
+    return sys.modules["psycopg"]
+
+
 class SourceFailed(Exception):
     """The source's side of the stream failed (`__cause__`): an extract error."""
 
@@ -61,10 +66,10 @@ def source_columns(src: Any, query: str, binds: Any) -> list[tuple[str, int]]:
     """(name, type oid) of each column of `query` (no row read), in the round trip that pins the session's text."""
     try:
         # values bound by psycopg on the client, as COPY's own are: the settings and the probe in one text query
-        cur = psycopg.ClientCursor(src)
+        cur = _pg().ClientCursor(src)
         cur.execute(f"{SESSION}; SELECT * FROM ({query}) AS etl_probe LIMIT 0", binds)
         return [(d.name, d.type_code) for d in last_result(cur).description]
-    except psycopg.Error as exc:
+    except _pg().Error as exc:
         raise Unstreamable(f"the source's query cannot be described: {exc}") from exc
 
 
@@ -89,7 +94,7 @@ def stream_upsert(src: Any, dst: Any, *, query: str, binds: Any, table: str, key
         # the transaction begins in the staging table's round trip, and ends in the upsert's last one
         try:
             staged, unique = stage_like(cur, table=table, names=quoted, key=key, before=f"BEGIN; {LOCAL}")
-        except psycopg.Error as exc:
+        except _pg().Error as exc:
             raise Unstreamable(f"no staging table like {table}: {exc}") from exc
         mark = _mark_type(described, staged, watermark_column)
         rows = _copy(src, cur, query=query, binds=binds, names=quoted, pipe=pipe)
@@ -101,13 +106,13 @@ def stream_upsert(src: Any, dst: Any, *, query: str, binds: Any, table: str, key
             else:
                 cur.execute("COMMIT")
             return rows, last_result(cur).fetchone()[0] if largest else None
-        except psycopg.Error as exc:
+        except _pg().Error as exc:
             raise SinkFailed() from exc
     except BaseException:
         if dst.info.transaction_status != IDLE:
             try:
                 dst.execute("ROLLBACK")
-            except psycopg.Error:  # a connection that cannot roll back is not kept (sql_pool.give_back)
+            except _pg().Error:  # a connection that cannot roll back is not kept (sql_pool.give_back)
                 pass
         raise
 
@@ -137,7 +142,7 @@ def _copy(src: Any, cur: Any, *, query: str, binds: Any, names: str, pipe: Calla
             with src.cursor().copy(f"COPY ({query}) TO STDOUT", binds) as out:
                 pipe(out, into)  # raises SinkFailed itself when a write fails
             side = SinkFailed  # the end of the COPY into the staging table: where the target's types reject a value
-    except psycopg.Error as exc:
+    except _pg().Error as exc:
         raise side() from exc
     return cur.rowcount
 
@@ -161,5 +166,5 @@ def pipe_blocks(out: Any, into: Any) -> None:
 def _write(write: Callable[[bytes], None], blocks: list) -> None:
     try:
         write(b"".join(blocks))
-    except psycopg.Error as exc:
+    except _pg().Error as exc:
         raise SinkFailed() from exc

@@ -5,11 +5,13 @@ its success (finish.py); a backfill has its next window pending. Left to the
 dispatch loop and the broker, the source would idle a tick and a broker poll
 between windows (issue 25, the load benchmark: 0.12 s to 0.19 s a window, a
 fifth to a third of a year's catch-up). Instead the worker does what the loop's
-tick would: pumps the backfill, then asks the gate, the same `admit_runs`
-(class limits, rate limits, breakers, serial schedules all hold), and keeps the
-window of its own schedule (and backfill) to run next; whatever else the gate
-admitted goes to the broker as usual. An admitted run this worker never begins
-(it died) is a lost message to governance, like any other.
+tick would, in the transaction of the window's end (execution.py): pumps the
+backfill, then asks the gate, the same `admit_runs` (class limits, rate limits,
+breakers, serial schedules all hold), and keeps the window of its own schedule
+(and backfill) to run next; whatever else the gate admitted goes to the broker
+as usual. A live slice with nothing that could make the gate say otherwise is
+admitted by one read (`dispatch.admit_slice`). An admitted run this worker
+never begins (it died) is a lost message to governance, like any other.
 """
 from __future__ import annotations
 
