@@ -147,20 +147,22 @@ def _settle_and_follow(ending: Ending | None, following: list[Following], clock:
     catching_up = ending is not None and ending.status == S.SUCCEEDED and (
         ending.run.backfill_id is not None or (ending.loaded is not None and ending.loaded.capped)) and (
         settings.ETL_CATCHUP_ON_WORKER and not connection.in_atomic_block)
-    kept: list[tuple[int, str, Run]] = []
+    kept: list[tuple[int, str, Run]] = []  # filled as the end's transaction commits (or at once: a hand-over)
     begun: datetime | None = None
-    with transaction.atomic():
-        outcome = _settle(ending)
-        if outcome not in ("fenced", "discarded"):
-            logs.finish_from(ending.run)  # the end as written: no read of it
-            if outcome == S.SUCCEEDED and catching_up:
-                kept = catchup_admit_next(run=ending.run, holder=worker_name(), now=clock())
-                if kept and in_budget():  # handed over already, not when this commits: begun here as well
-                    pk, token, nxt = kept[0]
-                    begun = clock()
-                    if _begin(pk, token, nxt, now=begun) is None:
-                        begun = None
-    following.extend((pk, token, nxt, begun) for pk, token, nxt in kept)  # filled as the transaction committed
+
+    def with_the_end() -> None:  # in the end's transaction, once it is written (finish.run_finish's `then`)
+        nonlocal kept, begun
+        logs.finish_from(ending.run)  # the end as written: no read of it
+        if ending.run.status == S.SUCCEEDED and catching_up:
+            kept = catchup_admit_next(run=ending.run, holder=worker_name(), now=clock())
+            if kept and in_budget():  # handed over already, not when this commits: begun here as well
+                pk, token, nxt = kept[0]
+                begun = clock()
+                if _begin(pk, token, nxt, now=begun) is None:
+                    begun = None
+
+    outcome = _settle(ending, then=with_the_end)
+    following.extend((pk, token, nxt, begun) for pk, token, nxt in kept)
     return outcome
 
 
@@ -499,13 +501,14 @@ def _report(run: Run, token: str, *, new: str, clock, settle, reason: str = "", 
                          stopped=stopped, retryable=retryable))
 
 
-def _settle(ending: Ending | None) -> str:
-    """A lone run's end, written at once (None: a fenced run, whose end is governance's to write)."""
+def _settle(ending: Ending | None, then: Callable[[], None] | None = None) -> str:
+    """A lone run's end, written at once (None: a fenced run, whose end is governance's to write); `then` in its
+    transaction once it is written."""
     if ending is None:
         return "fenced"
     e = ending
     if not run_finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token, fields=e.fields,
-                      loaded=e.loaded, stopped=e.stopped, retryable=e.retryable):
+                      loaded=e.loaded, stopped=e.stopped, retryable=e.retryable, then=then):
         log.info("run %s was changed by someone else (cancelled or lost); result discarded", e.run.pk)
         return "discarded"
     return e.run.status

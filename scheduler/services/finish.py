@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from django.db import transaction
 from django.db.models import Q
@@ -71,20 +71,23 @@ class Ending:
 def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
                fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None,
                loaded: Loaded | None = None, actor: Any = None, audit_action: str = "", stopped: bool = False,
-               retryable: bool = False) -> bool:
+               retryable: bool = False, then: Callable[[], Any] | None = None) -> bool:
     """Make `run` final with `status`; False when someone else changed it first.
 
     `token` (a worker's dispatch token) is part of the compare-and-set, so a
     worker whose run was cancelled or re-queued meanwhile changes nothing.
     A worker's own verdict (SUCCEEDED, FAILED) also needs the run not to have
     been asked to stop: if it was, the stop's outcome is written instead
-    (nothing the code did after the request counts). `actor` + `audit_action`
-    write an audit entry in the same transaction.
+    (nothing the code did after the request counts). `actor` + `audit_action` write an audit entry in the same
+    transaction; `then()` adds its caller's part to a written end there (a worker's: the log, the next window).
     """
     with transaction.atomic():
-        return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
+        done = _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
                        blocked_by=blocked_by, loaded=loaded, actor=actor, audit_action=audit_action,
                        stopped=stopped, retryable=retryable)
+        if done and then is not None:
+            then()
+        return done
 
 
 def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
@@ -492,7 +495,5 @@ def _after_final(run: Run, *, now: datetime, children: dict[int, list[int]] | No
     propagate(run, now=now, children=children)
 
 
-__all__ = [
-    "Ending", "run_cancel", "run_finish", "run_lost", "run_stop_request", "run_stop_settled", "runs_finish",
-    "runs_lost", "stop_outcome",
-]
+__all__ = ["Ending", "run_cancel", "run_finish", "run_lost", "run_stop_request", "run_stop_settled", "runs_finish",
+           "runs_lost", "stop_outcome"]
