@@ -34,7 +34,8 @@ figure on a shared machine. `uptime` before and after is stored with them.
     bench/load.py                         every path, results in bench/results/load-latest.json
     bench/load.py --window-days 1         daily windows (365+)
     bench/load.py --paths dblink,copy     some paths only
-    bench/load.py --profile               pyinstrument profile of one window's pipeline, in process
+    bench/load.py --profile               pyinstrument profiles, in process: one window's pipeline, and ten windows
+                                          through the worker's run path with the statements each window sends
 """
 from __future__ import annotations
 

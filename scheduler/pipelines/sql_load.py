@@ -135,12 +135,13 @@ def upsert_staged(cur: Any, *, table: str, names: str, key: list[str], conflict:
     `last_per_key`) leave it: ON CONFLICT refuses to change a row twice in one statement.
     """
     insert = f"INSERT INTO {table} ({names}) SELECT {names} FROM {STAGE}"
-    if not unique or _fails(cur, f"SAVEPOINT etl_load; {insert}", UNIQUE_VIOLATION):
-        if _fails(cur, f"{'' if unique else 'SAVEPOINT etl_load; '}{insert} {conflict}", CARDINALITY_VIOLATION):
-            keys = ", ".join(f'"{k}"' for k in key)
-            # COPY appends to the new staging table in the order given, so the largest ctid of a key is its last row
-            cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM (SELECT DISTINCT ON ({keys}) * FROM"
-                        f" {STAGE} ORDER BY {keys}, ctid DESC) AS etl_last {conflict}")
+    inserted = unique and not _fails(cur, f"SAVEPOINT etl_load; {insert}", UNIQUE_VIOLATION)
+    upsert = f"{'' if unique else 'SAVEPOINT etl_load; '}{insert} {conflict}"
+    if not inserted and _fails(cur, upsert, CARDINALITY_VIOLATION):
+        keys = ", ".join(f'"{k}"' for k in key)
+        # COPY appends to the new staging table in the order given, so the largest ctid of a key is its last row
+        cur.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM (SELECT DISTINCT ON ({keys}) * FROM"
+                    f" {STAGE} ORDER BY {keys}, ctid DESC) AS etl_last {conflict}")
     cur.execute(f"RELEASE SAVEPOINT etl_load{'; ' + then if then else ''}")
 
 

@@ -30,7 +30,7 @@ from scheduler.pipelines.context import RunContext
 from scheduler.services import supervisor
 from scheduler.services.backfills import backfill_on_run_started
 from scheduler.services.catchup import catchup_admit_next
-from scheduler.services.commands import CommandFailed
+from scheduler.services.commands import CommandFailed, command_mark
 from scheduler.services.dispatch import hand_off
 from scheduler.services.heartbeats import HeartbeatPump, record_local_stop, worker_name
 from scheduler.services.lineage import lineage_atomic, lineage_run_began
@@ -75,7 +75,10 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
     began = time.monotonic()
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
     following: list[Following] = []
-    in_budget = lambda: time.monotonic() - began <= budget  # noqa: E731
+
+    def in_budget() -> bool:
+        return time.monotonic() - began <= budget
+
     outcome = _execute_lone(run_id, token, clock=clock, following=following, in_budget=in_budget)
     try:
         # a window begun already (claimed with the end before it) runs whatever the time
@@ -389,7 +392,7 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
         try:
             rows, max_value, report, exit_code = run_target(run, token, ctx, clock, control=control, logs=logs)
             if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
-                window, max_value = _command_mark(config, window, max_value)
+                window, max_value = command_mark(config, window, max_value)
         except RunStopped as stopped:
             return _report_stopped(run, token, stopped.kind, stopped.reason, control=control, logs=logs,
                                    clock=clock, settle=settle)
@@ -447,27 +450,6 @@ def _report_stopped(run: Run, token: str, kind: str, reason: str, *, control, lo
     status, why = stop_outcome(kind=kind, reason=reason)
     return _report(run, token, new=status, reason=why, error=why if status == S.FAILED else "", exit_code=exit_code,
                    stopped=True, retryable=kind == TIMEOUT, clock=clock, settle=settle)
-
-
-def _command_mark(config, window: Window | None, reported: Any) -> tuple[Window | None, Any]:
-    """The watermark a command reported in its result file, read against the schedule's mark.
-
-    Integer marks move to the reported value (the largest loaded). Datetime
-    marks move to the window's high end, or to the reported time when the
-    command loaded less than its window.
-    """
-    if reported is None:
-        return window, None
-    try:
-        value = decode_value(config, str(reported))
-    except (TypeError, ValueError):
-        kind = "an ISO datetime" if config.is_datetime else "an integer"
-        raise CommandFailed(f"ETL_RESULT_FILE: watermark must be {kind}, got {reported!r}", exit_code=0) from None
-    if config.is_datetime:
-        if window is not None and window.low <= value < window.high:
-            return Window(window.low, value), None
-        return window, None
-    return window, value
 
 
 def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) -> Any:

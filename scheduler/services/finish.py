@@ -25,9 +25,10 @@ the dependents of a run ended here (a test checks it: tests/services/test_import
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q

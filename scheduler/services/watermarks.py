@@ -1,9 +1,10 @@
 """Watermarks: read, advance with a run's success, reset and set (audited)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Callable
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone

@@ -108,7 +108,7 @@ def test_a_transform_keeps_the_rows_in_python():
 
 
 def test_a_failed_read_while_streaming_is_retried_a_failed_load_is_not():
-    retried = StreamingSink(IOError("source gone"), (2, None))
+    retried = StreamingSink(OSError("source gone"), (2, None))
     assert Pipeline(ListSource([]), None, retried, RetryPolicy(max_attempts=3), sleep=no_sleep).run().rows == 2
     assert len(retried.streams) == 2
     failed = StreamingSink(LoadError("bad value"), (2, None))

@@ -122,10 +122,10 @@ def test_with_catchup_on_worker_off_the_next_slice_waits_for_the_dispatch_loop(c
 
 
 def test_each_window_ends_admits_and_begins_the_next_in_one_commit(catching_up):
-    schedule, counter = catching_up
+    schedule, _ = catching_up
     run_trigger_manual(schedule=schedule, actor="tests", now=NOW)
     [(first, token)] = tick(NOW)
-    sent, patch = _broker()
+    _, patch = _broker()
     with patch, CaptureQueriesContext(connection) as queries:
         execute_run(first, token, clock=lambda: NOW)
     runs = list(Run.objects.filter(schedule=schedule).order_by("id"))
