@@ -34,7 +34,8 @@ figure on a shared machine. `uptime` before and after is stored with them.
     bench/load.py                         every path, results in bench/results/load-latest.json
     bench/load.py --window-days 1         daily windows (365+)
     bench/load.py --paths dblink,copy     some paths only
-    bench/load.py --profile               pyinstrument profile of one window's pipeline, in process
+    bench/load.py --profile               pyinstrument profiles, in process: one window's pipeline, and ten windows
+                                          through the worker's run path with the statements each window sends
 """
 from __future__ import annotations
 
@@ -228,7 +229,13 @@ def _runs_facts(runs: list) -> dict:
     return {"seconds": (last - first).total_seconds(), "runs": len(runs),
             "rows_per_run": round(sum(r.rows_loaded or 0 for r in runs) / len(runs)),
             "run_seconds_total": sum(busy), "run_seconds_median": sorted(busy)[len(busy) // 2],
-            "gap_seconds_total": sum(gaps), "gap_seconds_median": sorted(gaps)[len(gaps) // 2] if gaps else 0.0}
+            "run_seconds_max": max(busy),
+            "gap_seconds_total": sum(gaps), "gap_seconds_median": sorted(gaps)[len(gaps) // 2] if gaps else 0.0,
+            "gap_seconds_max": max(gaps, default=0.0),
+            # before the first run began: the dispatch loop's tick and the broker
+            "first_wait_seconds": (ordered[0].started_at - first).total_seconds(),
+            # windows begun by another worker than the one before (each came through the broker)
+            "worker_changes": sum(a.worker_id != b.worker_id for a, b in zip(ordered, ordered[1:]))}
 
 
 def path_incremental(target_id: str, name: str, low: datetime, high: datetime, days: float) -> dict:
@@ -311,6 +318,56 @@ def profile_window(low: datetime, days: float) -> None:
     print(f"profile of one {days:g}-day window ({rows} rows) in {out.relative_to(ROOT)}", file=sys.stderr)
 
 
+def profile_chain(low: datetime, days: float, windows: int = 10) -> dict:
+    """`windows` windows of an incremental schedule through the worker's run path in this process (execute_run,
+    which follows each capped window with the next as the cluster's worker does), under pyinstrument; the
+    statements each window sends to the scheduler's database, by kind. Returns the counts."""
+    from collections import Counter
+
+    from pyinstrument import Profiler
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduler.models import Run, RunStatus
+    from scheduler.services.dispatch import admit_runs
+    from scheduler.services.execution import execute_run
+    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.schedules import schedule_save
+
+    fresh_target("flights_live")
+    high = low + timedelta(days=days * windows)
+    schedule = schedule_save(data={
+        "name": "flights-profile", "target_id": "bench.flights_live", "trigger_kind": "manual",
+        "retry_max_attempts": 1,
+        "watermark_config": {"type": "datetime", "column": "time_hour", "initial": low.isoformat(),
+                             "max_window": days * 86400, "until": high.isoformat()},
+    }, actor="bench")
+    run_trigger_manual(schedule=schedule, actor="bench")
+    sent: list[tuple[int, str]] = []
+    admit_runs(now=datetime.now(timezone.utc), holder="bench", send=sent.extend)
+    profiler = Profiler(interval=0.0005)
+    with CaptureQueriesContext(connection) as queries:
+        profiler.start()
+        t0 = time.perf_counter()
+        execute_run(*sent[0])
+        seconds = time.perf_counter() - t0
+        profiler.stop()
+    done = Run.objects.filter(schedule=schedule, status=RunStatus.SUCCEEDED).count()
+    kinds = Counter(q["sql"].split(None, 1)[0].upper() for q in queries.captured_queries)
+    out = RESULTS / f"profile-load-chain-{days:g}d.txt"
+    out.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+    facts = {"windows": done, "seconds": round(seconds, 3), "statements": len(queries.captured_queries),
+             "statements_per_window": round(len(queries.captured_queries) / max(1, done), 1),
+             "by_kind_per_window": {k: round(v / max(1, done), 1) for k, v in kinds.most_common()}}
+    (RESULTS / f"profile-load-chain-{days:g}d.sql.txt").write_text(
+        "\n".join(q["sql"][:300] for q in queries.captured_queries[: len(queries.captured_queries) // max(1, done) * 2]))
+    print(f"chain of {done} windows in process: {json.dumps(facts)}; profile in {out.relative_to(ROOT)}",
+          file=sys.stderr)
+    Run.objects.filter(schedule=schedule).delete()
+    return facts
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 def uptime() -> str:
@@ -386,6 +443,7 @@ def main() -> int:
     recreate(META_DB)  # the scheduler's own database
     meta = _pg_url(META_DB)
     samples: dict[str, list[dict]] = {name: [] for name in PATHS if name in paths or name == "dblink"}
+    chain: dict = {}
     load = {"before": uptime()}
     try:
         with tempfile.TemporaryDirectory(prefix="etl-load-") as tmp:
@@ -397,6 +455,7 @@ def main() -> int:
 
             if args.profile:
                 profile_window(low, args.window_days)
+                chain = profile_chain(low, args.window_days)
             log = Path(tmp) / "cluster.log"
             proc = start_cluster(meta, log_path=log, name="load", Q_WORKERS=str(args.workers),
                                  ETL_PIPELINE_MODULES="scheduler.pipelines.demo,bench.load_pipelines")
@@ -429,6 +488,8 @@ def main() -> int:
         "repeat": args.repeat,
         "uptime": load, "nproc": os.cpu_count(), "python": platform.python_version(), "paths": results,
     }
+    if args.profile:
+        report["chain_in_process"] = chain
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
     print(f"\n{'path':<12} {'best s':>8} {'rows/s':>10} {'x db':>6} {'x db/round':>10}  runs  gaps (s)")

@@ -31,13 +31,13 @@ from .dag import (
     topological_order,
     would_create_cycle,
 )
-from .errors import ConfigError, CycleError, EtlError, PermanentError
+from .errors import ConfigError, CycleError, EtlError, LoadError, PermanentError
 from .executor import Executor, RunReport
 from .freshness import Freshness, freshness
 from .lineage import LineageDataset, file_dataset, postgres_dataset, sql_url_dataset, sqlite_dataset
 from .ledger import Ledger, MemoryLedger, Outcome, RunRecord
 from .overlap import ActiveRun, Fire, OverlapDecision, decide_catchup, decide_overlap
-from .pipeline import IdentityTransform, Pipeline, PipelineResult, Sink, Source, Transform
+from .pipeline import IdentityTransform, Pipeline, PipelineResult, Sink, Source, StreamsFrom, Transform
 from .queue import QueuedItem, plan_admissions, queue_order
 from .ratelimit import next_allowed_start
 from .retry import RetryPolicy, with_retry
@@ -63,6 +63,7 @@ __all__ = [
     "ConfigError",
     "CycleError",
     "EtlError",
+    "LoadError",
     "PermanentError",
     # retry
     "RetryPolicy",
@@ -76,6 +77,7 @@ __all__ = [
     "PipelineResult",
     "Sink",
     "Source",
+    "StreamsFrom",
     "Transform",
     # ledger
     "Ledger",

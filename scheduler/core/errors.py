@@ -26,6 +26,10 @@ class PermanentError(EtlError):
     permanent = True
 
 
+class LoadError(EtlError):
+    """A sink failed to load what it was given: not an extract error, so an extract's retries do not apply."""
+
+
 class ConfigError(EtlError, ValueError):
     """Bad configuration; `field` names the offending field for forms and APIs."""
 

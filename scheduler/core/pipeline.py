@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkabl
 
 from . import stop
 from .lineage import LineageDataset, ReportsInputs, ReportsOutputs, unique
-from .errors import ConfigError
+from .errors import ConfigError, LoadError
 from .retry import RetryPolicy, with_retry
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,15 @@ class Transform(Protocol):
 @runtime_checkable
 class Sink(Protocol):
     def load(self, rows: list[dict]) -> int: ...
+
+
+@runtime_checkable
+class StreamsFrom(Protocol):
+    """A sink that can load what a source reads without the records passing through Python (SqlSink from a
+    SqlSource, both PostgreSQL). Returns (rows, largest value of `watermark_column` loaded), or None: this pair
+    cannot, and nothing was read or written. Errors of the loading side are LoadError (not retried)."""
+
+    def stream_from(self, source: Any, *, watermark_column: str | None) -> tuple[int, Any] | None: ...
 
 
 class IdentityTransform:
@@ -85,6 +94,10 @@ class Pipeline:
 
     def run(self, *, sleep: Callable[[float], None] | None = None) -> PipelineResult:
         """Extract (with retries), transform, load once; `sleep` overrides the pipeline's."""
+        if type(self.transform) is IdentityTransform and isinstance(self.sink, StreamsFrom):
+            streamed = self._stream(sleep or self.sleep)
+            if streamed is not None:
+                return streamed
         # Materialise inside the retry: a generator source can fail half-way
         # through iteration, and that failure must be retried as well.
         raw = with_retry(
@@ -106,6 +119,20 @@ class Pipeline:
         max_value = self._max_value(rows)
         if not raw and max_value is None and hasattr(self.source, "empty_window_mark"):
             # an empty integer window: the source may say how far the mark can move without skipping a row
+            max_value = self.source.empty_window_mark()
+        return PipelineResult(rows=count, max_value=max_value)
+
+    def _stream(self, sleep: Callable[[float], None]) -> PipelineResult | None:
+        """Source to sink in one step, when the sink can (StreamsFrom): all or nothing, so a failed read is retried
+        as a failed extract is; a failed load (LoadError) is not."""
+        streamed = with_retry(self.policy, lambda: self.sink.stream_from(self.source,
+                                                                         watermark_column=self.watermark_column),
+                              sleep=sleep, on_retry=self._before_retry, retry_if=lambda e: not isinstance(e, LoadError))
+        if streamed is None:
+            return None
+        count, max_value = streamed
+        log.info("streamed %d row(s) from %r into %r", count, self.source, self.sink)
+        if not count and max_value is None and hasattr(self.source, "empty_window_mark"):
             max_value = self.source.empty_window_mark()
         return PipelineResult(rows=count, max_value=max_value)
 

@@ -77,15 +77,16 @@ def with_retry(
     sleep: Callable[[float], None] = time.sleep,
     rng: Callable[[], float] = random.random,
     on_retry: Callable[[int, BaseException, float], None] | None = None,
+    retry_if: Callable[[BaseException], bool] | None = None,
     **kwargs: Any,
 ) -> T:
-    """Call `fn` until it succeeds or the policy's attempts run out."""
+    """Call `fn` until it succeeds or the policy's attempts run out (`retry_if`: which errors are retried)."""
     attempt = 1
     while True:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            if _is_permanent(exc) or attempt >= policy.max_attempts:
+            if _is_permanent(exc) or attempt >= policy.max_attempts or (retry_if is not None and not retry_if(exc)):
                 raise
             wait = policy.delay(attempt, rng)
             if on_retry is not None:

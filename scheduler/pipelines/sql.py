@@ -16,30 +16,32 @@ compares correctly with data stored in that same form.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import datetime
 from itertools import repeat
 from typing import Any
 from urllib.parse import quote as url_quote
 from urllib.parse import urlsplit, urlunsplit
 
-from scheduler.core import ConfigError, EtlError, LineageDataset, Window, stop
+from scheduler.core import ConfigError, EtlError, LineageDataset, LoadError, Window, stop
 from scheduler.core.lineage import postgres_dataset, sql_url_dataset, sqlite_dataset
 
-from . import sql_pool
+from . import sql_pool, sql_stream
 from .sql_load import column, copy_upsert, executemany_upsert, last_per_key, value_rows
 from .values import (
     check_identifier,
     check_identifiers,
     iso_utc,
     sql_text_value,
+    sql_type,
     to_utc,
     window_bounds,
 )
 
+log = logging.getLogger(__name__)
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 _URL_SCHEMES = {"sqlite": SQLITE, "postgres": POSTGRESQL, "postgresql": POSTGRESQL}
@@ -368,21 +370,6 @@ def _db_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
-def _sql_type(value: Any, dialect: str) -> str:
-    pg = dialect == POSTGRESQL
-    if isinstance(value, (bool, int)):
-        return "BIGINT" if pg else "INTEGER"
-    if isinstance(value, float):
-        return "DOUBLE PRECISION" if pg else "REAL"
-    if isinstance(value, Decimal):
-        return "NUMERIC" if pg else "REAL"
-    if pg and isinstance(value, datetime):
-        return "TIMESTAMPTZ"
-    if pg and isinstance(value, date):
-        return "DATE"
-    return "TEXT"
-
-
 class SqlSink:
     """Upserts rows on `key` in one transaction per load."""
 
@@ -431,7 +418,7 @@ class SqlSink:
         defs = []
         for name in columns:
             sample = next((r[name] for r in rows if r.get(name) is not None), None)
-            defs.append(f"{quote(name)} {_sql_type(sample, dialect)}")
+            defs.append(f"{quote(name)} {sql_type(sample, postgres=dialect == POSTGRESQL)}")
         keys = ", ".join(quote(k) for k in self.key)
         return f"CREATE TABLE IF NOT EXISTS {quote(self.table)} ({', '.join(defs)}, PRIMARY KEY ({keys}))"
 
@@ -473,10 +460,40 @@ class SqlSink:
             db.close()
         return len(rows)
 
+    def stream_from(self, source: Any, *, watermark_column: str | None = None) -> tuple[int, Any] | None:
+        """Load what `source` reads with no row in Python (sql_stream.py), both PostgreSQL URLs and `create` off:
+        (rows, largest `watermark_column` value). None: the rows take the usual way (`load`)."""
+        if self.create or not isinstance(source, SqlSource) or not all(
+                "://" in db and _URL_SCHEMES.get(db.split("://", 1)[0].lower()) == POSTGRESQL
+                for db in (self.db, source.db)):
+            return None
+        src = connect(source.db)
+        try:
+            dst = connect(self.db)
+            try:
+                sql, binds = source.statement(src)
+                return sql_stream.stream_upsert(
+                    src.conn, dst.conn, query=sql, binds=binds, table=quote(self.table), key=self.key,
+                    columns=self.columns, watermark_column=watermark_column, conflict=self.conflict_clause,
+                    pipe=self.pipe)
+            finally:
+                dst.close()
+        except sql_stream.Unstreamable as why:
+            log.debug("%r from %r: rows go through Python (%s)", self, source, why)
+            return None
+        except sql_stream.SourceFailed as failed:
+            raise EtlError(f"{source!r} failed: {failed.__cause__}") from failed.__cause__
+        except sql_stream.SinkFailed as failed:
+            raise LoadError(f"{self!r} failed: {failed.__cause__}") from failed.__cause__
+        finally:
+            src.close()
+
+    pipe = staticmethod(sql_stream.pipe_blocks)  # blocks from the source's COPY into the staging table's
+
     def _write(self, cur: Any, db: _Db, columns: list[str], tuples: list[tuple], keys: list[list]) -> None:
         if db.dialect == POSTGRESQL:  # psycopg 3 (a runtime dependency, and Django's choice when installed)
             # COPY into a staging table, then one upsert: rows move at COPY's speed, not one statement each
-            copy_upsert(cur, table=quote(self.table), names=", ".join(quote(c) for c in columns),
+            copy_upsert(cur, table=quote(self.table), names=", ".join(quote(c) for c in columns), key=self.key,
                         conflict=self.conflict_clause(columns), tuples=last_per_key(tuples, keys))
         else:
             executemany_upsert(cur, sql=self.upsert_statement(columns, db), tuples=tuples)

@@ -3,9 +3,9 @@
 A worker catching up runs window after window against the same source and
 sink; a new connection each time (a server process forked, authentication)
 was a tenth of a window's time in the load benchmark (issue 25). A
-connection given back is reset (`DISCARD ALL`: settings, temporary tables,
-cursors) before it waits, and checked (`SELECT 1`) before it is used again, so
-a server that restarted meanwhile costs a reconnect, not a failed run. Only
+connection is reset (`DISCARD ALL`: settings, temporary tables, cursors) when
+it is taken again, which also checks it answers, so a server that restarted
+meanwhile costs a reconnect, not a failed run: one round trip, not two. Only
 an idle connection comes back; one left in a transaction or broken is closed.
 Keyed by process id, so a forked worker never uses its parent's socket.
 """
@@ -20,12 +20,12 @@ MAX_IDLE = 2  # per URL and process: a source and a sink
 
 
 def take(url: str) -> Any | None:
-    """An idle connection to `url` that answers, or None."""
+    """An idle connection to `url`, reset, that answers; or None."""
     idle = _idle.get((os.getpid(), url))
     while idle:
         conn = idle.pop()
         try:
-            conn.execute("SELECT 1")
+            conn.execute("DISCARD ALL")  # the reset is the check: one round trip
             return conn
         except Exception:
             _close(conn)
@@ -33,13 +33,9 @@ def take(url: str) -> Any | None:
 
 
 def give_back(url: str, conn: Any) -> None:
-    """Keep `conn` for the next use if it is idle and reset; else close it."""
+    """Keep `conn` for the next use if it is idle; else close it."""
     idle = _idle.setdefault((os.getpid(), url), [])
-    try:
-        if conn.closed or conn.broken or len(idle) >= MAX_IDLE or conn.info.transaction_status != _IDLE:
-            raise ConnectionError("not reusable")
-        conn.execute("DISCARD ALL")
-    except Exception:
+    if conn.closed or conn.broken or len(idle) >= MAX_IDLE or conn.info.transaction_status != _IDLE:
         _close(conn)
         return
     idle.append(conn)

@@ -106,3 +106,18 @@ def window_bounds(window: Any, field: str = "window") -> tuple[Any, Any]:
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, datetime))):
             raise ConfigError(field, f"bounds must be datetimes or integers, got {bound!r}")
     return low, high
+
+
+def sql_type(value: Any, *, postgres: bool) -> str:
+    """The column type SqlSink creates (create=True) for a column whose first value is `value`."""
+    if isinstance(value, (bool, int)):
+        return "BIGINT" if postgres else "INTEGER"
+    if isinstance(value, float):
+        return "DOUBLE PRECISION" if postgres else "REAL"
+    if isinstance(value, Decimal):
+        return "NUMERIC" if postgres else "REAL"
+    if postgres and isinstance(value, datetime):
+        return "TIMESTAMPTZ"
+    if postgres and isinstance(value, date):
+        return "DATE"
+    return "TEXT"

@@ -25,8 +25,10 @@ from typing import IO, Any
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.core import Window
 from scheduler.services import supervisor
 from scheduler.services.errors import ServiceError
+from scheduler.services.watermarks import decode_value
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 20
@@ -227,4 +229,26 @@ def _read_result(path: str, *, tail: str) -> tuple[int | None, Any]:
     return rows, watermark
 
 
-__all__ = ["CommandFailed", "CommandResult", "command_argv", "command_execute", "command_spec_check", "run_env"]
+def command_mark(config, window: Window | None, reported: Any) -> tuple[Window | None, Any]:
+    """The watermark a command reported in its result file, read against the schedule's mark.
+
+    Integer marks move to the reported value (the largest loaded). Datetime
+    marks move to the window's high end, or to the reported time when the
+    command loaded less than its window.
+    """
+    if reported is None:
+        return window, None
+    try:
+        value = decode_value(config, str(reported))
+    except (TypeError, ValueError):
+        kind = "an ISO datetime" if config.is_datetime else "an integer"
+        raise CommandFailed(f"ETL_RESULT_FILE: watermark must be {kind}, got {reported!r}", exit_code=0) from None
+    if config.is_datetime:
+        if window is not None and window.low <= value < window.high:
+            return Window(window.low, value), None
+        return window, None
+    return window, value
+
+
+__all__ = ["CommandFailed", "CommandResult", "command_argv", "command_execute", "command_mark", "command_spec_check",
+           "run_env"]

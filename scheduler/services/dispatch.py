@@ -12,8 +12,8 @@ from django.conf import settings
 from django_q.brokers import Broker, get_broker
 from django_q.tasks import async_task
 from django.db import connection, transaction
-from django.db.models import CharField, Count, Exists, F, OuterRef, Q, Value
-from django.db.models.functions import Cast, Concat
+from django.db.models import CharField, Count, Exists, F, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Cast, Coalesce, Concat
 
 from scheduler.core import next_allowed_start
 from scheduler.core.overlap import SERIAL_POLICIES
@@ -30,6 +30,8 @@ from scheduler.services.waiting import waiting_in_turns
 log = logging.getLogger(__name__)
 S = RunStatus
 MAX_ROUNDS = 4  # batches per tick when held-back runs filled a batch
+# a person asking for a run (manual, a re-run, a re-run from failure) gets one, however fresh the last success
+FRESHNESS_EXEMPT = (TriggerKind.MANUAL, TriggerKind.RERUN, TriggerKind.RETRY)
 
 
 # --- gating -----------------------------------------------------------------
@@ -59,9 +61,7 @@ def _held_back(run: Run, *, now: datetime, running_watermarked: set[int], admitt
 
 def _fresh_reason(run: Run, *, now: datetime) -> str:
     schedule = run.schedule
-    # a person asking for a run (manual, a re-run, a re-run from failure) gets one
-    if (not schedule.refresh_after_seconds or run.backfill_id is not None
-            or run.trigger_kind in (TriggerKind.MANUAL, TriggerKind.RERUN, TriggerKind.RETRY)):
+    if not schedule.refresh_after_seconds or run.backfill_id is not None or run.trigger_kind in FRESHNESS_EXEMPT:
         return ""
     last = (
         Run.objects.filter(schedule_id=schedule.pk, status=S.SUCCEEDED, backfill__isnull=True)
@@ -106,11 +106,12 @@ def release_waiting(*, now: datetime) -> int:
     return moved
 
 
-def admit_runs(*, now: datetime, holder: str,
-               send: Callable[[list[tuple[int, str]]], None] | None = None) -> list[int]:
+def admit_runs(*, now: datetime, holder: str, send: Callable[[list[tuple[int, str]]], None] | None = None,
+               on_admitted: Callable[[list[Run]], None] | None = None) -> list[int]:
     """Admit queued runs in global priority / FIFO order without ever exceeding a class's limit.
 
-    After commit the admitted (run id, token) pairs go to `send`, by default `hand_off` (the broker).
+    After commit the admitted (run id, token) pairs go to `send`, by default `hand_off` (the broker);
+    `on_admitted` sees the admitted runs themselves (with their schedules) in the transaction.
     """
     has_queued = set(
         Run.objects.filter(status=S.QUEUED).values_list("workload_class_id", flat=True).distinct().order_by()
@@ -170,7 +171,48 @@ def admit_runs(*, now: datetime, holder: str,
             if len(candidates) < batch or all(free[pk] <= 0 for pk in open_classes):
                 break
         admitted = _start(chosen, now=now, holder=holder, send=send or hand_off)
+        if on_admitted is not None and admitted:
+            started = {run_id for run_id, _ in admitted}
+            on_admitted([run for run, _ in chosen if run.pk in started])
     return [run_id for run_id, _ in admitted]
+
+
+def admit_slice(*, run: Run, now: datetime, holder: str) -> tuple[int, str] | None:
+    """Admit `run`, the next slice of a catch-up queued by its schedule's last window in this transaction
+    (catchup.py), when `admit_runs` certainly would; (run id, token), or None: ask `admit_runs`.
+
+    One read instead of the gate's seven, for the common case only: nothing else queued in the run's class (so no
+    run is ahead of it), a free slot there (the one its last window just gave back), its schedule with no
+    upstream, no rate limit, no freshness rule for this kind of trigger, a closed breaker, and no other live run
+    of it running. Anything else goes through the whole gate.
+    """
+    in_class = Run.objects.filter(workload_class_id=run.workload_class_id)
+    found = (Schedule.objects.filter(pk=run.schedule_id, workload_class_id=run.workload_class_id,
+                                     breaker_status=BreakerStatus.CLOSED, max_runs_per_minute=0)
+             .select_related("workload_class")
+             .annotate(upstream=Exists(Schedule.depends_on.through.objects.filter(from_schedule_id=OuterRef("pk"))),
+                       busy=Exists(Run.objects.filter(schedule_id=OuterRef("pk"), status=S.RUNNING,
+                                                      backfill__isnull=True)),
+                       ahead=Exists(in_class.filter(status=S.QUEUED).exclude(pk=run.pk)),
+                       running=Coalesce(Subquery(in_class.filter(status=S.RUNNING).order_by()
+                                                 .values("workload_class_id").annotate(n=Count("id")).values("n")), 0)))
+    if connection.vendor == "postgresql":
+        found = found.select_for_update(no_key=True, of=("workload_class",))  # as admit_runs locks the class
+    schedule = next(iter(found), None)
+    if (schedule is None or schedule.upstream or schedule.ahead
+            or schedule.running >= schedule.workload_class.concurrency_limit
+            or (schedule.busy and schedule.overlap in SERIAL_POLICIES)
+            or (schedule.refresh_after_seconds and run.trigger_kind not in FRESHNESS_EXEMPT)):
+        return None
+    token = f"{uuid.uuid4().hex[:16]}-{run.pk}"
+    fields = {"status": S.RUNNING, "admitted_at": now, "heartbeat_at": now, "worker_id": holder[:200], "reason": "",
+              "dispatch_token": token}
+    if not Run.objects.filter(pk=run.pk, status=S.QUEUED, backfill__isnull=True).update(**fields):
+        return None
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.schedule = schedule  # as it is now, for the worker that runs it
+    return run.pk, token
 
 
 def _candidates(open_classes: list[int], *, now: datetime, serial_busy: set[int], rate_held: set[int],

@@ -30,7 +30,7 @@ from scheduler.pipelines.context import RunContext
 from scheduler.services import supervisor
 from scheduler.services.backfills import backfill_on_run_started
 from scheduler.services.catchup import catchup_admit_next
-from scheduler.services.commands import CommandFailed
+from scheduler.services.commands import CommandFailed, command_mark
 from scheduler.services.dispatch import hand_off
 from scheduler.services.heartbeats import HeartbeatPump, record_local_stop, worker_name
 from scheduler.services.lineage import lineage_atomic, lineage_run_began
@@ -74,30 +74,45 @@ def execute_run(run_id: int, token: str, *, clock: Callable[[], datetime] = time
     """
     began = time.monotonic()
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
-    following: list[tuple[int, str]] = []
-    outcome = _execute_lone(run_id, token, clock=clock, following=following)
+    following: list[Following] = []
+
+    def in_budget() -> bool:
+        return time.monotonic() - began <= budget
+
+    outcome = _execute_lone(run_id, token, clock=clock, following=following, in_budget=in_budget)
     try:
-        while following:
-            if time.monotonic() - began > budget:
-                break
-            _execute_lone(*following.pop(), clock=clock, following=following)
+        # a window begun already (claimed with the end before it) runs whatever the time
+        while following and (following[-1][3] is not None or in_budget()):
+            _execute_lone(*following.pop(), clock=clock, following=following, in_budget=in_budget)
     finally:
-        if following:  # admitted and not begun here: to the broker (else governance resends them as lost)
-            hand_off(following)
+        # admitted and not begun here: to the broker (else governance resends them as lost); one begun already
+        # (only if this worker failed in between) is governance's, as a lost run
+        unclaimed = [(pk, token) for pk, token, _, begun in following if begun is None]
+        if unclaimed:
+            hand_off(unclaimed)
     return outcome
 
 
-def _execute_lone(run_id: int, token: str, *, clock: Callable[[], datetime], following: list[tuple[int, str]]) -> str:
-    if not connection.in_atomic_block:
+# the next window a worker runs after the last: (run id, token, the run as admitted, when it was claimed or None)
+Following = tuple[int, str, Run, "datetime | None"]
+
+
+def _execute_lone(run_id: int, token: str, admitted: Run | None = None, begun: datetime | None = None, *,
+                  clock: Callable[[], datetime], following: list[Following], in_budget: Callable[[], bool]) -> str:
+    """One run; `admitted`: the run as this worker admitted it (catchup.py), with its schedule, so not read again;
+    `begun`: when it was claimed, with the end of the window before it."""
+    if not connection.in_atomic_block and admitted is None:
         # a worker starts each task with a healthy connection; inside a caller's
         # transaction (tests, the benchmark) the connection is not ours to close
         close_old_connections()
-    now = clock()
-    with lineage_atomic():  # the claim and its START in one transaction (no transaction at all with lineage off)
-        if not _claim(run_id, token, now=now, worker=worker_name()):
-            return "stale"  # cancelled, re-dispatched or already taken by another delivery
-        run = Run.objects.select_related("schedule").get(pk=run_id)
-        lineage_run_began(run=run, now=now)
+    if begun is not None and admitted is not None:
+        run, now = admitted, begun
+    else:
+        now = clock()
+        with lineage_atomic():  # the claim and its START in one transaction (none at all with lineage off)
+            run = _begin(run_id, token, admitted, now=now)
+            if run is None:
+                return "stale"  # cancelled, re-dispatched or already taken by another delivery
     backfill_on_run_started(run)
     transaction.on_commit(lambda: signals.run_started.send(sender=Run, run=run))
     pump = HeartbeatPump.get()
@@ -105,19 +120,52 @@ def _execute_lone(run_id: int, token: str, *, clock: Callable[[], datetime], fol
     with run_log_capture(run, clock=clock) as logs:
         run_start_notes(logs, run, now=now)
         try:
-            return _execute_claimed(run, token, now=now, clock=clock, logs=logs,
-                                    settle=lambda ending: _settle_and_follow(ending, following, clock))
+            return _execute_claimed(run, token, now=now, clock=clock, logs=logs, settle=lambda ending: (
+                _settle_and_follow(ending, following, clock, logs, in_budget)))
         finally:
             pump.unregister(run_id)
 
 
-def _settle_and_follow(ending: Ending | None, following: list[tuple[int, str]], clock: Callable[[], datetime]) -> str:
-    outcome = _settle(ending)
+def _begin(run_id: int, token: str, admitted: Run | None, *, now: datetime) -> Run | None:
+    """Claim the run for this worker and record its START (lineage); the run, or None when it is not ours (stale)."""
+    me = worker_name()
+    if not _claim(run_id, token, now=now, worker=me):
+        return None
+    if admitted is None:
+        run = Run.objects.select_related("schedule").get(pk=run_id)
+    else:
+        run = admitted
+        run.started_at, run.heartbeat_at, run.worker_id = now, now, me
+    lineage_run_began(run=run, now=now)
+    return run
+
+
+def _settle_and_follow(ending: Ending | None, following: list[Following], clock: Callable[[], datetime], logs,
+                       in_budget: Callable[[], bool]) -> str:
+    """A lone run's end, its log and, after a capped or backfill window's success, the next window's admission, in
+    one transaction: one commit where there were three, and the next window is never seen queued by the dispatch
+    loop (which would send it to the broker and another worker). A next live window handed over at once
+    (dispatch.admit_slice) is claimed in it too, while the message is inside its budget."""
     # inside a caller's transaction (tests, in-process benchmarks) nothing is admitted: the caller drives
-    catching_up = ending is not None and (ending.run.backfill_id is not None
-                                          or (ending.loaded is not None and ending.loaded.capped))
-    if outcome == S.SUCCEEDED and catching_up and settings.ETL_CATCHUP_ON_WORKER and not connection.in_atomic_block:
-        following.extend(catchup_admit_next(run=ending.run, holder=worker_name(), now=clock()))
+    catching_up = ending is not None and ending.status == S.SUCCEEDED and (
+        ending.run.backfill_id is not None or (ending.loaded is not None and ending.loaded.capped)) and (
+        settings.ETL_CATCHUP_ON_WORKER and not connection.in_atomic_block)
+    kept: list[tuple[int, str, Run]] = []  # filled as the end's transaction commits (or at once: a hand-over)
+    begun: datetime | None = None
+
+    def with_the_end() -> None:  # in the end's transaction, once it is written (finish.run_finish's `then`)
+        nonlocal kept, begun
+        logs.finish_from(ending.run)  # the end as written: no read of it
+        if ending.run.status == S.SUCCEEDED and catching_up:
+            kept = catchup_admit_next(run=ending.run, holder=worker_name(), now=clock())
+            if kept and in_budget():  # handed over already, not when this commits: begun here as well
+                pk, token, nxt = kept[0]
+                begun = clock()
+                if _begin(pk, token, nxt, now=begun) is None:
+                    begun = None
+
+    outcome = _settle(ending, then=with_the_end)
+    following.extend((pk, token, nxt, begun) for pk, token, nxt in kept)
     return outcome
 
 
@@ -344,7 +392,7 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
         try:
             rows, max_value, report, exit_code = run_target(run, token, ctx, clock, control=control, logs=logs)
             if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
-                window, max_value = _command_mark(config, window, max_value)
+                window, max_value = command_mark(config, window, max_value)
         except RunStopped as stopped:
             return _report_stopped(run, token, stopped.kind, stopped.reason, control=control, logs=logs,
                                    clock=clock, settle=settle)
@@ -404,27 +452,6 @@ def _report_stopped(run: Run, token: str, kind: str, reason: str, *, control, lo
                    stopped=True, retryable=kind == TIMEOUT, clock=clock, settle=settle)
 
 
-def _command_mark(config, window: Window | None, reported: Any) -> tuple[Window | None, Any]:
-    """The watermark a command reported in its result file, read against the schedule's mark.
-
-    Integer marks move to the reported value (the largest loaded). Datetime
-    marks move to the window's high end, or to the reported time when the
-    command loaded less than its window.
-    """
-    if reported is None:
-        return window, None
-    try:
-        value = decode_value(config, str(reported))
-    except (TypeError, ValueError):
-        kind = "an ISO datetime" if config.is_datetime else "an integer"
-        raise CommandFailed(f"ETL_RESULT_FILE: watermark must be {kind}, got {reported!r}", exit_code=0) from None
-    if config.is_datetime:
-        if window is not None and window.low <= value < window.high:
-            return Window(window.low, value), None
-        return window, None
-    return window, value
-
-
 def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) -> Any:
     permanent = isinstance(exc, PermanentError) or getattr(exc, "permanent", False)
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:]
@@ -456,13 +483,14 @@ def _report(run: Run, token: str, *, new: str, clock, settle, reason: str = "", 
                          stopped=stopped, retryable=retryable))
 
 
-def _settle(ending: Ending | None) -> str:
-    """A lone run's end, written at once (None: a fenced run, whose end is governance's to write)."""
+def _settle(ending: Ending | None, then: Callable[[], None] | None = None) -> str:
+    """A lone run's end, written at once (None: a fenced run, whose end is governance's to write); `then` in its
+    transaction once it is written."""
     if ending is None:
         return "fenced"
     e = ending
     if not run_finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token, fields=e.fields,
-                      loaded=e.loaded, stopped=e.stopped, retryable=e.retryable):
+                      loaded=e.loaded, stopped=e.stopped, retryable=e.retryable, then=then):
         log.info("run %s was changed by someone else (cancelled or lost); result discarded", e.run.pk)
         return "discarded"
     return e.run.status

@@ -12,8 +12,7 @@ worker was lost goes through `run_finish` / `runs_finish` (a worker's batch), `r
 4. backfill window progress, or downstream propagation (start or block the dependents, transitively);
 5. the retry decision (a lost run is re-queued while the run's one attempt budget lasts);
 6. the audit entry for changes made by a person or by governance;
-7. the count of final runs (tally.py) and the schedule's latest success or failure (outcomes.py: written last, in
-   `outcomes_batch`, which every entry point here opens);
+7. the counts of final runs (tally.py) and the schedule's latest outcomes (outcomes.py: last, in `outcomes_batch`);
 
 and the signals (`run_completed`, `run_failed`, `run_blocked`) go out after commit. Its parts live beside it: the
 compare-and-set itself in finalize.py, the watermark advance in watermarks.py, backfill window progress in
@@ -24,6 +23,7 @@ the dependents of a run ended here (a test checks it: tests/services/test_import
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,20 +71,22 @@ class Ending:
 def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
                fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None,
                loaded: Loaded | None = None, actor: Any = None, audit_action: str = "", stopped: bool = False,
-               retryable: bool = False) -> bool:
+               retryable: bool = False, then: Callable[[], Any] | None = None) -> bool:
     """Make `run` final with `status`; False when someone else changed it first.
 
-    `token` (a worker's dispatch token) is part of the compare-and-set, so a
-    worker whose run was cancelled or re-queued meanwhile changes nothing.
-    A worker's own verdict (SUCCEEDED, FAILED) also needs the run not to have
-    been asked to stop: if it was, the stop's outcome is written instead
-    (nothing the code did after the request counts). `actor` + `audit_action`
-    write an audit entry in the same transaction.
+    `token` (a worker's dispatch token) is part of the compare-and-set, so a worker whose run was cancelled or
+    re-queued meanwhile changes nothing. A worker's own verdict (SUCCEEDED, FAILED) also needs the run not to have
+    been asked to stop: if it was, the stop's outcome is written instead (nothing the code did after the request
+    counts). `actor` + `audit_action` write an audit entry in the same transaction; `then()` adds its caller's
+    part to a written end there (a worker's: the log, the next window).
     """
-    with transaction.atomic(), outcomes_batch():
-        return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
+    with transaction.atomic(), outcomes_batch():  # then() inside: the outcome rows stay the last locks taken
+        done = _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
                        blocked_by=blocked_by, loaded=loaded, actor=actor, audit_action=audit_action,
                        stopped=stopped, retryable=retryable)
+        if done and then is not None:
+            then()
+        return done
 
 
 def runs_finish(*, endings: list[Ending]) -> dict[int, str]:

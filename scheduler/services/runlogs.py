@@ -19,7 +19,7 @@ from datetime import timezone as dt_timezone
 from typing import Any, Callable, Iterator
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler.models import Run, RunLogLine, RunStatus
@@ -50,13 +50,15 @@ class RunLogCapture(logging.Handler):
         # next attempt's never take each other's (run, seq), and the log reads attempt after attempt
         self._seq = (max(1, attempt) - 1) * ATTEMPT_SEQ_SPAN
         self._bytes = 0
+        self._closed = False  # the closing notes are written (close_notes)
         self.dropped = 0
         # the workflow node running now (set by the executor's node hook): its lines are filed under it
         self.node = ""
 
     # -- collecting --------------------------------------------------------
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread == self.thread and super().filter(record)
+        # what this module says about storing a log is not a line of that log
+        return record.thread == self.thread and record.name != __name__ and super().filter(record)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -104,12 +106,23 @@ class RunLogCapture(logging.Handler):
 
     def finish(self) -> None:
         """The closing note (outcome, rows, and how much the cap dropped), then the last save."""
-        row = Run.objects.filter(pk=self.run_id).values(*OUTCOME_FIELDS).first()
-        self.close_notes(row)
+        if not self._closed:
+            self.close_notes(Run.objects.filter(pk=self.run_id).values(*OUTCOME_FIELDS).first())
         self.save()
+
+    def finish_from(self, run: Run) -> None:
+        """`finish` from the run as its worker has just written its end (in memory: no read), in the transaction
+        of that end; a failed save keeps the lines for the save when the capture ends."""
+        self.close_notes({name: getattr(run, name) for name in OUTCOME_FIELDS})
+        try:
+            with transaction.atomic():  # a savepoint: the end is written whatever becomes of its log
+                self.save()
+        except Exception:
+            log.warning("could not store the log of run %s with its end; kept for later", self.run_id, exc_info=True)
 
     def close_notes(self, row: dict | None) -> None:
         """The closing notes, from the run's final `row` (None: the run is gone)."""
+        self._closed = True
         # the closing lines go in whatever the cap says: they are what a reader needs most
         if row is not None:
             self.note(_outcome_text(row), level="ERROR" if row["status"] == RunStatus.FAILED else "INFO", force=True,

@@ -1,6 +1,7 @@
 """Watermarks: read, advance with a run's success, reset and set (audited)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -118,45 +119,61 @@ def watermark_advance(*, schedule: Schedule, run: Run, new_value: Any, now: date
     config = watermark_config(schedule)
     if config is None or (new_value is None and started_from is None):
         return ""
+    return _advance(schedule=schedule, run=run, config=config, now=now, started_from=started_from,
+                    new_value=lambda current: new_value)[0]
+
+
+def _advance(*, schedule: Schedule, run: Run, config: WatermarkConfig, now: datetime, started_from: Any,
+             new_value: Callable[[Any], Any]) -> tuple[str, Any]:
+    """watermark_advance on the row as locked here: (why it was refused or '', the value it moved to or None).
+    `new_value(current mark)` is where the run would move it."""
     row, _ = WatermarkRow.objects.select_for_update().get_or_create(schedule=schedule)
     current = decode_value(config, row.value)
+    target = new_value(current)
     if started_from is not None and effective_mark(config, row.value) != started_from:
         last = (WatermarkHistory.objects.filter(schedule=schedule).exclude(new_value=encode_value(started_from))
                 .order_by("-at", "-id").first())
         who = (f"{last.actor or 'a person'} ({last.kind}{': ' + last.reason if last.reason else ''})"
                if last is not None and last.kind != WatermarkChange.ADVANCE
                else f"run {last.run_id}" if last is not None and last.run_id else "someone else")
-        target = f"advanced to {encode_value(new_value)}" if new_value is not None else "moved by this run"
-        note = (f"watermark not {target}: it was moved from "
+        moved = f"advanced to {encode_value(target)}" if target is not None else "moved by this run"
+        note = (f"watermark not {moved}: it was moved from "
                 f"{encode_value(started_from) or 'its initial value'} to {row.value or 'its initial value'} by {who} "
                 "while this run read its window; the rows it loaded are kept")[:500]
         audit_record(actor="watermark", action="watermark.advance_refused", target=schedule,
                      before={"value": row.value or None},
-                     after={"run": run.pk, "would_be": encode_value(new_value) or None},
+                     after={"run": run.pk, "would_be": encode_value(target) or None},
                      reason=note, at=now)
-        return note
-    if new_value is None or (current is not None and new_value <= current):
-        return ""
-    encoded = encode_value(new_value)
+        return note, None
+    if target is None or (current is not None and target <= current):
+        return "", None
+    encoded = encode_value(target)
     # compare-and-set on the old value: a concurrent writer makes this a no-op
     changed = WatermarkRow.objects.filter(schedule=schedule, value=row.value).update(
         value=encoded, updated_at=now, updated_by_run=run
     )
-    if changed:
-        WatermarkHistory.objects.create(
-            schedule=schedule, kind=WatermarkChange.ADVANCE, old_value=row.value, new_value=encoded, run=run, at=now
-        )
-    return ""
+    if not changed:
+        return "", None
+    WatermarkHistory.objects.create(
+        schedule=schedule, kind=WatermarkChange.ADVANCE, old_value=row.value, new_value=encoded, run=run, at=now
+    )
+    return "", target
 
 
 def watermark_advance_on_success(run: Run, loaded: Loaded, *, now: datetime) -> None:
     """A live run's success moves its schedule's mark (finish.py calls it in the transaction of the success)."""
-    state = watermark_state(run.schedule, loaded.config)
-    moved = advance(loaded.config, state, loaded.window, loaded.max_value)
-    new_value = moved.value if moved.value is not None and moved != state else None
-    # the mark moves in the same transaction as the run's success, and only from where the run's window began
-    refused = watermark_advance(schedule=run.schedule, run=run, new_value=new_value, now=now,
-                                started_from=window_start_mark(loaded.config, loaded.window))
+    def moved_to(current: Any) -> Any:
+        state = WatermarkState(current)
+        moved = advance(loaded.config, state, loaded.window, loaded.max_value)
+        return moved.value if moved.value is not None and moved != state else None
+
+    # the mark moves in the same transaction as the run's success, and only from where the run's window began;
+    # where it moves is computed from the row as locked there (read once)
+    started_from = window_start_mark(loaded.config, loaded.window)
+    if started_from is None and moved_to(watermark_state(run.schedule, loaded.config).value) is None:
+        return  # nothing to move, nothing to check against: the row is neither locked nor made
+    refused, new_value = _advance(schedule=run.schedule, run=run, config=loaded.config, now=now,
+                                  started_from=started_from, new_value=moved_to)
     if refused:
         run.reason = refused
         Run.objects.filter(pk=run.pk).update(reason=refused)
@@ -165,9 +182,11 @@ def watermark_advance_on_success(run: Run, loaded: Loaded, *, now: datetime) -> 
         run.watermark_after = encode_value(new_value)
         Run.objects.filter(pk=run.pk).update(watermark_after=run.watermark_after)
     if loaded.capped and loaded.window is not None:
-        run_enqueue(schedule=run.schedule, trigger_kind=run.trigger_kind,
-                    trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(loaded.window.high)}",
-                    params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
+        # kept on the run for the worker that may run the slice next (catchup.py)
+        run.catchup_slice = run_enqueue(
+            schedule=run.schedule, trigger_kind=run.trigger_kind,
+            trigger_key=f"{run.trigger_key.split('>')[0]}>{encode_value(loaded.window.high)}",
+            params=run.params, logical_time=run.logical_time, triggered_by="watermark catch-up", now=now)
 
 
 def watermark_set(*, schedule: Schedule, value: Any, actor: Any, reason: str, now: datetime | None = None,

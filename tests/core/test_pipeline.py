@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.core import IdentityTransform, Pipeline, RetryPolicy, Sink, Source, Transform
+from scheduler.core import IdentityTransform, LoadError, Pipeline, RetryPolicy, Sink, Source, Transform
 
 from .fakes import BrokenMidwaySource, ListSink, ListSource, no_sleep
 
@@ -70,3 +70,56 @@ def test_protocols_are_runtime_checkable():
     assert isinstance(IdentityTransform(), Transform)
     assert isinstance(ListSink(), Sink)
     assert not isinstance(object(), Source)
+
+
+class StreamingSink(ListSink):
+    """A sink that loads from the source itself (StreamsFrom): `answers` are what each call returns or raises."""
+
+    def __init__(self, *answers) -> None:
+        super().__init__()
+        self.answers = list(answers)
+        self.streams: list = []
+
+    def stream_from(self, source, *, watermark_column):
+        self.streams.append((source, watermark_column))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_a_sink_that_streams_from_the_source_loads_without_an_extract():
+    source, sink = ListSource([{"id": 1}], fail_times=99), StreamingSink((40, 9))
+    result = Pipeline(source, None, sink, watermark_column="id", sleep=no_sleep).run()
+    assert (result.rows, result.max_value) == (40, 9)
+    assert sink.streams == [(source, "id")] and source.calls == 0 and sink.loads == []
+
+
+def test_a_sink_that_cannot_stream_this_source_gets_the_rows_the_usual_way():
+    sink = StreamingSink(None)
+    result = Pipeline(ListSource([{"id": 3}, {"id": 5}]), None, sink, watermark_column="id").run()
+    assert (result.rows, result.max_value, sink.rows) == (2, 5, [{"id": 3}, {"id": 5}])
+
+
+def test_a_transform_keeps_the_rows_in_python():
+    sink = StreamingSink((1, None))
+    Pipeline(ListSource([{"id": 1, "items": ["a"]}]), Explode(), sink).run()
+    assert sink.streams == [] and sink.rows == [{"order": 1, "item": "a"}]
+
+
+def test_a_failed_read_while_streaming_is_retried_a_failed_load_is_not():
+    retried = StreamingSink(OSError("source gone"), (2, None))
+    assert Pipeline(ListSource([]), None, retried, RetryPolicy(max_attempts=3), sleep=no_sleep).run().rows == 2
+    assert len(retried.streams) == 2
+    failed = StreamingSink(LoadError("bad value"), (2, None))
+    with pytest.raises(LoadError):
+        Pipeline(ListSource([]), None, failed, RetryPolicy(max_attempts=3), sleep=no_sleep).run()
+    assert len(failed.streams) == 1
+
+
+def test_an_empty_streamed_window_asks_the_source_how_far_the_mark_may_move():
+    class GapSource(ListSource):
+        def empty_window_mark(self):
+            return 41
+
+    assert Pipeline(GapSource([]), None, StreamingSink((0, None)), watermark_column="id").run().max_value == 41

@@ -106,3 +106,14 @@ def test_unknown_policy_keys_are_refused():
     with pytest.raises(ConfigError) as info:
         RetryPolicy.from_dict({"max_attempt": 3})
     assert info.value.field == "max_attempt"
+
+
+def test_errors_retry_if_refuses_are_raised_at_once():
+    fn = Flaky(failures=5, exc=KeyError("not this one"))
+    seen: list = []
+    with pytest.raises(KeyError):
+        with_retry(RetryPolicy(max_attempts=5), fn, sleep=seen.append, retry_if=lambda exc: not isinstance(exc, KeyError))
+    assert (fn.calls, seen) == (1, [])
+    flaky = Flaky(failures=1)
+    assert with_retry(RetryPolicy(max_attempts=5), flaky, sleep=seen.append, retry_if=lambda exc: True) == "ok"
+    assert flaky.calls == 2

@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
+from django.db import connection
 
 from scheduler.core import EtlError, stop
 from scheduler.core.stop import CANCEL, RunStopped, StopToken
@@ -137,3 +138,19 @@ def test_value_rows_leaves_plain_values_untouched_and_converts_a_column_only_whe
     assert calls == []
     assert sql_load.value_rows(rows, ["a", "c"], convert, "postgresql") == [(1, "<[1]>"), (2, "<5>")]
     assert calls == [[1], 5]  # the list's column, each of its values; never column a
+
+
+@pytest.mark.django_db
+def test_a_postgres_sink_on_a_django_alias_inserts_then_upserts_inside_the_callers_transaction():
+    """The COPY path through Django's own connection: the insert tried first, then the upsert over what is there."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the default database is not PostgreSQL")
+    table = "etl_alias_load"
+    with connection.cursor() as cur:
+        cur.execute(f'CREATE TABLE "{table}" (id INTEGER PRIMARY KEY, name TEXT)')
+    sink = SqlSink("default", table=table, key="id")
+    assert sink.load([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]) == 2
+    assert sink.load([{"id": 2, "name": "B"}, {"id": 3, "name": "c"}]) == 2
+    with connection.cursor() as cur:
+        cur.execute(f'SELECT id, name FROM "{table}" ORDER BY id')
+        assert cur.fetchall() == [(1, "a"), (2, "B"), (3, "c")]

@@ -10,7 +10,7 @@ import psycopg
 
 from scheduler.core import Pipeline
 from scheduler.pipelines.registry import register_pipeline, register_workflow
-from scheduler.pipelines import sql_load
+from scheduler.pipelines import sql_load, sql_stream
 from scheduler.pipelines.sql import SqlSink, SqlSource
 
 
@@ -101,6 +101,42 @@ def stalling_copy_sync(ctx):
 
 
 register_pipeline("reliability.stalling_copy_sync", stalling_copy_sync, watermark_column="ts", replace=True)
+
+
+class StreamLoggedSink(SqlSink):
+    """A PostgreSQL SqlSink fed by a PostgreSQL SqlSource, so the rows stream by COPY with none in Python
+    (sql_stream.py); it stalls mid-stream on attempt 1 (one write of the source's blocks sent, its transaction
+    open) and logs every completed load."""
+
+    def __init__(self, target: str, table: str, run_id: int, attempt: int, pidfile: str) -> None:
+        super().__init__(target, table=table, key="id")
+        self.run_id, self.attempt, self.pidfile = run_id, attempt, pidfile
+
+    def pipe(self, out, into):
+        blocks = iter(out)
+        into.write(b"".join(next(blocks) for _ in range(sql_stream.WRITE_EVERY)))
+        if self.attempt == 1:
+            next(StallOnFirstAttempt(self.pidfile, 1).apply(None))
+        sql_stream.pipe_blocks(blocks, into)
+
+    def stream_from(self, source, *, watermark_column=None):
+        streamed = super().stream_from(source, watermark_column=watermark_column)
+        assert streamed is not None, "the rows were to stream"
+        with psycopg.connect(self.db, autocommit=True) as conn:
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self.table}_loads" (run_id INTEGER, attempt INTEGER, n INTEGER)')
+            conn.execute(f'INSERT INTO "{self.table}_loads" VALUES (%s, %s, %s)', (self.run_id, self.attempt, streamed[0]))
+        return streamed
+
+
+def stalling_stream_sync(ctx):
+    p = ctx.params
+    return Pipeline(
+        SqlSource(p["target"], table=f"{p['table']}_src", watermark_column="ts", window=ctx.window), None,
+        StreamLoggedSink(p["target"], p["table"], ctx.run_id, ctx.attempt, p["pidfile"]), watermark_column="ts",
+    )
+
+
+register_pipeline("reliability.stalling_stream_sync", stalling_stream_sync, watermark_column="ts", replace=True)
 
 
 # --- in-process fault injection for the watermark property test -------------------------

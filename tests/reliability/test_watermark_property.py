@@ -38,7 +38,8 @@ def _step(schedule, fault: str, now: datetime) -> None:
             FaultPlan.on_load = lambda rid=run_id: run_lost(run=Run.objects.get(pk=rid), now=now, why="lost")
         if fault == "commit_crash":
             # the process dies inside the final transaction, after the sink loaded
-            with mock.patch("scheduler.services.watermarks.watermark_advance", side_effect=SystemExit("killed")):
+            # (where the mark is written: every advance goes through watermarks._advance)
+            with mock.patch("scheduler.services.watermarks._advance", side_effect=SystemExit("killed")):
                 with pytest.raises(SystemExit):
                     execute_run(run_id, token, clock=lambda: now)
             stuck_runs(now=now + timedelta(hours=1))  # governance notices the silence

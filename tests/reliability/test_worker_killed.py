@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, WatermarkState
-from scheduler.pipelines import sql_load
+from scheduler.pipelines import sql_load, sql_stream
 from scheduler.pipelines.values import iso_utc
 from scheduler.services.runs import run_trigger_manual
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
@@ -65,6 +65,51 @@ def test_a_worker_killed_mid_copy_into_postgresql_loses_the_open_load_and_the_wi
     finally:
         assert stop_cluster(proc) == 0, log.read_text()[-3000:]
         target.execute(f'DROP TABLE IF EXISTS "{table}", "{table}_loads"')
+        target.close()
+    run.refresh_from_db()
+    assert run.attempt == 2
+    assert ids == list(range(1, n + 1)), "no gap and no duplicate in the sink"
+    assert loads == [(run.pk, 2, n)], "the window was loaded once, by the second attempt"
+
+
+def test_a_worker_killed_mid_stream_from_postgresql_to_postgresql_loses_the_open_load_and_the_window_loads_once(
+        make_schedule, tmp_path):
+    """The streamed path (sql_stream.py: the source's COPY piped into the sink's staging table, no row in Python):
+    killed with part of the rows in the sink's COPY and its transaction open, nothing of attempt 1 stays; attempt 2
+    streams every row once."""
+    import tests.reliability.pipelines  # noqa: F401  registers the pipeline in this process too
+
+    n = 3 * sql_stream.WRITE_EVERY + 10  # the kill comes after the first write of blocks
+    base = datetime.now(timezone.utc) - timedelta(hours=3)
+    pidfile, table = tmp_path / "worker.pid", f"etl_kill_{uuid.uuid4().hex[:10]}"
+    target = psycopg.connect(PG_URL, autocommit=True)
+    target.execute(f'CREATE TABLE "{table}_src" (id BIGINT PRIMARY KEY, ts TIMESTAMPTZ, v TEXT)')
+    target.execute(f'CREATE TABLE "{table}" (id BIGINT PRIMARY KEY, ts TIMESTAMPTZ, v TEXT)')
+    target.execute(f'INSERT INTO "{table}_src" SELECT i, %s::timestamptz + i * interval \'1 second\', \'v\' || i'
+                   f" FROM generate_series(1, {n}) AS i", [base])
+    schedule = make_schedule(
+        "stalling-stream", target_id="reliability.stalling_stream_sync", retry_max_attempts=3,
+        watermark_config={"type": "datetime", "column": "ts", "initial": base.isoformat()},
+    )
+    run = run_trigger_manual(schedule=schedule, actor="tests",
+                             params={"target": PG_URL, "table": table, "pidfile": str(pidfile)})
+    log = tmp_path / "cluster.log"
+    proc = start_cluster("faults", log_path=log, extra_env={
+        "ETL_PIPELINE_MODULES": MODULES, "ETL_STUCK_SECONDS": "2", "ETL_GOVERNANCE_INTERVAL": "0.5"})
+    try:
+        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=60,
+                             what="the worker to stall mid-stream", log_path=log))
+        staged = target.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'COPY%%'"
+                                " AND query LIKE '%%etl_stage%%'").fetchone()[0]
+        assert staged == 1, "the sink's COPY is in flight when the worker dies"
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED, timeout=90,
+                   what="the re-queued run to succeed", log_path=log)
+        ids = [row[0] for row in target.execute(f'SELECT id FROM "{table}" ORDER BY id')]
+        loads = target.execute(f'SELECT run_id, attempt, n FROM "{table}_loads"').fetchall()
+    finally:
+        assert stop_cluster(proc) == 0, log.read_text()[-3000:]
+        target.execute(f'DROP TABLE IF EXISTS "{table}", "{table}_src", "{table}_loads"')
         target.close()
     run.refresh_from_db()
     assert run.attempt == 2

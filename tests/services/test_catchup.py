@@ -5,12 +5,15 @@ from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from scheduler.models import BackfillStatus, Run, RunStatus, WorkloadClass
+from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule, WorkloadClass
 from scheduler.pipelines import registry
 from scheduler.services.backfills import backfill_submit
+from scheduler.services.dispatch import admit_slice
 from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs import run_enqueue, run_trigger_manual
 from scheduler.services.watermarks import watermark_state
 from tests.services.semantics_helpers import counting_factory, tick
 
@@ -116,3 +119,73 @@ def test_with_catchup_on_worker_off_the_next_slice_waits_for_the_dispatch_loop(c
     first, second, sent = _first_slice(schedule)
     assert second.status == RunStatus.QUEUED and sent == []
     assert len(counter["windows"]) == 1
+
+
+def test_each_window_ends_admits_and_begins_the_next_in_one_commit(catching_up):
+    schedule, _ = catching_up
+    run_trigger_manual(schedule=schedule, actor="tests", now=NOW)
+    [(first, token)] = tick(NOW)
+    _, patch = _broker()
+    with patch, CaptureQueriesContext(connection) as queries:
+        execute_run(first, token, clock=lambda: NOW)
+    runs = list(Run.objects.filter(schedule=schedule).order_by("id"))
+    commits = [q for q in queries.captured_queries if q["sql"] == "COMMIT"]
+    assert len(runs) == 4 and len(commits) == 4, "one commit for each end, its log and the next window's start"
+    # every slice after the first was admitted and claimed by this worker in its predecessor's end
+    assert {(r.worker_id, r.admitted_at, r.started_at) for r in runs[1:]} == {(runs[0].worker_id, NOW, NOW)}
+    assert len(queries.captured_queries) <= 4 * 26, "the bookkeeping of a window stays bounded"
+
+
+def _slice(schedule, *, trigger_kind="manual"):
+    """A catch-up slice queued as a capped window's end queues it."""
+    return run_enqueue(schedule=schedule, trigger_kind=trigger_kind, trigger_key=f"k>{NOW.isoformat()}", now=NOW)
+
+
+def _hand_over(queued):
+    with transaction.atomic():  # a capped window's end is a transaction; the class row is locked in it
+        return admit_slice(run=queued, now=NOW, holder="w1")
+
+
+def test_a_slice_with_nothing_ahead_of_it_is_admitted_with_its_schedule_as_it_is_now(catching_up):
+    schedule, _ = catching_up
+    queued = _slice(schedule)
+    Schedule.objects.filter(pk=schedule.pk).update(description="changed meanwhile")
+    pk, token = _hand_over(queued)
+    stored = Run.objects.get(pk=pk)
+    assert (stored.status, stored.dispatch_token, stored.admitted_at, stored.worker_id) == (
+        RunStatus.RUNNING, token, NOW, "w1")
+    assert queued.status == RunStatus.RUNNING and queued.schedule.description == "changed meanwhile"
+
+
+@pytest.mark.parametrize("case", ["another run queued in the class", "class full", "upstream", "rate limit",
+                                  "breaker open", "freshness rule", "another live run running"])
+def test_a_slice_goes_through_the_whole_gate_whenever_it_might_decide_otherwise(catching_up, make_schedule, case):
+    schedule, _ = catching_up
+    trigger_kind = "manual"
+    if case == "another run queued in the class":
+        run_trigger_manual(schedule=make_schedule("other", target_id="test.catchup"), actor="tests", now=NOW)
+    elif case == "class full":
+        WorkloadClass.objects.filter(pk=schedule.workload_class_id).update(concurrency_limit=1)
+        busy = run_trigger_manual(schedule=make_schedule("other", target_id="test.catchup"), actor="tests", now=NOW)
+        Run.objects.filter(pk=busy.pk).update(status=RunStatus.RUNNING, admitted_at=NOW)
+    elif case == "upstream":
+        schedule.depends_on.add(make_schedule("up", target_id="test.catchup"))
+    elif case == "rate limit":
+        Schedule.objects.filter(pk=schedule.pk).update(max_runs_per_minute=100)
+    elif case == "breaker open":
+        Schedule.objects.filter(pk=schedule.pk).update(breaker_status=BreakerStatus.OPEN, breaker_opened_at=NOW)
+    elif case == "freshness rule":
+        Schedule.objects.filter(pk=schedule.pk).update(refresh_after_seconds=3600)
+        trigger_kind = "cron"
+    else:
+        running = run_trigger_manual(schedule=schedule, actor="tests", now=NOW)
+        Run.objects.filter(pk=running.pk).update(status=RunStatus.RUNNING, admitted_at=NOW)
+    queued = _slice(schedule, trigger_kind=trigger_kind)
+    assert _hand_over(queued) is None
+    assert Run.objects.get(pk=queued.pk).status == RunStatus.QUEUED
+
+
+def test_a_freshness_rule_does_not_hold_a_slice_a_person_asked_for(catching_up):
+    schedule, _ = catching_up
+    Schedule.objects.filter(pk=schedule.pk).update(refresh_after_seconds=3600)
+    assert _hand_over(_slice(Schedule.objects.get(pk=schedule.pk))) is not None

@@ -179,3 +179,36 @@ def test_long_lines_are_cut_and_nul_characters_are_stored_safely(make_schedule, 
     first, second = _lines(run)
     assert first.message.startswith("y" * 300) and "700 characters cut" in first.message
     assert second.message == "nul\\x00here"
+
+
+def test_a_runs_end_writes_its_closing_note_from_the_end_it_wrote_not_from_a_read(make_schedule, chatty, now,
+                                                                                   monkeypatch):
+    chatty()
+    run = run_trigger_manual(schedule=make_schedule("s", target_id="test.chatty"), actor="tests", now=now)
+    reads = []
+    real = RunLogCapture.close_notes
+    monkeypatch.setattr(RunLogCapture, "close_notes", lambda self, row: (reads.append(row), real(self, row))[1])
+    tick_and_execute(now)
+    run.refresh_from_db()
+    assert reads == [{"status": RunStatus.SUCCEEDED, "rows_loaded": 2, "reason": "", "watermark_after": "",
+                      "started_at": run.started_at, "finished_at": run.finished_at}]
+    assert _lines(run)[-1].message == "finished SUCCEEDED, after 0.0 s, 2 rows"
+
+
+def test_a_log_that_cannot_be_saved_with_the_end_is_saved_after_and_the_end_stands(make_schedule, chatty, now,
+                                                                                 monkeypatch):
+    chatty()
+    run = run_trigger_manual(schedule=make_schedule("s", target_id="test.chatty"), actor="tests", now=now)
+    real, calls = RunLogLine.objects.bulk_create, []
+
+    def first_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("database blip")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(RunLogLine.objects, "bulk_create", first_fails)
+    tick_and_execute(now)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED and len(calls) == 2
+    assert [line.message for line in _lines(run)][-1] == "finished SUCCEEDED, after 0.0 s, 2 rows"
