@@ -220,7 +220,9 @@ def test_folding_while_runs_end_on_another_connection_loses_and_doubles_nothing(
 def test_a_fold_is_given_up_when_a_row_below_its_top_commits_while_it_folds(make_schedule, now, monkeypatch):
     if connection.vendor != "postgresql":
         pytest.skip("SQLite's writers queue at BEGIN IMMEDIATE: no row can commit inside a fold's transaction")
-    schedule = make_schedule("a")
+    # two schedules: a run's end also locks its schedule's kept outcomes row (outcomes.py), and the fast end must
+    # not wait for the slow one's commit
+    schedule, other = make_schedule("a"), make_schedule("b")
     inserted, release = threading.Event(), threading.Event()
 
     def slow_end():  # a run's end that took its id first and commits after a later one
@@ -235,7 +237,7 @@ def test_a_fold_is_given_up_when_a_row_below_its_top_commits_while_it_folds(make
     thread = threading.Thread(target=slow_end)
     thread.start()
     assert inserted.wait(30)
-    _end(schedule, now - timedelta(hours=2), S.FAILED, "fast")  # committed, with the higher id
+    _end(other, now - timedelta(hours=2), S.FAILED, "fast")  # committed, with the higher id
     read = hour_counts._unfolded
 
     def read_then_let_the_slow_one_commit(batch):
