@@ -1,5 +1,5 @@
 """The audit log's hourly counts (AuditCount): written with every entry, folded by governance, lowered by the
-archive, backfilled by migration 0027; the sum over a key always equals the key's entries in the log."""
+archive, backfilled by migration 0028; the sum over a key always equals the key's entries in the log."""
 from __future__ import annotations
 
 import threading
@@ -202,7 +202,7 @@ def test_the_migration_counts_the_log_it_finds(db):
                               team_id=(None, team.pk)[m % 3 == 0]) for m in range(0, 150, 7)])
     audit_record_many([_entry(T0 - timedelta(days=400))])
     expected = _logged()
-    AuditCount.objects.all().delete()  # the log as migration 0027 finds it: no counts yet
+    AuditCount.objects.all().delete()  # the log as migration 0028 finds it: no counts yet
     migration = import_module("scheduler.migrations.0028_audit_counts")
     migration.backfill(None, SimpleNamespace(connection=connection))
     assert _counted() == expected
