@@ -18,7 +18,7 @@ from scheduler.models import AuditCount
 FOLD_BATCH = 10_000
 HOURS_PER_QUERY = 1_000
 
-# the UTC start of an entry's hour, as migration 0027 computes it for the log it found
+# the UTC start of an entry's hour, as migration 0028 computes it for the log it found
 _HOUR_SQL = {"postgresql": "date_trunc('hour', at, 'UTC')", "sqlite": "strftime('%Y-%m-%d %H:00:00', at)"}
 
 Key = tuple[datetime, "int | None", str, str]
@@ -71,7 +71,7 @@ def audit_counts_from_log(*, after_id: int = 0) -> int:
     """Count the log's entries with ids above `after_id` into folded rows, in one INSERT ... SELECT ... GROUP BY.
 
     For entries written behind the model's back (the benchmark's bulk SQL); the same statement as migration
-    0027's. Returns the rows inserted.
+    0028's. Returns the rows inserted.
     """
     with connection.cursor() as cursor:
         cursor.execute(

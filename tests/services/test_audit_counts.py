@@ -1,10 +1,11 @@
 """The audit log's hourly counts (AuditCount): written with every entry, folded by governance, lowered by the
-archive, backfilled by migration 0027; the sum over a key always equals the key's entries in the log."""
+archive, backfilled by migration 0028; the sum over a key always equals the key's entries in the log."""
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from importlib import import_module
 from types import SimpleNamespace
 
@@ -59,10 +60,9 @@ def test_every_way_of_writing_an_entry_counts_it(db, make_schedule):
 
 
 def test_an_entry_that_fails_to_save_counts_nothing(db):
-    with pytest.raises(Exception):
-        with transaction.atomic():
-            audit_record_many([_entry(T0)])
-            raise RuntimeError("the change it records failed")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        audit_record_many([_entry(T0)])
+        raise RuntimeError("the change it records failed")
     assert not AuditCount.objects.exists() and not AuditEntry.objects.exists()
 
 
@@ -202,7 +202,7 @@ def test_the_migration_counts_the_log_it_finds(db):
                               team_id=(None, team.pk)[m % 3 == 0]) for m in range(0, 150, 7)])
     audit_record_many([_entry(T0 - timedelta(days=400))])
     expected = _logged()
-    AuditCount.objects.all().delete()  # the log as migration 0027 finds it: no counts yet
+    AuditCount.objects.all().delete()  # the log as migration 0028 finds it: no counts yet
     migration = import_module("scheduler.migrations.0028_audit_counts")
     migration.backfill(None, SimpleNamespace(connection=connection))
     assert _counted() == expected

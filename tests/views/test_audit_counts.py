@@ -4,7 +4,8 @@ The oracle is `audit_counts_raw`: the three GROUP BYs of the log the report ran 
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -12,7 +13,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from scheduler.audit_reads import audit_counts, audit_counts_raw, audit_filtered
 from scheduler.models import AuditEntry, Team
