@@ -47,16 +47,23 @@ def test_a_worker_killed_mid_copy_into_postgresql_loses_the_open_load_and_the_wi
     )
     run = run_trigger_manual(schedule=schedule, actor="tests", params={
         "source": str(source), "target": PG_URL, "table": table, "pidfile": str(pidfile)})
+    target = psycopg.connect(PG_URL, autocommit=True)
+    _kill_mid_copy_then_reload(run=run, n=n, target=target, table=table, pidfile=pidfile, tmp_path=tmp_path,
+                               what="the worker to stall mid-COPY")
+
+
+def _kill_mid_copy_then_reload(*, run, n: int, target, table: str, pidfile, tmp_path, what: str,
+                               drop: tuple[str, ...] = ()) -> None:
+    """Start a cluster, SIGKILL the worker once its sink's COPY into the staging table is in flight, and check the
+    re-queued run loads the window's `n` rows once, by its second attempt; the target's tables are dropped."""
     log = tmp_path / "cluster.log"
     proc = start_cluster("faults", log_path=log, extra_env={
         "ETL_PIPELINE_MODULES": MODULES, "ETL_STUCK_SECONDS": "2", "ETL_GOVERNANCE_INTERVAL": "0.5"})
-    target = psycopg.connect(PG_URL, autocommit=True)
     try:
-        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=60,
-                             what="the worker to stall mid-COPY", log_path=log))
+        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=60, what=what, log_path=log))
         staged = target.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'COPY%%'"
                                 " AND query LIKE '%%etl_stage%%'").fetchone()[0]
-        assert staged == 1, "the COPY is in flight when the worker dies"
+        assert staged == 1, "the sink's COPY is in flight when the worker dies"
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED, timeout=90,
                    what="the re-queued run to succeed", log_path=log)
@@ -64,7 +71,8 @@ def test_a_worker_killed_mid_copy_into_postgresql_loses_the_open_load_and_the_wi
         loads = target.execute(f'SELECT run_id, attempt, n FROM "{table}_loads"').fetchall()
     finally:
         assert stop_cluster(proc) == 0, log.read_text()[-3000:]
-        target.execute(f'DROP TABLE IF EXISTS "{table}", "{table}_loads"')
+        target.execute(", ".join([f'DROP TABLE IF EXISTS "{table}"', f'"{table}_loads"',
+                                  *(f'"{name}"' for name in drop)]))
         target.close()
     run.refresh_from_db()
     assert run.attempt == 2
@@ -93,28 +101,8 @@ def test_a_worker_killed_mid_stream_from_postgresql_to_postgresql_loses_the_open
     )
     run = run_trigger_manual(schedule=schedule, actor="tests",
                              params={"target": PG_URL, "table": table, "pidfile": str(pidfile)})
-    log = tmp_path / "cluster.log"
-    proc = start_cluster("faults", log_path=log, extra_env={
-        "ETL_PIPELINE_MODULES": MODULES, "ETL_STUCK_SECONDS": "2", "ETL_GOVERNANCE_INTERVAL": "0.5"})
-    try:
-        pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), timeout=60,
-                             what="the worker to stall mid-stream", log_path=log))
-        staged = target.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'COPY%%'"
-                                " AND query LIKE '%%etl_stage%%'").fetchone()[0]
-        assert staged == 1, "the sink's COPY is in flight when the worker dies"
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.SUCCEEDED, timeout=90,
-                   what="the re-queued run to succeed", log_path=log)
-        ids = [row[0] for row in target.execute(f'SELECT id FROM "{table}" ORDER BY id')]
-        loads = target.execute(f'SELECT run_id, attempt, n FROM "{table}_loads"').fetchall()
-    finally:
-        assert stop_cluster(proc) == 0, log.read_text()[-3000:]
-        target.execute(f'DROP TABLE IF EXISTS "{table}", "{table}_src", "{table}_loads"')
-        target.close()
-    run.refresh_from_db()
-    assert run.attempt == 2
-    assert ids == list(range(1, n + 1)), "no gap and no duplicate in the sink"
-    assert loads == [(run.pk, 2, n)], "the window was loaded once, by the second attempt"
+    _kill_mid_copy_then_reload(run=run, n=n, target=target, table=table, pidfile=pidfile, tmp_path=tmp_path,
+                               what="the worker to stall mid-stream", drop=(f"{table}_src",))
 
 
 def test_a_killed_worker_is_detected_requeued_and_its_window_is_loaded_exactly_once(make_schedule, tmp_path):
