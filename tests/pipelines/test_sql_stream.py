@@ -160,20 +160,19 @@ def test_a_failed_read_is_retried_as_an_extract_a_value_the_target_refuses_is_a_
     fill(admin, src, n=6)
     sink = target()
     retries: list = []
+
+    def pipeline_from(query: str) -> Pipeline:
+        pipeline = Pipeline(SqlSource(PG_URL, query=query), None, NoRows(PG_URL, table=sink, key="id"),
+                            RetryPolicy(max_attempts=2), sleep=lambda s: None)
+        pipeline.on_retry = lambda attempt, exc, wait: retries.append(str(exc))
+        return pipeline
+
     # the source fails at its fourth row, after the stream began
-    bad_read = SqlSource(PG_URL, query=f'SELECT id, 1 / (id - 4) AS ratio FROM "{src}" ORDER BY id')
-    pipeline = Pipeline(bad_read, None, NoRows(PG_URL, table=sink, key="id"), RetryPolicy(max_attempts=2),
-                        sleep=lambda s: None)
-    pipeline.on_retry = lambda attempt, exc, wait: retries.append(str(exc))
     with pytest.raises(EtlError, match="division by zero"):
-        pipeline.run()
+        pipeline_from(f'SELECT id, 1 / (id - 4) AS ratio FROM "{src}" ORDER BY id').run()
     assert len(retries) == 1 and "SqlSource" in retries[0]
-    bad_value = SqlSource(PG_URL, query=f"SELECT id, 'not a day' AS day FROM \"{src}\"")
-    pipeline = Pipeline(bad_value, None, NoRows(PG_URL, table=sink, key="id"), RetryPolicy(max_attempts=2),
-                        sleep=lambda s: None)
-    pipeline.on_retry = lambda attempt, exc, wait: retries.append(str(exc))
     with pytest.raises(LoadError, match="invalid input syntax for type date"):
-        pipeline.run()
+        pipeline_from(f"SELECT id, 'not a day' AS day FROM \"{src}\"").run()
     assert len(retries) == 1, "a load error is not retried"
     assert rows_of(admin, sink) == []
 
