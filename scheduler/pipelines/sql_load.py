@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from itertools import chain
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from scheduler.core import stop
@@ -43,13 +42,28 @@ def value_rows(rows: Sequence[dict], columns: list[str], convert: Callable[[Any]
     except KeyError:
         tuples = [tuple(row.get(c) for c in columns) for row in rows]
     kinds = CONVERTED[dialect]
-    if not any(issubclass(kind, kinds) for kind in set(map(type, chain.from_iterable(tuples)))):
-        return tuples  # the common case: plain numbers, text and (on PostgreSQL) datetimes, all in C
     by_column = list(zip(*tuples))
+    converted = False
     for index, values in enumerate(by_column):
-        if any(issubclass(kind, kinds) for kind in set(map(type, values))):
-            by_column[index] = tuple(map(convert, values))
-    return list(zip(*by_column))
+        types = set(map(type, values))
+        if any(issubclass(kind, kinds) for kind in types):
+            by_column[index] = tuple(map(_once_each(values, types, convert), values))
+            converted = True
+    # the common case: plain numbers, text and (on PostgreSQL) datetimes, all in C and the tuples as they were
+    return list(zip(*by_column)) if converted else tuples
+
+
+def _once_each(values: tuple, types: set[type], convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`convert`, or, for a column of plain datetimes or of plain dates, a lookup of each distinct value converted
+    once: a load's rows share few instants (a day's rows, an hour's), and the conversion is most of the cost.
+
+    Only where equal values convert alike: not Decimals (1.0 == 1.00), not mixed dates and datetimes, and not a
+    datetime with `fold` set (an ambiguous wall time equals its twin of the other fold, and hashes alike).
+    """
+    kinds = types - {type(None)}
+    if kinds == {datetime} and not any(map(attrgetter("fold"), filter(None, values))) or kinds == {date}:
+        return {value: convert(value) for value in set(values)}.__getitem__
+    return convert
 
 
 def column(tuples: list[tuple], index: int) -> list[Any]:

@@ -2,6 +2,7 @@
 import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
@@ -139,6 +140,45 @@ def test_value_rows_leaves_plain_values_untouched_and_converts_a_column_only_whe
     assert sql_load.value_rows(rows, ["a", "c"], convert, "postgresql") == [(1, "<[1]>"), (2, "<5>")]
     assert calls == [[1], 5]  # the list's column, each of its values; never column a
 
+
+
+def test_value_rows_converts_each_distinct_instant_or_date_of_a_column_once():
+    calls = []
+
+    def convert(value):
+        calls.append(value)
+        return None if value is None else f"<{value.isoformat()}>"
+
+    hours = [T0 + timedelta(hours=i % 3) for i in range(30)]
+    rows = [{"at": at, "day": at.date() if i % 2 else None} for i, at in enumerate(hours)]
+    got = sql_load.value_rows(rows, ["at", "day"], convert, "sqlite")
+    assert got == [(f"<{at.isoformat()}>", f"<{at.date().isoformat()}>" if i % 2 else None)
+                   for i, at in enumerate(hours)]
+    assert sorted(map(str, calls)) == sorted(map(str, [*set(hours), T0.date(), None]))  # 3 + 1 + None, not 60
+
+
+def test_sqlite_sink_keeps_apart_an_ambiguous_wall_time_and_its_twin_of_the_other_fold(sqlite_db):
+    """01:30 on 2024-11-03 happens twice in New York: fold 0 is 05:30 UTC, fold 1 06:30 UTC. The two datetimes are
+    equal and hash alike, so converting each distinct value once must not take one for the other."""
+    url, path = sqlite_db
+    first = datetime(2024, 11, 3, 1, 30, tzinfo=ZoneInfo("America/New_York"))
+    rows = [{"id": 1, "at": first}, {"id": 2, "at": first.replace(fold=1)}, {"id": 3, "at": first}]
+    SqlSink(url, table="t", key="id", create=True).load(rows)
+    with sqlite3.connect(path) as conn:
+        got = conn.execute("SELECT id, at FROM t ORDER BY id").fetchall()
+    assert got == [(1, "2024-11-03T05:30:00.000000+00:00"), (2, "2024-11-03T06:30:00.000000+00:00"),
+                   (3, "2024-11-03T05:30:00.000000+00:00")]
+
+
+def test_sqlite_sink_converts_a_column_of_dates_and_datetimes_value_by_value(sqlite_db):
+    """Midnight as a datetime and the same day as a date are stored differently, whichever comes first."""
+    url, path = sqlite_db
+    rows = [{"id": 1, "on": datetime(2024, 5, 1)}, {"id": 2, "on": datetime(2024, 5, 1).date()},
+            {"id": 3, "on": datetime(2024, 5, 1)}]
+    SqlSink(url, table="t", key="id", create=True).load(rows)
+    with sqlite3.connect(path) as conn:
+        got = conn.execute("SELECT id, \"on\" FROM t ORDER BY id").fetchall()
+    assert got == [(1, "2024-05-01T00:00:00.000000+00:00"), (2, "2024-05-01"), (3, "2024-05-01T00:00:00.000000+00:00")]
 
 @pytest.mark.django_db
 def test_a_postgres_sink_on_a_django_alias_inserts_then_upserts_inside_the_callers_transaction():
