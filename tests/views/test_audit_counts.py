@@ -4,6 +4,7 @@ The oracle is `audit_counts_raw`: the three GROUP BYs of the log the report ran 
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from zoneinfo import ZoneInfo
@@ -188,6 +189,16 @@ def test_the_page_counts_by_the_viewers_zone(viewer_client, db):
     session.save()
     by_day = viewer_client.get(reverse("scheduler:audit")).context["counts"]["by_day"]
     assert [(c["day"], c["n"]) for c in by_day] == [(midnight.date(), 1), (midnight.date() - timedelta(days=1), 1)]
+
+
+def test_the_counts_range_is_written_in_the_viewers_zone_and_named_so(viewer_client, db):
+    session = viewer_client.session
+    session["display_timezone"] = "Asia/Kolkata"
+    session.save()
+    response = viewer_client.get(reverse("scheduler:audit"))
+    until = response.context["counts"]["until"].astimezone(ZoneInfo("Asia/Kolkata"))
+    line = " ".join(re.search(r'id="count-range">(.*?)</p>', response.content.decode(), re.S).group(1).split())
+    assert f"to {until:%Y-%m-%d %H:%M} Asia/Kolkata (" in line
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's plan is asked; PostgreSQL's follows its statistics")
