@@ -325,12 +325,14 @@ def prune_sample(args: argparse.Namespace, url: str, index: int) -> list[dict]:
     # older than the args.prune-th oldest run (ids grow with time): about args.prune runs to delete
     edge = Run.objects.order_by("id").values_list("queued_at", flat=True)[min(args.prune, total - 1)]
     hours = max(1, int((tz.now() - edge).total_seconds() // 3600))
+    age = f"{hours}h" if hours < 100_000 else f"{hours // 24}d"  # an age is at most five digits
     env = child_env(url, DEBUG="0")
     result = Result(25, f"dispatch tick during a prune of ~{args.prune:,} runs", args.db)
     before = load()
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "manage.py", "prune_history", "--older-than", f"{hours}h", "--json"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    errors = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen([sys.executable, "manage.py", "prune_history", "--older-than", age, "--json"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
     times: list[float] = []
     failed: list[str] = []
     stop_at = time.monotonic() + args.prune_seconds
@@ -351,6 +353,9 @@ def prune_sample(args: argparse.Namespace, url: str, index: int) -> list[dict]:
             time.sleep(0.1)  # the loop's pace (ETL_DISPATCH_INTERVAL)
     elapsed = time.perf_counter() - started
     out = proc.stdout.read()
+    if proc.returncode and time.monotonic() <= stop_at:  # it failed on its own: no figure is worth keeping
+        errors.seek(0)
+        raise SystemExit(f"prune_history --older-than {age} exited with {proc.returncode}: {errors.read()[-2000:]}")
     counts = json.loads(out)["counts"] if proc.returncode == 0 else {"stopped": proc.returncode}
     deleted = total - Run.objects.count()
     result.add("dispatch tick during the prune, p50", pct(times, 50), "ms", "<= 100 ms")

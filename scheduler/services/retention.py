@@ -46,7 +46,8 @@ def parse_age(text: str, *, field: str = "older_than") -> timedelta:
     match = AGE_RE.match(str(text))
     age = timedelta(**{AGE_UNITS[match.group(2)]: int(match.group(1))}) if match else None
     if age is None or age < timedelta(hours=1) or age > timedelta(days=36_500):
-        raise ServiceError(f"must be an age such as 30d, 12h or 2w (at least 1h), got {text!r}", field=field)
+        raise ServiceError(f"must be an age such as 30d, 12h or 2w, from 1h to 36500d (100 years), got {text!r}",
+                           field=field)
     return age
 
 

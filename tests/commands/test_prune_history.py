@@ -62,6 +62,7 @@ def test_the_settings_ages_apply_without_older_than(history):
 @pytest.mark.parametrize("args, message", [
     (["--older-than", "soon"], "--older-than: must be an age such as 30d"),
     (["--older-than", "0d"], "--older-than: must be an age"),
+    (["--older-than", "36501d"], "--older-than: must be an age such as 30d, 12h or 2w, from 1h to 36500d"),
     (["--batch-size", "0"], "--batch-size: must be a whole number from 1"),
     (["--batch-size", "many"], "--batch-size: must be a whole number from 1"),
 ])
