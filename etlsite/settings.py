@@ -250,6 +250,9 @@ LOGGING = {
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "whitenoise.middleware.WhiteNoiseMiddleware"
 )
+# and straight from the apps' and static/'s own files when STATIC_ROOT lacks them (a server started without
+# `serve`'s collectstatic, or STATIC_ROOT pointed at an empty directory): never a page without its CSS and htmx
+WHITENOISE_USE_FINDERS = True
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

@@ -45,6 +45,29 @@ def test_serve_answers_on_gunicorn_with_static_files_and_debug_off(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+
+def test_gunicorn_started_without_collectstatic_still_serves_the_static_files(tmp_path):
+    """An empty STATIC_ROOT (the web server started some other way than `serve`, which collects first): WhiteNoise
+    finds the CSS, htmx and the admin's files in the apps themselves, with DEBUG off."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": child_database_url(), "DEBUG": "false",
+           "STATIC_ROOT": str(tmp_path / "empty")}
+    log = open(tmp_path / "gunicorn.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "etlsite.wsgi", "--bind", f"127.0.0.1:{port}",
+                             "--workers", "1"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="gunicorn",
+                   log_path=tmp_path / "gunicorn.log")
+        for path, kind in (("scheduler/app.css", "text/css"), ("django_htmx/htmx-2.min.js", "javascript"),
+                           ("admin/css/base.css", "text/css")):
+            status, headers = _head(f"http://127.0.0.1:{port}/static/{path}")
+            assert status == 200 and kind in headers["Content-Type"], (path, status, headers)
+        assert not (tmp_path / "empty").exists()  # nothing was collected: the files came from the finders
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
 def test_a_bad_addr_is_refused_with_the_option_named(tmp_path):
     result = subprocess.run([sys.executable, "manage.py", "serve", "--addr", "localhost:http"], cwd=ROOT,
                             env={**os.environ, "DATABASE_URL": child_database_url()}, capture_output=True, text=True,
