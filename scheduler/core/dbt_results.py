@@ -151,3 +151,8 @@ def manifest_edges(manifest: Any, ids: Iterable[str]) -> list[tuple[str, str]]:
 
 
 __all__ = ["DbtNode", "failure_summary", "manifest_edges", "outcome_of", "parse_run_results", "rerun_selector"]
+
+
+def selection_words(selection: str | list[str] | None) -> list[str]:
+    items = selection if isinstance(selection, list) else [selection or ""]
+    return [word for item in items for word in item.split()]

@@ -11,24 +11,42 @@ SERVICES = PACKAGE / "services"
 FINAL = {"SUCCEEDED", "FAILED", "SKIPPED", "BLOCKED", "CANCELLED"}
 
 
+# The service packages, bottom first: a module may import its own package and the packages below it, never above.
+LAYERS = ["common", "history", "integrations", "access", "runs", "oversight", "worker", "admission", "definitions",
+          "cluster"]
+
+
 def _modules() -> dict[str, ast.Module]:
-    return {path.stem: ast.parse(path.read_text(), str(path)) for path in sorted(SERVICES.glob("*.py"))}
+    """Every service module as `package.module` (a package's face is `package.__init__`)."""
+    return {f"{path.parent.name}.{path.stem}": ast.parse(path.read_text(), str(path))
+            for path in sorted(SERVICES.glob("*/*.py"))}
 
 
 def _service_imports(tree: ast.Module) -> set[str]:
-    """The sibling service modules a module imports at its top level."""
+    """The service modules (`package.module`, or `package.__init__` for a package's face) a module imports."""
     found: set[str] = set()
+    names: list[str] = []
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "scheduler.services":
-                found.update(alias.name for alias in node.names)
-            elif node.module.startswith("scheduler.services."):
-                found.add(node.module.split(".")[2])
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("scheduler.services"):
+            parts = node.module.split(".")[2:]
+            if len(parts) == 0:
+                found.update(f"{alias.name}.__init__" for alias in node.names)
+            elif len(parts) == 1:
+                found.update(f"{parts[0]}.{alias.name}" if (SERVICES / parts[0] / f"{alias.name}.py").exists()
+                             else f"{parts[0]}.__init__" for alias in node.names)
+            else:
+                found.add(".".join(parts[:2]))
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith("scheduler.services."):
-                    found.add(alias.name.split(".")[2])
+            names += [alias.name for alias in node.names]
+    found.update(".".join(name.split(".")[2:4]) for name in names if name.startswith("scheduler.services."))
     return found
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Arrows from a package to one above it in LAYERS."""
+    rank = {name: index for index, name in enumerate(LAYERS)}
+    return [f"{src} -> {dst}" for src, dsts in sorted(graph.items()) for dst in sorted(dsts)
+            if rank[dst.split(".")[0]] > rank[src.split(".")[0]]]
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -55,8 +73,25 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_services_import_graph_has_no_cycle():
     graph = {name: _service_imports(tree) for name, tree in _modules().items()}
-    assert graph["finish"], "finish.py is read from its imports"
+    assert graph["runs.end"], "runs/end.py is read from its imports"
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_every_service_module_sits_in_a_named_layer():
+    assert {path.name for path in SERVICES.iterdir() if path.is_dir() and path.name != "__pycache__"} == set(LAYERS)
+    assert [path.name for path in SERVICES.glob("*.py")] == ["__init__.py"], "no module outside a package"
+
+
+def test_imports_between_service_packages_run_downward():
+    graph = {name: _service_imports(tree) for name, tree in _modules().items()}
+    assert _upward(graph) == []
+
+
+def test_the_direction_check_sees_an_arrow_up():
+    assert _upward({"runs.end": {"common.audit", "runs.queue"}}) == []
+    assert _upward({"runs.end": {"cluster.execution"}}) == ["runs.end -> cluster.execution"]
+    tree = ast.parse("from scheduler.services.cluster import execution\nfrom scheduler.services.runs.end import x\n")
+    assert _service_imports(tree) == {"cluster.execution", "runs.end"}
 
 
 def test_the_cycle_check_finds_a_cycle():
@@ -121,8 +156,8 @@ def _final_status_writes(source: str, label: str) -> list[str]:
 
 # the modules that may write a final run status, and why
 FINAL_WRITERS = {
-    SERVICES / "finish.py": "the one owner of a run's end",
-    SERVICES / "downstream.py": "blocks the waiting dependents of a run that finish.py ended, in its transaction",
+    SERVICES / "runs" / "end.py": "the one owner of a run's end",
+    SERVICES / "runs" / "downstream.py": "blocks the waiting dependents of a run that finish.py ended, in its transaction",
 }
 
 
@@ -161,7 +196,7 @@ def _signal_sends(source: str, label: str) -> list[str]:
 
 # where a process is signalled for a reason that is not a run's control
 SIGNALS_ALLOWED = {
-    "scheduler/services/supervisor.py": "the one home of run control: stops, kills, reaps a run's processes",
+    "scheduler/services/worker/supervisor.py": "the one home of run control: stops, kills, reaps a run's processes",
     "scheduler/management/commands/serve.py": "serve stops the gunicorn and qcluster children it started itself",
 }
 
