@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from etlsite.env import envbool, envfloat, envint, envlist, envstr
+from scheduler.core.timing import timing_problems
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("ETL_VAR_DIR", str(BASE_DIR / "var")))
@@ -187,10 +188,10 @@ ETL_CANCEL_GRACE_SECONDS = envfloat("ETL_CANCEL_GRACE_SECONDS", 30.0, minimum=0.
 ETL_FENCE_SECONDS = envfloat(
     "ETL_FENCE_SECONDS", max(ETL_STUCK_SECONDS / 2, ETL_STUCK_SECONDS - 3 * ETL_HEARTBEAT_SECONDS), minimum=0.1
 )
-if ETL_FENCE_SECONDS >= ETL_STUCK_SECONDS:
-    raise ImproperlyConfigured(
-        f"ETL_FENCE_SECONDS: must be less than ETL_STUCK_SECONDS ({ETL_STUCK_SECONDS:g}), got {ETL_FENCE_SECONDS:g}"
-    )
+# the rules between the worker's threads and governance (scheduler/core/timing.py)
+_timing = timing_problems(fence=ETL_FENCE_SECONDS, stuck=ETL_STUCK_SECONDS, grace=ETL_CANCEL_GRACE_SECONDS)
+if _timing:
+    raise ImproperlyConfigured(_timing[0])
 ETL_DISPATCH_BATCH = envint("ETL_DISPATCH_BATCH", 200, minimum=1)
 # When a tick admits more runs than the cluster has workers, up to this many go in one broker message
 # and one worker runs them one after another (1: one run per message always). docs/semantics.md, "Batches".

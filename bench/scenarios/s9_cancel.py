@@ -72,7 +72,7 @@ def _cancel_one(schedule, *, marker: str | None, log: Path) -> dict:
     from django.utils import timezone
 
     from scheduler.models import Run, RunStatus
-    from scheduler.services.runs.end import run_cancel
+    from scheduler.services.runs.stop import run_cancel
     from scheduler.services.runs.queue import run_trigger_manual
 
     run = run_trigger_manual(schedule=schedule, actor="bench")

@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from scheduler.admin.common import ReadOnlyAdmin, ScopedChoicesMixin, permitted, visible
 from scheduler.models import Backfill, Run, RunStatus
 from scheduler.services.common.errors import ServiceError
-from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.rerun import run_rerun_from_failure
 
 

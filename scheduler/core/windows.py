@@ -297,6 +297,14 @@ def compute_window(config: WatermarkConfig, state: WatermarkState, now: datetime
     return Window(low, high)
 
 
+def cut_by_max_window(config: WatermarkConfig, window: Window) -> bool:
+    """Was this datetime window (as `compute_window` made it) cut short by max_window? Read back from a stored
+    window (a retried attempt reads the window its first attempt computed), so its next slice is still queued."""
+    if not config.is_datetime or config.max_window is None:
+        return False
+    return window.high - window.low >= config.max_window + config.overlap
+
+
 def reached_until(config: WatermarkConfig, state: WatermarkState) -> bool:
     """True once the mark stands at (or past) the config's `until` bound."""
     if config.until is None:

@@ -28,7 +28,7 @@ from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
 from scheduler.models.ops import Alert, GovernanceTick, LoopLease, RunHourCount, RunTally
 from scheduler.models.outcome import LatestOutcome
-from scheduler.models.run import Run, RunUpstream
+from scheduler.models.run import Run, RunUpstream, requeue_fields
 from scheduler.models.runlog import RunLogLine
 from scheduler.models.schedule import Schedule
 from scheduler.models.team import Team
@@ -41,7 +41,7 @@ __all__ = [
     "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
     "GovernanceTick", "LatestOutcome", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord",
-    "Run", "RunHourCount", "RunLogLine", "RunStatus", "RunTally", "RunUpstream", "Schedule", "StopKind", "TargetKind",
+    "Run", "RunHourCount", "RunLogLine", "RunStatus", "RunTally", "RunUpstream", "requeue_fields", "Schedule", "StopKind", "TargetKind",
     "Team", "TriggerKind", "WatermarkChange",
     "WatermarkHistory", "FailureAck",
     "WatermarkState", "WatermarkType", "WebhookDelivery", "WebhookRefusal", "WindowStatus", "WorkloadClass",

@@ -69,8 +69,10 @@ class StopKind(models.TextChoices):
     """Why a RUNNING run was asked to stop (it shows as STOPPING until its work has ended)."""
 
     CANCEL = "cancel", "Cancelled"
+    CANCEL_OTHER = "cancel_other", "Replaced by a newer fire (cancel_other)"
     TIMEOUT = "timeout", "Timed out"
     FENCE = "fence", "Fenced: its worker lost the database"
+    SHUTDOWN = "shutdown", "The cluster stopped"
     TERMINATE = "terminate", "Terminated"
 
 

@@ -14,6 +14,19 @@ DEADLINE_WATCHED = models.Q(deadline_missed_at__isnull=True, logical_time__isnul
 LOST_WORKER = models.Q(reason__startswith="worker lost")
 
 
+def requeue_fields(*, reason: str, attempt: int | None = None, not_before=None) -> dict:
+    """What a run that goes back to the queue has written: no worker, no admission, no stop request (one set of
+    fields for every path that re-queues a run: a retry, a lost worker, a cluster's stop, a shutdown)."""
+    fields = {"status": RunStatus.QUEUED, "started_at": None, "admitted_at": None, "heartbeat_at": None,
+              "dispatch_token": "", "worker_id": "", "reason": reason[:500], "stop_requested_at": None,
+              "stop_kind": "", "stop_reason": ""}
+    if attempt is not None:
+        fields["attempt"] = attempt
+    if not_before is not None:
+        fields["not_before"] = not_before
+    return fields
+
+
 def interval_text(low: str, high: str) -> str:
     """Stored bounds as read: [low, high) for datetimes, (low, high] for integers; empty without any."""
     if not (low or high):

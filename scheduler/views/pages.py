@@ -21,7 +21,7 @@ from scheduler.pipelines.registry import get_workflow
 from scheduler.services.admission import dispatch
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.runs.cancel import ALREADY_STOPPING, CANCELLED, run_cancel_as
-from scheduler.services.runs.end import stop_outcome
+from scheduler.services.runs.stop import stop_outcome
 from scheduler.services.runs.nodes import node_records_shown
 from scheduler.services.runs.rerun import RERUNNABLE, run_rerun_from_failure
 from scheduler.services.runs.rerun import rerun_offers
@@ -203,6 +203,10 @@ STOP_NEXT = {
     StopKind.CANCEL: "Its code is asked to stop at its next check; if it has not stopped after {grace} its process "
                      "is killed.",
     StopKind.TIMEOUT: "It ran past its time limit; if its code has not stopped after {grace} its process is killed.",
+    StopKind.CANCEL_OTHER: "A newer fire replaces it (cancel_other); its code is asked to stop, and killed after "
+                           "{grace}.",
+    StopKind.SHUTDOWN: "Its cluster is stopping; the run goes back to the queue for the next cluster when its code "
+                       "has stopped (killed after {grace}).",
     StopKind.TERMINATE: "Its process is being killed now, without a grace period.",
     StopKind.FENCE: "Its worker could not write to the database; the worker stops it so that no one else's copy "
                     "overlaps it.",
@@ -217,6 +221,8 @@ def _stop_context(run: Run) -> dict:
     outcome = status
     if run.stop_kind == StopKind.TIMEOUT and run.attempt < run.max_attempts:
         outcome = f"{status} and is queued again (attempt {run.attempt + 1} of {run.max_attempts})"
+    elif run.stop_kind == StopKind.SHUTDOWN:
+        outcome = f"QUEUED again for the next cluster (attempt {run.attempt} of {run.max_attempts}, not spent)"
     grace = f"{settings.ETL_CANCEL_GRACE_SECONDS:g} s"
     return {
         "kind": run.get_stop_kind_display() or run.stop_kind,
@@ -224,7 +230,7 @@ def _stop_context(run: Run) -> dict:
         "outcome": outcome,
         "next": STOP_NEXT.get(run.stop_kind, "").format(grace=grace),
         # run_cancel(force=True) escalates a cancel or a timeout; a fenced run is its cut-off worker's to end
-        "may_kill": run.stop_kind in (StopKind.CANCEL, StopKind.TIMEOUT),
+        "may_kill": run.stop_kind in (StopKind.CANCEL, StopKind.CANCEL_OTHER, StopKind.TIMEOUT),
     }
 
 

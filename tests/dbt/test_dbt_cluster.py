@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.models import Run, RunLogLine, RunStatus, Schedule
 from scheduler.services.common.errors import ServiceError
-from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import run_trigger_manual
 from tests.dbt.conftest import dbt_schedule
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until

@@ -20,7 +20,7 @@ import pytest
 import tests.integration.pipelines_for_tests  # noqa: F401  (registers the itest.* pipelines here too)
 from scheduler.models import AuditEntry, Run, RunLogLine, RunStatus, Schedule, WatermarkState, WorkloadClass
 from scheduler.services.common.errors import ServiceError
-from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.services.worker.supervisor import pid_alive
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until

@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduler.metrics import render_metrics
 from scheduler.models import LineageEvent, LineageStatus, Run, RunStatus, WorkloadClass
-from scheduler.services.cluster.execution import execute_runs
-from scheduler.services.runs.end import runs_lost
+from scheduler.services.cluster.batch import execute_runs
+from scheduler.services.runs.lost import runs_lost
 from scheduler.services.integrations.lineage import lineage_enabled, lineage_reset
 from scheduler.services.integrations.lineage_send import lineage_backoff, lineage_client_reset, lineage_drain, lineage_tick
 from scheduler.services.runs.queue import run_trigger_manual

@@ -13,7 +13,8 @@ from scheduler.models import LineageEvent, Run, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink, NoopSource
 from scheduler.services.runs.transitions import run_refused
-from scheduler.services.runs.end import run_cancel, run_lost
+from scheduler.services.runs.lost import run_lost
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.integrations.lineage import lineage_run_began, run_uuid
 from scheduler.services.integrations.lineage_send import lineage_drain
 from scheduler.services.runs.queue import run_trigger_manual

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scheduler.models import Run, RunStatus, Schedule, WatermarkHistory, WatermarkState
 from scheduler.services.admission.dispatch import dispatch_tick
 from scheduler.services.cluster.execution import execute_run
-from scheduler.services.runs.end import run_lost
+from scheduler.services.runs.lost import run_lost
 from scheduler.services.cluster.governance import stuck_runs
 from scheduler.services.runs.queue import run_trigger_manual
 from tests.reliability.pipelines import FaultPlan

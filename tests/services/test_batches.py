@@ -17,12 +17,13 @@ from scheduler.models import Run, RunLogLine, RunStatus, Schedule, WorkloadClass
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
 from scheduler.services.admission import dispatch
-from scheduler.services.cluster import execution
+from scheduler.services.cluster import batch
 from scheduler.services.runs import end as finish
 from scheduler.services.admission.dispatch import admit_runs, hand_off, message_sizes
-from scheduler.services.cluster.execution import execute_runs
+from scheduler.services.cluster.batch import execute_runs
 from scheduler.services.cluster.heartbeats import HeartbeatPump
-from scheduler.services.runs.end import Ending, run_cancel, runs_finish
+from scheduler.services.runs.end import Ending, runs_finish
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.cluster.governance import stuck_runs
 from scheduler.services.runs.queue import run_build
 from tests.services.semantics_helpers import tick
@@ -152,7 +153,7 @@ def test_one_runs_failing_completion_does_not_roll_back_another(make_schedule, n
     pairs = _admitted(schedule, 3, now)
     Schedule.objects.filter(pk=schedule.pk).update(breaker_failures=1)  # each success has a count to reset
     bad = pairs[1][0]
-    always_per_run = mock.patch.object(finish, "_only_the_cas", return_value=False)  # each end on its own path
+    always_per_run = mock.patch.object(finish, "_bare", return_value=False)  # each end on its own path
     real = finish.breaker_on_result
 
     def breaker(*, run, **kwargs):
@@ -178,7 +179,8 @@ def _claimed(schedule, count, now):
 def test_successes_with_nothing_to_follow_end_in_one_statement(make_schedule, now):
     runs = _claimed(make_schedule("many"), 6, now)
     run_cancel(run=runs[3], actor="tests")  # asked to stop: its worker's success must not count
-    runs[3].status = S.RUNNING  # the worker's copy
+    # the worker's copy, as it read the run before the cancel
+    runs[3].status, runs[3].stop_kind, runs[3].stop_reason, runs[3].stop_requested_at = S.RUNNING, "", "", None
     endings = [Ending(run=r, status=S.SUCCEEDED, now=now + timedelta(seconds=i), token=r.dispatch_token,
                       fields={"heartbeat_at": now, "rows_loaded": i}) for i, r in enumerate(runs)]
     with CaptureQueriesContext(connection) as queries:
@@ -252,7 +254,7 @@ def test_a_batch_whose_ends_cannot_be_written_stops_and_leaves_its_runs_to_gover
     settings.ETL_BATCH_FLUSH_SECONDS = 0  # write after every run
     schedule = make_schedule("many")
     pairs = _admitted(schedule, 3, now)
-    with mock.patch("scheduler.services.cluster.execution.runs_finish", side_effect=RuntimeError("database gone")), \
+    with mock.patch("scheduler.services.cluster.batch.runs_end", side_effect=RuntimeError("database gone")), \
             pytest.raises(RuntimeError):
         execute_runs(pairs, clock=lambda: now)
     # nothing more ran after the failed write, and no run keeps a heartbeat: governance re-queues them all
@@ -303,7 +305,7 @@ def _batch_with_a_long_neighbour(make_schedule, now, during, *, settings):
     """A batch of a quick run then a long one; returns (first run id, second run id, outcome, neighbour, timers)."""
     settings.ETL_BATCH_FLUSH_SECONDS = 0.05
     neighbour = _Neighbour(during)
-    real_flush, timers = execution._flush, []
+    real_flush, timers = batch._flush, []
 
     def flush(pending, pump):
         out = real_flush(pending, pump)
@@ -326,8 +328,8 @@ def _batch_with_a_long_neighbour(make_schedule, now, during, *, settings):
         Run.objects.bulk_create([first, second])
         pairs = tick(now)
         assert [rid for rid, _ in pairs] == sorted(rid for rid, _ in pairs), "the quick run goes first"
-        with mock.patch.object(execution, "_flush", side_effect=flush), \
-                mock.patch.object(execution.threading, "Timer", RecordedTimer):
+        with mock.patch.object(batch, "_flush", side_effect=flush), \
+                mock.patch.object(batch.threading, "Timer", RecordedTimer):
             out = execute_runs(pairs, clock=lambda: now)
     finally:
         registry._pipelines.pop("test.long_neighbour", None)

@@ -129,7 +129,7 @@ def test_governance_moves_an_open_breaker_to_half_open_after_the_cooldown(flaky,
 
 
 def test_a_cancelled_test_run_lets_the_next_trigger_be_the_test_run(flaky, now):
-    from scheduler.services.runs.end import run_cancel
+    from scheduler.services.runs.stop import run_cancel
 
     opened = _open(flaky, now)
     later = opened + timedelta(seconds=61)

@@ -10,7 +10,7 @@ from scheduler.services.worker import commands
 from scheduler.services.worker import supervisor
 from scheduler.services.admission.dispatch import admit_runs
 from scheduler.services.cluster.execution import execute_run
-from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import run_trigger_manual
 
 pytestmark = pytest.mark.django_db

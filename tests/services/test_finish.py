@@ -14,7 +14,9 @@ from scheduler.services.runs.breakers import breaker_cooldowns
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.cluster.execution import execute_run
 from scheduler.services.runs.transitions import run_refused
-from scheduler.services.runs.end import run_cancel, run_finish, run_lost
+from scheduler.services.runs.end import run_finish
+from scheduler.services.runs.lost import run_lost
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import run_enqueue, run_transition, run_trigger_manual
 from tests.services.semantics_helpers import claim_then_go_silent, tick
 

@@ -12,16 +12,9 @@ from django.db import connection, transaction
 from scheduler.models import Run, RunHourCount, RunStatus, RunTally
 from scheduler.services.history import hour_counts
 from scheduler.services.runs.transitions import run_refused
-from scheduler.services.runs.end import (
-    Ending,
-    run_cancel,
-    run_finish,
-    run_lost,
-    run_stop_request,
-    run_stop_settled,
-    runs_finish,
-    runs_lost,
-)
+from scheduler.services.runs.end import Ending, run_finish, runs_finish
+from scheduler.services.runs.lost import run_lost, run_stop_settled, runs_lost
+from scheduler.services.runs.stop import run_cancel, run_stop_request
 from scheduler.services.cluster.governance import governance_tick
 from scheduler.services.history.hour_counts import hour_counts_fold, runs_counted
 from scheduler.services.history.prune import history_prune, retention_policy

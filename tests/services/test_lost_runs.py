@@ -13,7 +13,7 @@ from scheduler.models import Alert, AuditEntry, Run, RunStatus, Schedule
 from scheduler.services.common import bulk
 from scheduler.services.runs import end as finish
 from scheduler.services.cluster import governance
-from scheduler.services.runs.end import runs_lost
+from scheduler.services.runs.lost import runs_lost
 from scheduler.services.runs.queue import run_build
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from scheduler.models import Backfill, LatestOutcome, Run, RunStatus, StopKind, TriggerKind, WatermarkState
 from scheduler.services.runs import end as finish
 from scheduler.services.runs.transitions import run_refused
-from scheduler.services.runs.end import Ending, run_cancel, run_finish, run_lost, run_stop_settled, runs_finish, runs_lost
+from scheduler.services.runs.end import Ending, run_finish, runs_finish
+from scheduler.services.runs.lost import run_lost, run_stop_settled, runs_lost
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.history.outcomes import outcomes_rebuild, outcomes_record, outcomes_stale
 from scheduler.services.history.prune import history_prune
 from scheduler.services.runs.queue import run_build

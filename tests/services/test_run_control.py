@@ -14,7 +14,10 @@ from scheduler.services.worker import supervisor
 from scheduler.services.admission.dispatch import admit_runs
 from scheduler.services.cluster.execution import execute_run
 from scheduler.services.cluster.heartbeats import HeartbeatPump
-from scheduler.services.runs.end import Ending, run_cancel, run_finish, run_stop_request, run_stop_settled, runs_finish
+from scheduler.core.ends import EndKind
+from scheduler.services.runs.end import Ending, run_end, run_finish, runs_finish
+from scheduler.services.runs.lost import run_stop_settled
+from scheduler.services.runs.stop import run_cancel, run_stop_request
 from scheduler.services.cluster.governance import stopped_runs_of_dead_workers, stuck_runs
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.models import WatermarkState as WatermarkRow
@@ -153,8 +156,8 @@ def test_a_timed_out_attempt_is_queued_again_while_attempts_last_then_fails(make
     schedule = make_schedule("s1", retry_max_attempts=2, retry_initial_delay=5)
     run = _started(schedule, now)
     run_stop_request(run=run, kind=StopKind.TIMEOUT, reason="timed out after 30 s", now=now)
-    assert run_finish(run=run, status=S.FAILED, now=now, reason="timed out after 30 s", token=run.dispatch_token,
-                      stopped=True, retryable=True)
+    assert run_end(Ending(run=run, now=now, kind=EndKind.TIMEOUT, reason="timed out after 30 s",
+                          token=run.dispatch_token))
     run.refresh_from_db()
     assert (run.status, run.attempt, run.stop_requested_at) == (S.QUEUED, 2, None)
     assert run.not_before == now + timedelta(seconds=5)
@@ -164,8 +167,8 @@ def test_a_timed_out_attempt_is_queued_again_while_attempts_last_then_fails(make
     run.refresh_from_db()
     Run.objects.filter(pk=run.pk).update(started_at=later)
     run.refresh_from_db()
-    assert run_finish(run=run, status=S.FAILED, now=later, reason="timed out after 30 s", token=run.dispatch_token,
-                      stopped=True, retryable=True)
+    assert run_end(Ending(run=run, now=later, kind=EndKind.TIMEOUT, reason="timed out after 30 s",
+                          token=run.dispatch_token))
     run.refresh_from_db()
     assert (run.status, run.reason) == (S.FAILED, "timed out after 30 s")
 
@@ -174,8 +177,7 @@ def test_a_timed_out_attempt_is_queued_again_while_attempts_last_then_fails(make
 def test_a_timed_out_run_counts_as_a_failure_for_the_breaker(make_schedule, now):
     schedule = make_schedule("s1", retry_max_attempts=1, breaker_threshold=1)
     run = _started(schedule, now)
-    run_finish(run=run, status=S.FAILED, now=now, reason="timed out after 3 s", token=run.dispatch_token,
-               stopped=True, retryable=True)
+    run_end(Ending(run=run, now=now, kind=EndKind.TIMEOUT, reason="timed out after 3 s", token=run.dispatch_token))
     schedule.refresh_from_db()
     assert schedule.breaker_status == "open"
 

@@ -13,7 +13,7 @@ from scheduler.models import Alert, AuditEntry, Backfill, RefusalCount, Run, Sch
 from scheduler.services.oversight import alerts
 from scheduler.services.integrations import channels
 from scheduler.services.common.errors import ServiceError
-from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.services.definitions.schedules import schedule_save
 from scheduler.services.access.teams import (

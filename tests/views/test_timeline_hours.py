@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from scheduler import timeline
 from scheduler.models import Run, RunHourCount, RunStatus, Schedule, Team, TriggerKind
-from scheduler.services.runs.end import run_cancel, run_finish, run_stop_request, run_stop_settled
+from scheduler.services.runs.end import run_finish
+from scheduler.services.runs.lost import run_stop_settled
+from scheduler.services.runs.stop import run_cancel, run_stop_request
 from scheduler.services.history.hour_counts import hour_counts_fold, runs_counted
 from scheduler.services.runs.queue import run_build
 from scheduler.services.definitions.schedules import schedule_save

@@ -19,7 +19,7 @@ from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunS
 from scheduler.services.common.audit import actor_name, audit_record
 from scheduler.services.common.errors import ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.history.backfill_progress import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress
-from scheduler.services.runs.end import run_finish
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import check_target_params, run_enqueue, validate_params
 from scheduler.services.runs.queue import schedule_get
 from scheduler.services.runs.watermarks import encode_value, parse_user_value, watermark_config
@@ -297,10 +297,11 @@ def backfill_cancel(*, backfill: Backfill | int, actor: Any, reason: str = "", n
                                 new=BackfillStatus.CANCELLED, action="backfill.cancel", actor=actor, reason=reason,
                                 now=now, fields={"finished_at": now})
         why = f"backfill {locked.pk} cancelled" + (f": {reason}" if reason else "")
-        for run in Run.objects.filter(backfill=locked, status__in=RunStatus.active()):
-            # CAS: a worker finishing at this instant wins or loses cleanly;
-            # a RUNNING run's worker sees its final CAS fail and discards the result
-            run_finish(run=run, status=S.CANCELLED, now=now, reason=why)
+        for run in Run.objects.filter(backfill=locked, status__in=RunStatus.active()).select_related("schedule"):
+            # a window not begun ends CANCELLED now; a running one is asked to stop (cancel means the code stops,
+            # and its slot is free only when its work has ended); a worker finishing at this instant wins or
+            # loses cleanly
+            run_cancel(run=run, actor=actor, reason=why, now=now)
         BackfillWindow.objects.filter(backfill=locked, status__in=OPEN_WINDOWS).update(status=WindowStatus.CANCELLED)
     return locked
 

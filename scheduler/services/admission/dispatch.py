@@ -1,6 +1,8 @@
 """The dispatch loop's work: fire due triggers, gate queued runs, hand them to workers."""
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import math
 import os
@@ -86,8 +88,11 @@ def _gate_dependencies(run: Run, verdict: dependencies.Verdict | None, *, now: d
         if run_finish(run=run, status=S.BLOCKED, now=now, reason=verdict.reason, blocked_by=verdict.upstream):
             dependencies.record_matches(run, verdict)
         return False
-    if run.status == S.QUEUED:
-        run_transition(run, new=S.WAITING, now=now, reason=verdict.reason[:500])
+    if run.status == S.QUEUED and run_transition(run, new=S.WAITING, now=now, reason=verdict.reason[:500]):
+        # the upstream runs it stands for are recorded as it starts to wait, so a prune keeps them (history/prune.py
+        # protects what a live run refers to) and the wait is judged on them, not on "no run yet"
+        dependencies.record_matches(run, dataclasses.replace(
+            verdict, matches=tuple(m for m in verdict.matches if m.run_id is not None)))
     return False
 
 

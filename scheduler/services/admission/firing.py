@@ -24,7 +24,8 @@ from scheduler.models import CatchupPolicy, Run, RunStatus, Schedule
 from scheduler.services.common import bulk
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.runs.transitions import run_refused
-from scheduler.services.runs.end import run_cancel
+from scheduler.core.ends import EndKind
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import run_build
 from scheduler.triggers.registry import get_trigger
 
@@ -204,6 +205,8 @@ def _cancel_active(run_ids: list[int], *, reason: str, now: datetime, force: boo
     its work has ended, so the new run starts only then."""
     for run in Run.objects.filter(pk__in=run_ids, status__in=RunStatus.active()).select_related("schedule"):
         try:
-            run_cancel(run=run, actor="scheduler", reason=reason, now=now, force=force)
+            # cancel_other outranks a timeout the old run is stopping on: it ends CANCELLED, never re-queued
+            # ahead of the fire that replaces it
+            run_cancel(run=run, actor="scheduler", reason=reason, now=now, force=force, kind=EndKind.CANCEL_OTHER)
         except ServiceError:
             pass  # it finished meanwhile: nothing to make way for

@@ -1,18 +1,15 @@
 """A worker executes admitted runs: the claim, the window, the outcome (the target itself in targets.py, the
 heartbeat in heartbeats.py).
 
-`execute_run` takes one run; `execute_runs` a batch the dispatcher packed into
-one broker message when the queue was deep (docs/semantics.md, "Batches"): one
-load and one heartbeat for the batch, each run claimed as it begins, and the ends written together by
-`finish.runs_finish` (each in its own savepoint), each within
-ETL_BATCH_FLUSH_SECONDS of its end, even while a long neighbour runs (`BatchEnds`)."""
+`execute_run` takes one run; cluster/batch.py's `execute_runs` a batch the dispatcher packed into one broker
+message when the queue was deep (docs/semantics.md, "Batches")."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import traceback
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
@@ -22,10 +19,11 @@ from django.utils import timezone
 
 from scheduler import signals
 from scheduler.core import RunReport, Window, compute_window
-from scheduler.core.windows import reached_until
+from scheduler.core.windows import cut_by_max_window, reached_until
 from scheduler.core.errors import PermanentError
-from scheduler.core.stop import FENCE, TIMEOUT, RunStopped
-from scheduler.models import Run, RunStatus, TargetKind
+from scheduler.core.ends import EndKind
+from scheduler.core.stop import FENCE, RunStopped
+from scheduler.models import Run, RunStatus, TargetKind, TriggerKind
 from scheduler.pipelines.context import RunContext
 from scheduler.services.worker import supervisor
 from scheduler.services.admission.backfills import backfill_on_run_started
@@ -34,9 +32,8 @@ from scheduler.services.worker.commands import CommandFailed, command_mark
 from scheduler.services.admission.dispatch import hand_off
 from scheduler.services.cluster.heartbeats import HeartbeatPump, record_local_stop, worker_name
 from scheduler.services.integrations.lineage import lineage_atomic, lineage_run_began
-from scheduler.services.runs.end import Ending, run_finish, runs_finish, stop_outcome
-from scheduler.services.runs.logs import captures_store, run_log_capture, run_start_notes, window_note
-from scheduler.services.runs.queue import with_schedules
+from scheduler.services.runs.end import Ending, run_end
+from scheduler.services.runs.logs import run_log_capture, run_start_notes, window_note
 from scheduler.services.worker.targets import run_target
 from scheduler.services.runs.watermarks import Loaded, decode_value, encode_value, watermark_config, watermark_state
 
@@ -54,7 +51,11 @@ def _window_for(run: Run, now: datetime):
     if config is None:
         return None, None, False
     if run.window_low or run.window_high:
-        return config, Window(decode_value(config, run.window_low), decode_value(config, run.window_high)), False
+        # a fixed window: a backfill's, a re-run's (a replay: never a catch-up), or the one a retried attempt's first
+        # attempt computed and stored, whose next slice still follows if max_window cut it
+        window = Window(decode_value(config, run.window_low), decode_value(config, run.window_high))
+        live = run.backfill_id is None and not _replays(run)
+        return config, window, live and cut_by_max_window(config, window)
     state = watermark_state(run.schedule, config)
     window = compute_window(config, state, now)
     if window is None:
@@ -169,138 +170,6 @@ def _settle_and_follow(ending: Ending | None, following: list[Following], clock:
     return outcome
 
 
-def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] = timezone.now) -> dict[int, str]:
-    """Entry point of a worker for a batch of (run id, token): run id -> outcome status, 'stale', 'discarded'.
-
-    The runs wait their turn unclaimed (the batch's heartbeat keeps them alive); each is claimed as it begins.
-    So a worker that dies mid-batch costs an attempt only to the run it was running: the runs it had not begun
-    are still unclaimed, and governance sends them again as lost messages.
-    """
-    if len(pairs) == 1:
-        run_id, token = pairs[0]
-        return {run_id: execute_run(run_id, token, clock=clock)}
-    if not connection.in_atomic_block:
-        close_old_connections()
-    tokens = dict(pairs)
-    out = {run_id: "stale" for run_id in tokens}
-    runs = _waiting(tokens)
-    if not runs:
-        return out
-    pump, me = HeartbeatPump.get(), worker_name()
-    for run in runs:
-        pump.register(run.pk, run.dispatch_token)
-    # inside a caller's transaction (tests, the benchmark) another thread could not see the batch's rows
-    ends = BatchEnds(pump, out, timer=not connection.in_atomic_block)
-    budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
-    try:
-        for index, run in enumerate(runs):
-            if index and time.monotonic() - ends.began > budget:
-                # past the budget: the runs not begun go back to the broker (their tokens still hold), so the
-                # batch stays far inside django-q2's timeout and a long run does not hold the rest behind it
-                _give_back(runs[index:], pump=pump)
-                break
-            now = clock()
-            with lineage_atomic():
-                if not _claim(run.pk, run.dispatch_token, now=now, worker=me):
-                    pump.unregister(run.pk)  # cancelled or re-dispatched while it waited: stale
-                    continue
-                run.started_at, run.heartbeat_at, run.worker_id = now, now, me
-                lineage_run_began(run=run, now=now)
-            backfill_on_run_started(run)
-            transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
-            try:
-                with run_log_capture(run, clock=clock, store=False) as logs:
-                    run_start_notes(logs, run, now=now)
-                    # before_end: the supervisor is about to end this process for a run that ignored its stop;
-                    # the ends of the runs that finished before it are written first, or governance would
-                    # re-queue them as lost and run them again
-                    ending = _execute_claimed(run, run.dispatch_token, now=now, clock=clock, logs=logs,
-                                              settle=lambda e: e, before_end=ends.write_quietly)
-            except Exception:
-                # left RUNNING without a heartbeat: governance re-queues it as lost
-                log.exception("run %s of a batch stopped on an unexpected error", run.pk)
-                pump.unregister(run.pk)
-                continue
-            if ending is None:  # fenced: this worker lost the database; governance settles the run
-                pump.unregister(run.pk)
-                out[run.pk] = "fenced"
-                continue
-            # a write that fails (the database is gone) stops the batch: what was not written is
-            # governance's to re-queue, rather than more results that could not be written either
-            ends.add(ending, logs)
-        ends.write()
-    except BaseException:
-        ends.write_quietly()  # stopped by something else than a failed write: keep what finished
-        raise
-    finally:
-        ends.close()
-        for run in runs:  # no heartbeat for a run whose end was not written: governance takes it
-            pump.unregister(run.pk)
-    return out
-
-
-class BatchEnds:
-    """The finished runs of a batch, written together, and each within ETL_BATCH_FLUSH_SECONDS of its end.
-
-    The batch's own thread writes them as the next run ends, once the interval has passed; while a long run
-    goes on, a timer thread (its own database connection) writes them when the interval is up, so a finished
-    run never waits for its neighbour: its downstreams start, and a worker lost meanwhile does not cost it a
-    second execution. One lock keeps the two from writing at once.
-    """
-
-    def __init__(self, pump: "HeartbeatPump", out: dict[int, str], *, timer: bool) -> None:
-        self.pump, self.out, self.use_timer = pump, out, timer
-        self.lock = threading.RLock()
-        self.pending: list[tuple[Ending, Any]] = []
-        self.began = self.flushed_at = time.monotonic()
-        self.timer: threading.Timer | None = None
-        self.closed = False
-
-    def add(self, ending: Ending, logs: Any) -> None:
-        with self.lock:
-            self.pending.append((ending, logs))
-            if time.monotonic() - self.flushed_at >= settings.ETL_BATCH_FLUSH_SECONDS:
-                self.write()
-            elif self.use_timer and self.timer is None:
-                wait = max(0.0, settings.ETL_BATCH_FLUSH_SECONDS - (time.monotonic() - self.flushed_at))
-                self.timer = threading.Timer(wait, self._on_timer)
-                self.timer.daemon = True
-                self.timer.start()
-
-    def write(self) -> None:
-        """Write what finished (raises when the write fails)."""
-        with self.lock:
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
-            written, self.pending = self.pending, []
-            self.flushed_at = time.monotonic()
-            if written:
-                self.out.update(_flush(written, self.pump))
-
-    def write_quietly(self) -> None:
-        try:
-            self.write()
-        except Exception:
-            log.exception("could not write the ends of a batch's finished runs")
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
-
-    def _on_timer(self) -> None:
-        try:
-            with self.lock:
-                self.timer = None
-                if not self.closed:
-                    self.write_quietly()
-        finally:
-            connection.close()  # this thread's own connection
-
-
 def _claim(run_id: int, token: str, *, now: datetime, worker: str) -> bool:
     """Take a run for this worker as it begins: only a run still waiting for this very message (a cancelled,
     re-dispatched or already started one is stale)."""
@@ -310,40 +179,8 @@ def _claim(run_id: int, token: str, *, now: datetime, worker: str) -> bool:
     if claimed:
         # the claim wrote the run's heartbeat: the fence counts from it, not from the last beat of an earlier run
         # (an idle worker beats nothing, and its next run was fenced at once)
-        supervisor.Supervisor.get().beat_ok(began)
+        supervisor.Supervisor.get().beat_ok(began, [run_id])
     return claimed
-
-
-def _waiting(tokens: dict[int, str]) -> list[Run]:
-    """A batch's runs that still wait for this message, in the message's order, with their schedules (one read)."""
-    loaded = {r.pk: r for r in with_schedules(list(Run.objects.filter(pk__in=list(tokens))))}
-    return [loaded[pk] for pk in tokens if pk in loaded and loaded[pk].status == S.RUNNING
-            and loaded[pk].dispatch_token == tokens[pk] and loaded[pk].started_at is None]
-
-
-def _give_back(runs: list[Run], *, pump: "HeartbeatPump") -> None:
-    """Runs of a batch this worker did not begin: still unclaimed, so they go to the broker again as they are."""
-    for run in runs:
-        pump.unregister(run.pk)
-    hand_off([(run.pk, run.dispatch_token) for run in runs])
-    log.info("batch past its %s s budget: %d run(s) sent again", settings.ETL_BATCH_BUDGET_SECONDS, len(runs))
-
-
-def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int, str]:
-    """The finished runs of a batch: their ends in one transaction, then their logs in one insert."""
-    try:
-        out = runs_finish(endings=[ending for ending, _ in pending])
-    finally:
-        for ending, _ in pending:
-            pump.unregister(ending.run.pk)
-    for ending, _ in pending:
-        if out.get(ending.run.pk) == "discarded":
-            log.info("run %s was changed by someone else (cancelled or lost); result discarded", ending.run.pk)
-    try:
-        captures_store([logs for _, logs in pending])
-    except Exception:
-        log.warning("could not store the logs of a batch", exc_info=True)
-    return out
 
 
 def _execute_claimed(run: Run, token: str, *, now: datetime, clock, logs, settle,
@@ -377,7 +214,7 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
         config, window, capped = _window_for(run, now)
     except NothingToRead as exc:
         logs.note(str(exc))
-        return _report(run, token, new=S.SKIPPED, reason=str(exc), clock=clock, settle=settle)
+        return _report(run, token, status=S.SKIPPED, reason=str(exc), clock=clock, settle=settle)
     window_note(logs, window)
     ctx = RunContext(
         run_id=run.pk, schedule=run.schedule.name, window=window, params=dict(run.params or {}),
@@ -389,6 +226,10 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
         logs.note(f"timeout {timeout} s")
     last_words = _last_words(logs, clock=clock, before_end=before_end)
     with supervisor.watch(run.pk, token, timeout=timeout, on_force=last_words) as control:
+        if control.requested is not None:  # fenced before it began: the run may be another worker's by now
+            request = control.requested
+            return _report_stopped(run, token, request.kind, request.reason, control=control, logs=logs,
+                                   clock=clock, settle=settle)
         try:
             rows, max_value, report, exit_code = run_target(run, token, ctx, clock, control=control, logs=logs)
             if run.schedule.target_kind == TargetKind.COMMAND and config is not None:
@@ -401,9 +242,9 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
             reason = str(exc)[:500]
             text = getattr(exc, "error", "") or str(exc)
             error = f"{text}\n--- last lines ---\n{exc.tail}" if exc.tail else text
-            return _report(run, token, new=S.FAILED, reason=reason, error=error[-8000:], exit_code=exc.exit_code,
-                           rows=getattr(exc, "rows", None), report=getattr(exc, "report", None),
-                           retryable=True, clock=clock, settle=settle)
+            return _report(run, token, status=S.FAILED, reason=reason, retryable=True, clock=clock, settle=settle,
+                           facts=_Facts(error=error[-8000:], exit_code=exc.exit_code, rows=getattr(exc, "rows", None),
+                                        report=getattr(exc, "report", None)))
         except Exception as exc:
             logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
             return _report_failure(run, token, exc, clock=clock, settle=settle)
@@ -415,10 +256,11 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
     if report is not None and not report.ok:
         failed = report.failed[0] if report.failed else (report.blocked[0] if report.blocked else "?")
         reason = next((r.reason for r in report.records if r.task_id == failed and r.reason), "")
-        return _report(run, token, new=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500],
-                       error=reason, rows=rows, report=report, clock=clock, settle=settle)
-    return _report(run, token, new=S.SUCCEEDED, rows=rows, config=config, window=window, capped=capped,
-                   max_value=max_value, report=report, exit_code=exit_code, clock=clock, settle=settle)
+        return _report(run, token, status=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500], clock=clock,
+                       settle=settle, facts=_Facts(error=reason, rows=rows, report=report, window=window))
+    loaded = Loaded(config, window, max_value, capped, replay=_replays(run)) if config is not None else None
+    return _report(run, token, status=S.SUCCEEDED, clock=clock, settle=settle, loaded=loaded,
+                   facts=_Facts(rows=rows, report=report, exit_code=exit_code, window=window))
 
 
 def _last_words(logs, *, clock, before_end: Callable[[], None] | None = None
@@ -440,16 +282,16 @@ def _last_words(logs, *, clock, before_end: Callable[[], None] | None = None
 
 def _report_stopped(run: Run, token: str, kind: str, reason: str, *, control, logs, clock, settle,
                     exit_code: int | None = None) -> Any:
-    """The end of a run whose code stopped on a request: CANCELLED, or FAILED for a timeout (retried while
-    attempts last). A fenced run's end is not written: its worker lost the database, and governance settles it."""
+    """The end of a run whose code stopped on a request of `kind` (runs/end.py writes the end that stands: a
+    stronger request asked meanwhile wins over the one this worker saw). A fenced run's end is not written: its
+    worker lost the database, and governance settles it."""
     elapsed = clock() - run.started_at if run.started_at else None
     took = f" {elapsed.total_seconds():.1f} s after it began" if elapsed is not None else ""
     logs.note(f"stopped ({kind}){took}: {reason}", level="WARNING", force=True)
     if kind == FENCE:
         return settle(None)
-    status, why = stop_outcome(kind=kind, reason=reason)
-    return _report(run, token, new=status, reason=why, error=why if status == S.FAILED else "", exit_code=exit_code,
-                   stopped=True, retryable=kind == TIMEOUT, clock=clock, settle=settle)
+    return _report(run, token, kind=EndKind(kind), reason=reason, clock=clock, settle=settle,
+                   facts=_Facts(exit_code=exit_code))
 
 
 def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) -> Any:
@@ -458,29 +300,45 @@ def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) 
     reason = f"{type(exc).__name__}: {exc}"[:500]
     if permanent:
         reason = f"permanent error, not retried: {reason}"[:500]
-    return _report(run, token, new=S.FAILED, reason=reason, error=text, clock=clock, settle=settle)
+    return _report(run, token, status=S.FAILED, reason=reason, clock=clock, settle=settle, facts=_Facts(error=text))
 
 
-def _report(run: Run, token: str, *, new: str, clock, settle, reason: str = "", error: str = "",
-            rows: int | None = None, config=None, window=None, capped: bool = False, max_value: Any = None,
-            report: RunReport | None = None, exit_code: int | None = None, stopped: bool = False,
-            retryable: bool = False) -> Any:
-    """The run's end as an `Ending`, handed to `settle` (finish it now, or keep it for the batch's flush)."""
+@dataclass
+class _Facts:
+    """What a run's end brings besides its status: its error, exit code, rows, workflow report, the window read."""
+
+    error: str = ""
+    exit_code: int | None = None
+    rows: int | None = None
+    report: RunReport | None = None
+    window: Window | None = None
+
+    def fields(self, now: datetime) -> dict[str, Any]:
+        fields: dict[str, Any] = {"heartbeat_at": now}
+        if self.error:
+            fields["error"] = self.error
+        if self.exit_code is not None:
+            fields["exit_code"] = self.exit_code
+        if self.rows is not None:
+            fields["rows_loaded"] = self.rows
+        if self.report is not None:
+            fields["report"] = self.report.to_dict()
+        if self.window is not None:
+            fields["window_low"], fields["window_high"] = encode_value(self.window.low), encode_value(self.window.high)
+        return fields
+
+
+def _report(run: Run, token: str, *, clock, settle, kind: str = EndKind.VERDICT, status: str = "", reason: str = "",
+            retryable: bool = False, loaded: Loaded | None = None, facts: _Facts | None = None) -> Any:
+    """The run's end as an `Ending`, handed to `settle` (written now, or kept for the batch's flush)."""
     now = clock()
-    fields: dict[str, Any] = {"heartbeat_at": now}
-    if error:
-        fields["error"] = error
-    if exit_code is not None:
-        fields["exit_code"] = exit_code
-    if rows is not None:
-        fields["rows_loaded"] = rows
-    if report is not None:
-        fields["report"] = report.to_dict()
-    if window is not None:
-        fields["window_low"], fields["window_high"] = encode_value(window.low), encode_value(window.high)
-    loaded = Loaded(config, window, max_value, capped) if config is not None and new == S.SUCCEEDED else None
-    return settle(Ending(run=run, status=new, now=now, reason=reason, token=token, fields=fields, loaded=loaded,
-                         stopped=stopped, retryable=retryable))
+    return settle(Ending(run=run, now=now, kind=kind, status=status, reason=reason, token=token,
+                         fields=(facts or _Facts()).fields(now), loaded=loaded, retryable=retryable))
+
+
+def _replays(run: Run) -> bool:
+    """A re-run (or a resume from failure) reads the window of the run it repeats: a replay, not the live mark's."""
+    return run.trigger_kind in (TriggerKind.RERUN, TriggerKind.RETRY)
 
 
 def _settle(ending: Ending | None, then: Callable[[], None] | None = None) -> str:
@@ -488,12 +346,10 @@ def _settle(ending: Ending | None, then: Callable[[], None] | None = None) -> st
     transaction once it is written."""
     if ending is None:
         return "fenced"
-    e = ending
-    if not run_finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token, fields=e.fields,
-                      loaded=e.loaded, stopped=e.stopped, retryable=e.retryable, then=then):
-        log.info("run %s was changed by someone else (cancelled or lost); result discarded", e.run.pk)
+    if not run_end(ending, then=then):
+        log.info("run %s was changed by someone else (cancelled or lost); result discarded", ending.run.pk)
         return "discarded"
-    return e.run.status
+    return ending.run.status
 
 
-__all__ = ["execute_run", "execute_runs"]
+__all__ = ["execute_run"]

@@ -22,7 +22,8 @@ from scheduler.services.history.audit_counts import audit_counts_fold
 from scheduler.services.runs.breakers import breaker_cooldowns
 from scheduler.services.oversight.deadlines import deadlines_check
 from scheduler.services.admission.dispatch import run_redispatch
-from scheduler.services.runs.end import run_finish, run_stop_settled, runs_lost
+from scheduler.services.runs.end import run_finish
+from scheduler.services.runs.lost import run_stop_settled, runs_lost
 from scheduler.services.oversight.freshness import freshness_check
 from scheduler.services.history.hour_counts import hour_counts_fold
 from scheduler.services.history.tally import tally_fold

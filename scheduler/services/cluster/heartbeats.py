@@ -14,21 +14,22 @@ from django.db import close_old_connections, connection
 from django.db.models import Q
 from django.utils import timezone
 
+from scheduler.core.timing import STOP_POLL_SECONDS
 from scheduler.models import Run, RunStatus, StopKind
+from scheduler.services.common.singleton import PerProcessThread
 from scheduler.services.worker import supervisor
-from scheduler.services.runs.end import run_stop_request
+from scheduler.services.runs.stop import run_stop_request
 from scheduler.services.runs.logs import save_pending
 
 log = logging.getLogger(__name__)
 S = RunStatus
-STOP_POLL_SECONDS = 1.0  # how often the heartbeat pump reads its runs' stop requests between two beats
 
 
 def worker_name() -> str:
     return f"{os.environ.get('ETL_CLUSTER_ID', 'etl')}@{socket.gethostname()}:{os.getpid()}"
 
 
-class HeartbeatPump(threading.Thread):
+class HeartbeatPump(PerProcessThread):
     """One daemon thread per worker process touches the heartbeat of every run it executes.
 
     One long-lived thread (with its own connection) instead of one per run:
@@ -36,24 +37,15 @@ class HeartbeatPump(threading.Thread):
     short pipelines.
     """
 
-    _instance: "HeartbeatPump | None" = None
-    _guard = threading.Lock()
-
     def __init__(self, interval: float) -> None:
-        super().__init__(name="etl-heartbeat", daemon=True)
+        super().__init__(name="etl-heartbeat")
         self.interval = interval
         self.active: dict[int, str] = {}
-        self.pid = os.getpid()
         self.wake = threading.Event()
 
     @classmethod
-    def get(cls) -> "HeartbeatPump":
-        # django-q2 forks its workers: a pump inherited from the parent has no thread here
-        with cls._guard:
-            if cls._instance is None or cls._instance.pid != os.getpid() or not cls._instance.is_alive():
-                cls._instance = cls(settings.ETL_HEARTBEAT_SECONDS)
-                cls._instance.start()
-            return cls._instance
+    def make(cls) -> "HeartbeatPump":
+        return cls(settings.ETL_HEARTBEAT_SECONDS)
 
     def register(self, run_id: int, token: str) -> None:
         self.active[run_id] = token
@@ -101,7 +93,17 @@ class HeartbeatPump(threading.Thread):
             return 0
         began = time.monotonic()
         touched = Run.objects.filter(pairs_q(beating.items()), status=S.RUNNING).update(heartbeat_at=now)
-        supervisor.Supervisor.get().beat_ok(began)
+        watchdog = supervisor.Supervisor.get()
+        if touched == len(beating):
+            watchdog.beat_ok(began, beating)
+        else:
+            # a beat proves contact only for the runs it touched: a run whose row it missed was given away (or
+            # ended) meanwhile, and its code stops at once (one read, only when the beat missed some)
+            ours = set(Run.objects.filter(pairs_q(beating.items()), status=S.RUNNING).values_list("pk", flat=True))
+            if ours:
+                watchdog.beat_ok(began, ours)
+            watchdog.contact_lost([run_id for run_id in beating if run_id not in ours],
+                                  "fenced: its heartbeat touched nothing (the run is no longer this worker's)")
         self._stop_requests(beating, now)
         save_pending()  # the run page follows a running run's log at this pace
         return touched

@@ -235,29 +235,25 @@ def _record(rows: list[LineageEvent]) -> None:
 @contextlib.contextmanager
 def lineage_batch() -> Iterator[None]:
     """Collect the events of the body and insert them with one statement when it is done (inside the caller's
-    transaction). Nested: the outermost inserts. An exception discards what was collected."""
-    if not lineage_enabled() or getattr(_local, "batch", None) is not None:
+    transaction). Nested, as `outcomes_batch`: the outermost inserts; an exception drops what its own level
+    collected (the savepoint it stands for was rolled back) and goes on."""
+    if not lineage_enabled():
         yield
         return
-    batch = _local.batch = _Batch()
+    outer: _Batch | None = getattr(_local, "batch", None)
+    batch = outer or _Batch()
+    mark = len(batch.rows)
+    _local.batch = batch
     try:
         yield
-    finally:
-        _local.batch = None
-    if batch.rows:
-        LineageEvent.objects.bulk_create(batch.rows)
-
-
-def lineage_mark() -> int:
-    """Where the current batch stands, to drop what a rolled-back savepoint collected (`lineage_discard`)."""
-    batch: _Batch | None = getattr(_local, "batch", None)
-    return len(batch.rows) if batch is not None else 0
-
-
-def lineage_discard(mark: int) -> None:
-    batch: _Batch | None = getattr(_local, "batch", None)
-    if batch is not None:
+    except BaseException:
         del batch.rows[mark:]
+        raise
+    finally:
+        if outer is None:
+            _local.batch = None
+    if outer is None and batch.rows:
+        LineageEvent.objects.bulk_create(batch.rows)
 
 
 def _started_before(run: Run) -> bool:
@@ -327,7 +323,7 @@ def _node_rows(*, run: Run, task_id: str, outcome: str, started_at: datetime, fi
 
 __all__ = [
     "ABORT", "COMPLETE", "FAIL", "RUNNING", "START", "build_event", "datasets_of", "event_from_payload",
-    "lineage_atomic", "lineage_attach", "lineage_batch", "lineage_configured", "lineage_discard", "lineage_enabled",
-    "lineage_mark", "lineage_node_finished", "lineage_reset", "lineage_run_began", "lineage_run_ended", "node_uuid",
+    "lineage_atomic", "lineage_attach", "lineage_batch", "lineage_configured", "lineage_enabled",
+    "lineage_node_finished", "lineage_reset", "lineage_run_began", "lineage_run_ended", "node_uuid",
     "run_uuid",
 ]

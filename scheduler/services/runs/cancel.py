@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler.models import Run, RunStatus
 from scheduler.services.common.errors import ServiceError
-from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.stop import run_cancel
 from scheduler.services.access.teams import authorize
 
 CANCELLED = "cancelled"  # it had not begun: CANCELLED now

@@ -1,103 +1,106 @@
-"""The end of a run: the one module that makes a run final (or re-queues a lost one).
+"""The end of a run: the one place a run's end is written.
 
-Every final transition of a run (SUCCEEDED, FAILED, SKIPPED, BLOCKED, CANCELLED) and the re-queue of a run whose
-worker was lost goes through `run_finish` / `runs_finish` (a worker's batch), `run_cancel`, `run_lost` /
-`runs_lost` or `run_refused` (finalize.py). Each applies, in the transaction that changes the row:
+An end is a value, `Ending`: its kind (scheduler/core/ends.py: the code's verdict, a stop by kind, a lost worker,
+a refusal before the start), the status a verdict or refusal brings, and what goes with it. `_write` is the one
+function that writes it: one compare-and-set, guarded by the table of which end wins over which
+(`core.ends.WINS`). The row may hold only a stop request the end does not lose to; when it holds a stronger one
+(a person's cancel that arrived while a timeout was still local, say), that request's end is written instead.
+Nothing else decides how a run ends: no flag, no guard built elsewhere.
 
-1. the compare-and-set on the run's status (and on the worker's dispatch token, the heartbeat governance judged
-   stale, the attempt it counted): zero rows changed means someone else got there first, and nothing else happens;
-2. the breaker result: a success or failure is counted, a test run that ends without a verdict releases its slot,
-   a re-queued test run keeps it;
-3. the watermark advance (a live run's success only);
-4. backfill window progress, or downstream propagation (start or block the dependents, transitively);
-5. the retry decision (a lost run is re-queued while the run's one attempt budget lasts);
-6. the audit entry for changes made by a person or by governance;
-7. the counts of final runs (tally.py) and the schedule's latest outcomes (outcomes.py: last, in `outcomes_batch`);
+What `core.ends.plan` makes of the end decides the rest, in the same transaction:
 
-and the signals (`run_completed`, `run_failed`, `run_blocked`) go out after commit. Its parts live beside it: the
-compare-and-set itself in finalize.py, the watermark advance in watermarks.py, backfill window progress in
-backfill_progress.py, downstream propagation in downstream.py; what they do, and in which order, is decided here
-(`_finish`, `_after_final`). Nothing else in the code base writes a final status but downstream.py, which blocks
-the dependents of a run ended here (a test checks it: tests/services/test_import_graph.py).
+1. a final status: the watermark advance (a live run's success), the breaker's count, backfill window progress or
+   downstream propagation (`_after_final`), the tally and latest outcomes (transitions.finalize), the signals after
+   commit;
+2. back to the queue (a retry after back-off, a lost worker's re-queue, a cluster's stop): the one set of fields of
+   `models.requeue_fields`, the attempt spent or not as the plan says.
+
+Stop requests live in runs/stop.py, a lost worker's end in runs/lost.py; both write through `_write`. Only
+runs/downstream.py besides writes a final status (it blocks the dependents of a run ended here; a test checks it).
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
-from django.utils import timezone
 
 from scheduler.core import RetryPolicy
-from scheduler.models import BreakerStatus, Run, RunStatus, Schedule, StopKind
+from scheduler.core.ends import NO_STOP, EndKind, Next, Plan, plan, prevailing, yields_to
+from scheduler.models import BreakerStatus, Run, RunStatus, Schedule, requeue_fields
 from scheduler.services.common import bulk
-from scheduler.services.common.audit import actor_name, audit_build, audit_record, audit_record_many
+from scheduler.services.common.audit import audit_record
 from scheduler.services.history.backfill_progress import backfill_window_done
+from scheduler.services.history.outcomes import outcomes_batch, outcomes_record
+from scheduler.services.history.tally import runs_ended
+from scheduler.services.integrations.lineage import lineage_batch, lineage_run_ended
 from scheduler.services.runs.breakers import breaker_on_result, breaker_successes, breaker_trial_released
 from scheduler.services.runs.downstream import children_of, propagate
-from scheduler.services.common.errors import ServiceError
 from scheduler.services.runs.transitions import finalize, send_after_commit, set_fields
-from scheduler.services.integrations.lineage import lineage_batch, lineage_discard, lineage_mark, lineage_run_ended
-from scheduler.services.history.outcomes import outcomes_batch, outcomes_record
-from scheduler.services.runs.logs import run_log_append
-from scheduler.services.history.tally import runs_ended
 from scheduler.services.runs.watermarks import Loaded, watermark_advance_on_success
 
 log = logging.getLogger(__name__)
 S = RunStatus
 
+# what a run keeps of its end when it goes back to the queue, or when a stop's end replaces its verdict
+KEPT_ON_REQUEUE = ("error", "exit_code")
+KEPT_ON_STOP = ("heartbeat_at", "exit_code", "error", "window_low", "window_high")
+
 
 @dataclass
 class Ending:
-    """One run's end as a worker reports it, for `runs_finish` (the arguments of `run_finish`)."""
+    """One run's end, as data: the kind, the status a verdict or refusal brings, and what goes with it."""
 
     run: Run
-    status: str
     now: datetime
+    kind: str = EndKind.VERDICT  # core.ends.EndKind
+    status: str = ""  # a verdict's or a refusal's own status; a stop's or a lost worker's follows from its kind
     reason: str = ""
-    token: str | None = None
-    fields: dict[str, Any] | None = None
-    loaded: Loaded | None = None
-    stopped: bool = False  # the end of a stop request (stop_ending), not the code's own verdict
-    retryable: bool = False  # a FAILED attempt that is re-queued while the run's attempts last (a command, a timeout)
+    token: str | None = None  # the dispatch token of the worker that ends it (or that governance judged lost)
+    fields: dict[str, Any] = field(default_factory=dict)  # error, exit code, rows, report, window, heartbeat
+    loaded: Loaded | None = None  # what a live run read, for the watermark
+    retryable: bool = False  # a failed verdict its target may try again (a command's exit): part of the verdict
+    blocked_by: Schedule | None = None
+    actor: Any = None  # who ends it, with `audit_action`, for an audited end (a person, governance)
+    audit_action: str = ""
 
 
-# --- the public transitions ---------------------------------------------------
+def run_end(ending: Ending, *, then: Callable[[], Any] | None = None) -> bool:
+    """Write `ending` in its own transaction; False when someone else changed the run first (not an error).
 
-def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
-               fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None,
-               loaded: Loaded | None = None, actor: Any = None, audit_action: str = "", stopped: bool = False,
-               retryable: bool = False, then: Callable[[], Any] | None = None) -> bool:
-    """Make `run` final with `status`; False when someone else changed it first.
-
-    `token` (a worker's dispatch token) is part of the compare-and-set, so a worker whose run was cancelled or
-    re-queued meanwhile changes nothing. A worker's own verdict (SUCCEEDED, FAILED) also needs the run not to have
-    been asked to stop: if it was, the stop's outcome is written instead (nothing the code did after the request
-    counts). `actor` + `audit_action` write an audit entry in the same transaction; `then()` adds its caller's
-    part to a written end there (a worker's: the log, the next window).
-    """
+    `then()` adds its caller's part to a written end in the same transaction (a worker's: the log, the next
+    window)."""
     with transaction.atomic(), outcomes_batch():  # then() inside: the outcome rows stay the last locks taken
-        done = _finish(run=run, status=status, now=now, reason=reason, token=token, fields=fields,
-                       blocked_by=blocked_by, loaded=loaded, actor=actor, audit_action=audit_action,
-                       stopped=stopped, retryable=retryable)
+        done = _write(ending, children=None)
         if done and then is not None:
             then()
         return done
 
 
-def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
-    """A worker's batch of runs ends in one transaction, each run's end in its own savepoint.
+def run_finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
+               fields: dict[str, Any] | None = None, loaded: Loaded | None = None, retryable: bool = False,
+               blocked_by: Schedule | None = None, actor: Any = None, audit_action: str = "",
+               then: Callable[[], Any] | None = None) -> bool:
+    """`run_end` of a status: the code's verdict when a worker's `token` comes with it, else a refusal before the
+    start (a cancel, for CANCELLED). The kind follows from who ends it; nothing else is a choice."""
+    if token is not None:
+        kind = EndKind.VERDICT
+    else:
+        kind = EndKind.CANCEL if status == S.CANCELLED else EndKind.REFUSED
+    return run_end(Ending(run=run, now=now, kind=kind, status=status, reason=reason, token=token,
+                          fields=dict(fields or {}), loaded=loaded, retryable=retryable, blocked_by=blocked_by,
+                          actor=actor, audit_action=audit_action), then=then)
 
-    Each ending is what `run_finish` does for one run (the same compare-and-set
-    on status and dispatch token, breaker, watermark, downstream propagation);
-    a run whose end raises is rolled back to its savepoint alone and stays
-    RUNNING (its heartbeat stops, so governance re-queues it as lost), and the
-    others still commit. Downstream schedules are looked up once for the batch,
-    not once per run. Returns run id -> the new status, 'discarded' (someone
+
+def runs_end(endings: list[Ending]) -> dict[int, str]:
+    """A worker's batch of ends in one transaction, each in its own savepoint.
+
+    A run whose end raises is rolled back to its savepoint alone and stays RUNNING (its heartbeat stops, so
+    governance re-queues it as lost); the others still commit. Downstream schedules are looked up once for the
+    batch. Bare successes (`_bare`) go in one statement. Returns run id -> the new status, 'discarded' (someone
     else changed the run first) or 'error'.
     """
     out: dict[int, str] = {}
@@ -106,30 +109,24 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
     children = children_of({e.run.schedule_id for e in endings})
     # the batch's lineage events go in one INSERT at the end of its transaction (none at all with lineage off)
     with transaction.atomic(), lineage_batch(), outcomes_batch():
-        bare = [e for e in endings if _only_the_cas(e, children)]
+        bare = [e for e in endings if _bare(e, children)]
         # a schedule with another kind of end in the batch keeps its runs' order (a failure, then a success)
         bare_ids = {e.run.pk for e in bare}
         ordered = {e.run.schedule_id for e in endings if e.run.pk not in bare_ids}
         bare = [e for e in bare if e.run.schedule_id not in ordered]
         if len(bare) > 1 and bulk.supported():
-            mark = lineage_mark()
             try:
-                with transaction.atomic(), outcomes_batch():
+                with transaction.atomic(), lineage_batch(), outcomes_batch():
                     out.update(_succeed_together(bare))
             except Exception:  # the one statement failed: each run goes its own way below
-                lineage_discard(mark)
                 log.exception("could not finish %d runs together; finishing them one by one", len(bare))
         for e in endings:
             if e.run.pk in out:
                 continue
-            mark = lineage_mark()
             try:
-                with transaction.atomic(), outcomes_batch():
-                    done = _finish(run=e.run, status=e.status, now=e.now, reason=e.reason, token=e.token,
-                                   fields=e.fields, loaded=e.loaded, children=children, stopped=e.stopped,
-                                   retryable=e.retryable)
+                with transaction.atomic(), lineage_batch(), outcomes_batch():
+                    done = _write(e, children=children)
             except Exception:  # one run's failing end must not roll back the others'
-                lineage_discard(mark)  # what its rolled-back savepoint reported is not sent either
                 log.exception("could not finish run %s; left to governance", e.run.pk)
                 out[e.run.pk] = "error"
                 continue
@@ -137,348 +134,142 @@ def runs_finish(*, endings: list[Ending]) -> dict[int, str]:
     return out
 
 
-def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None = None, force: bool = False) -> bool:
-    """A person (or an overlap policy) cancels a run that is not final; False when someone else changed it first.
+# --- the one writer ---------------------------------------------------------------
 
-    A run that has not begun (queued, waiting, admitted but not claimed by a
-    worker) is CANCELLED at once. A run whose code is executing is asked to
-    stop instead: it shows as STOPPING, keeps its class slot and its
-    schedule's serial gate, and becomes CANCELLED only when its worker
-    reports that the work has ended (or, past the grace period, killed it).
-    `force` (terminate) kills it at once, without the grace period; asking
-    again with `force` escalates a pending cancel.
-    """
-    if run.is_final:
-        raise ServiceError(f"run {run.pk} is already {run.status}", field="run")
-    now = now or timezone.now()
-    reason = reason or "cancelled"
-    with transaction.atomic():
-        if run.status != S.RUNNING:
-            done = _finish(run=run, status=S.CANCELLED, now=now, reason=reason, actor=actor, audit_action="run.cancel")
-            if done:
-                _cancel_note(run, actor=actor, reason=reason, now=now)
-            return done
-        # not claimed by a worker yet: no code runs, so it ends now (the worker's claim needs started_at empty)
-        if run.started_at is None and _finish(run=run, status=S.CANCELLED, now=now, reason=reason, actor=actor,
-                                              audit_action="run.cancel", unstarted=True):
-            _cancel_note(run, actor=actor, reason=reason, now=now)
-            return True
-        return run_stop_request(run=run, kind=StopKind.TERMINATE if force else StopKind.CANCEL, reason=reason,
-                                now=now, actor=actor)
+def _guard(e: Ending, kind: str) -> dict[str, Any]:
+    """The compare-and-set's condition for an end of `kind` (beyond the run's id and status as read)."""
+    run = e.run
+    guard: dict[str, Any] = {}
+    if e.token is not None:
+        guard["dispatch_token"] = e.token
+    if run.status == S.RUNNING:
+        guard["stop_kind__in"] = yields_to(kind)  # the table: never over a stop request that outranks this end
+        if e.token is None:
+            guard["started_at__isnull"] = True  # without a worker's token, only a run no worker has begun
+    if e.kind == EndKind.LOST:
+        # what governance judged: a worker whose heartbeat resumed, or which spent an attempt since, keeps its run
+        guard["attempt"] = run.attempt
+        if run.heartbeat_at is None:
+            guard["heartbeat_at__isnull"] = True
+        else:
+            guard["heartbeat_at"] = run.heartbeat_at
+    return guard
 
 
-def _cancel_note(run: Run, *, actor: Any, reason: str, now: datetime) -> None:
-    """The last line of a run cancelled before a worker began it: without it, a run re-queued after a failed
-    attempt would end its log with that attempt's error and "re-queued (attempt N/M)"."""
-    who, _kind = actor_name(actor)
-    when = "it began" if run.attempt <= 1 else f"attempt {run.attempt} of {run.max_attempts} began"
-    run_log_append(run_id=run.pk, message=f"cancelled by {who} before {when}: {reason}"[:2000], at=now)
-
-
-def run_stop_request(*, run: Run, kind: str, reason: str, now: datetime, actor: Any = "system") -> bool:
-    """Ask a RUNNING run's code to stop (compare-and-set on RUNNING with no request yet, or a cancel to terminate).
-
-    Its worker reads the request with its next heartbeat. The run stays
-    RUNNING (shown as STOPPING) until its end is written by `stop_ending`.
-    """
-    if kind not in StopKind.values:
-        raise ServiceError(f"unknown stop kind {kind!r}", field="kind")
-    pending = Q(stop_requested_at__isnull=True)
-    if kind == StopKind.TERMINATE:
-        # a cancel or a timeout in its grace period escalates to a kill (a person's decision: CANCELLED)
-        pending |= Q(stop_kind__in=[StopKind.CANCEL, StopKind.TIMEOUT])
-    with transaction.atomic():
-        changed = Run.objects.filter(pending, pk=run.pk, status=S.RUNNING).update(
-            stop_requested_at=now, stop_kind=kind, stop_reason=reason[:300])
-        if not changed:
-            return False
-        set_fields(run, stop_requested_at=now, stop_kind=kind, stop_reason=reason[:300])
-        audit_record(actor=actor, action=f"run.stop.{kind}", target=run, before={"status": S.RUNNING},
-                     after={"status": "STOPPING", "stop": kind}, reason=reason[:500], at=now)
+def _write(e: Ending, *, children: dict[int, list[int]] | None) -> bool:
+    """Write `e` (inside the caller's transaction): one compare-and-set; the end that stands, its aftermath."""
+    run, old = e.run, e.run.status
+    kind = prevailing(e.kind, run.stop_kind or NO_STOP) if old == S.RUNNING else e.kind
+    the_plan = plan(kind, status=e.status, retryable=e.retryable, attempts_left=run.attempt < run.max_attempts)
+    reason = _reason(e, kind)
+    worker = run.worker_id
+    guard = _guard(e, kind)
+    if the_plan.next == Next.FINAL:
+        fields = dict(e.fields) if kind == e.kind else {k: v for k, v in e.fields.items() if k in KEPT_ON_STOP}
+        if the_plan.status == S.FAILED and kind == EndKind.TIMEOUT:
+            fields.setdefault("error", reason)
+        if e.blocked_by is not None:
+            fields["blocked_by"] = e.blocked_by
+        done = finalize(run, new=the_plan.status, now=e.now, extra_filter=guard, reason=_final_reason(reason, kind,
+                        run), **fields)
+    else:
+        done = _requeue(run, the_plan, guard=guard, now=e.now, reason=reason,
+                        kept={k: v for k, v in e.fields.items() if k in KEPT_ON_REQUEUE})
+    if not done:
+        return _lost_the_race(e, kind, children=children)
+    if the_plan.next == Next.FINAL:
+        if run.status == S.SUCCEEDED and e.loaded is not None and run.backfill_id is None:
+            watermark_advance_on_success(run, e.loaded, now=e.now)
+        _after_final(run, now=e.now, children=children)
+    _audit(e, kind, the_plan, old=old, worker=worker, reason=reason)
     return True
 
 
-def run_stop_settled(*, run: Run, now: datetime, why: str, actor: Any = "governance") -> bool:
-    """A STOPPING run whose work has ended without its worker writing the end (the worker was killed, or died):
-    the stop's outcome, guarded by what the caller read (RUNNING, the token, the stop request, the heartbeat)."""
-    status, reason = stop_outcome(kind=run.stop_kind, reason=run.stop_reason)
-    guard = {"dispatch_token": run.dispatch_token, "stop_requested_at__isnull": False, "heartbeat_at": run.heartbeat_at}
-    with transaction.atomic(), outcomes_batch():
-        if run.stop_kind == StopKind.TIMEOUT and run.attempt < run.max_attempts:
-            if not Run.objects.filter(pk=run.pk, status=S.RUNNING, **guard).exists():
-                return False
-            done = _retry_later(run, token=run.dispatch_token, now=now, reason=reason, fields={}, stopped=True)
-        else:
-            done = finalize(run, new=status, now=now, extra_filter=guard, reason=reason)
-            if done:
-                _after_final(run, now=now)
-        if done:
-            audit_record(actor=actor, action="run.stop.settled", target=run, before={"status": "STOPPING"},
-                         after={"status": run.status}, reason=why[:500], at=now)
-    return done
-
-
-def stop_outcome(*, kind: str, reason: str) -> tuple[str, str]:
-    """(final status, reason) of a run whose code stopped on a request: a cancel is CANCELLED, a timeout FAILED."""
-    if kind == StopKind.TIMEOUT:
-        return S.FAILED, reason or "timed out"
-    return S.CANCELLED, reason or "cancelled"
-
-
-def run_lost(*, run: Run, now: datetime, why: str) -> str:
-    """Governance: `run`'s worker is gone. Re-queue it while its attempts last, else fail it.
-
-    The compare-and-set includes the heartbeat governance judged stale and the
-    attempt it counted: a worker whose heartbeat resumed in between, or which
-    spent an in-process retry, keeps its run. A re-queued test run of a
-    half-open breaker stays the test run. Returns 'requeued', 'failed' or 'changed'.
-    """
-    guard = {"dispatch_token": run.dispatch_token, "heartbeat_at": run.heartbeat_at, "attempt": run.attempt}
-    with transaction.atomic(), outcomes_batch():
-        if run.attempt < run.max_attempts:
-            attempt = run.attempt + 1
-            reason = f"{why}; re-queued (attempt {attempt}/{run.max_attempts})"[:500]
-            changed = Run.objects.filter(pk=run.pk, status=S.RUNNING, **guard).update(
-                status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
-                dispatch_token="", worker_id="", reason=reason,
-            )
-            if not changed:
-                return "changed"
-            worker = run.worker_id
-            set_fields(run, status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
-                 dispatch_token="", worker_id="", reason=reason)
-            send_after_commit(run, S.QUEUED, S.RUNNING)
-            outcome = "requeued"
-        else:
-            reason = f"{why} (attempt {run.attempt}/{run.max_attempts})"[:500]
-            worker = run.worker_id
-            if not finalize(run, new=S.FAILED, now=now, extra_filter=guard, reason=reason):
-                return "changed"
-            _after_final(run, now=now)
-            outcome = "failed"
-        audit_record(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
-                     before={"status": S.RUNNING, "worker": worker}, after={"status": run.status},
-                     reason=why[:500], at=now)
-    return outcome
-
-
-def runs_lost(*, runs: list[Run], now: datetime) -> dict[str, list[int]]:
-    """Governance: many lost runs settled in bulk statements; {'requeued': [...], 'failed': [...]}.
-
-    Each run gets run_lost's outcome with the same compare-and-set, but per
-    tick, not per run: one guarded UPDATE re-queues every run with attempts
-    left and one fails every run whose attempts are spent, each row guarded by
-    what governance read (RUNNING, the worker's token, the stale heartbeat,
-    the attempt), so a worker whose heartbeat resumed keeps its run. A failed
-    run's aftermath (breaker, backfill window, downstream) follows per run;
-    the audit entries go in one INSERT; signals go out after commit. If the
-    bulk path raises, it is rolled back and every run is settled on its own
-    (run_lost, a savepoint each), so one run's failing end never rolls back
-    another's.
-    """
-    if not runs:
-        return {"requeued": [], "failed": []}
-    if bulk.supported():
-        read = {run.pk: {name: getattr(run, name) for name in _LOST_FIELDS} for run in runs}
-        try:
-            with transaction.atomic(), lineage_batch(), outcomes_batch():
-                return _runs_lost_bulk(runs, now=now)
-        except Exception:
-            log.exception("settling %d lost runs in bulk failed; settling them one at a time", len(runs))
-            for run in runs:  # back to what governance read: the guards of the per-run path
-                set_fields(run, **read[run.pk])
-    out: dict[str, list[int]] = {"requeued": [], "failed": []}
-    with transaction.atomic(), outcomes_batch():
-        for run in runs:
-            try:
-                outcome = run_lost(run=run, now=now, why=_lost_why(run))
-            except Exception:  # one run's failing end must not roll back the others'
-                log.exception("could not settle lost run %s", run.pk)
-                continue
-            if outcome in out:
-                out[outcome].append(run.pk)
-    return out
-
-
-# what runs_lost changes on a run in memory (restored if the bulk path rolls back)
-_LOST_FIELDS = ("status", "attempt", "started_at", "admitted_at", "heartbeat_at", "dispatch_token", "worker_id",
-                "reason", "finished_at")
-
-
-def _lost_why(run: Run) -> str:
-    beat = f"{run.heartbeat_at:%H:%M:%S} UTC" if run.heartbeat_at else "its start"
-    return f"worker lost: no heartbeat from {run.worker_id or 'its worker'} since {beat}"
-
-
-def _runs_lost_bulk(runs: list[Run], *, now: datetime) -> dict[str, list[int]]:
-    columns = [("id", "id"), ("token", "dispatch_token"), ("beat", "heartbeat_at"), ("attempt", "attempt"),
-               ("reason", "reason")]
-    guard = (f"t.status = %s AND t.dispatch_token = v.token AND {bulk.same('t.heartbeat_at', 'v.beat')} "
-             "AND t.attempt = v.attempt")
-    why = {run.pk: _lost_why(run) for run in runs}
-    spare = [run for run in runs if run.attempt < run.max_attempts]
-    spent = [run for run in runs if run.attempt >= run.max_attempts]
-    reasons = {run.pk: f"{why[run.pk]}; re-queued (attempt {run.attempt + 1}/{run.max_attempts})"[:500] for run in spare}
-    reasons.update({run.pk: f"{why[run.pk]} (attempt {run.attempt}/{run.max_attempts})"[:500] for run in spent})
-    requeued = bulk.cas_update(
-        Run, columns=columns, rows=[(r.pk, r.dispatch_token, r.heartbeat_at, r.attempt, reasons[r.pk]) for r in spare],
-        assign=("status = %s, attempt = v.attempt + 1, started_at = NULL, admitted_at = NULL, heartbeat_at = NULL, "
-                "dispatch_token = '', worker_id = '', reason = v.reason"),
-        assign_params=[S.QUEUED], guard=guard, guard_params=[S.RUNNING],
-    )
-    failed = bulk.cas_update(
-        Run, columns=[*columns, ("finished_at", "finished_at")],
-        rows=[(r.pk, r.dispatch_token, r.heartbeat_at, r.attempt, reasons[r.pk], now) for r in spent],
-        assign="status = %s, finished_at = v.finished_at, reason = v.reason",
-        assign_params=[S.FAILED], guard=guard, guard_params=[S.RUNNING],
-    )
-    runs_ended(S.FAILED, failed)
-    entries = []
-    for run in runs:
-        if run.pk not in requeued and run.pk not in failed:
-            continue  # its worker came back, or someone else settled it first
-        worker = run.worker_id
-        if run.pk in requeued:
-            set_fields(run, status=S.QUEUED, attempt=run.attempt + 1, started_at=None, admitted_at=None, heartbeat_at=None,
-                 dispatch_token="", worker_id="", reason=reasons[run.pk])
-            send_after_commit(run, S.QUEUED, S.RUNNING)
-            outcome = "requeued"
-        else:
-            set_fields(run, status=S.FAILED, finished_at=now, reason=reasons[run.pk])
-            lineage_run_ended(run=run, old=S.RUNNING, now=now)
-            send_after_commit(run, S.FAILED, S.RUNNING)
-            _after_final(run, now=now)
-            outcome = "failed"
-        entries.append(audit_build(actor="governance", action=f"run.worker_lost.{outcome}", target=run,
-                                   before={"status": S.RUNNING, "worker": worker}, after={"status": run.status},
-                                   reason=why[run.pk][:500], at=now))
-    audit_record_many(entries)
-    outcomes_record(run for run in spent if run.pk in failed)
-    return {"requeued": [r.pk for r in spare if r.pk in requeued], "failed": [r.pk for r in spent if r.pk in failed]}
-
-
-# --- inside the final transaction -----------------------------------------------
-
-BARE_FIELDS = frozenset({"heartbeat_at", "rows_loaded"})
-
-
-def _only_the_cas(e: Ending, children: dict[int, list[int]]) -> bool:
-    """A success whose end is the compare-and-set alone: nothing follows it (see `_after_final`).
-
-    A live run, no watermark, admitted while its breaker was closed (so not a
-    test run: the one breaker statement of `_succeed_together` zeroes the count
-    of each breaker still closed), no downstream schedule: the watermark,
-    backfill and propagation steps would each do nothing.
-    """
-    run, schedule = e.run, e.run.schedule
-    return (e.status == S.SUCCEEDED and not e.stopped and e.loaded is None and run.backfill_id is None and e.token is not None
-            and set(e.fields or ()) <= BARE_FIELDS and not children.get(run.schedule_id)
-            and schedule.breaker_status == BreakerStatus.CLOSED)
-
-
-def _succeed_together(endings: list[Ending]) -> dict[int, str]:
-    """Bare successes (`_only_the_cas`) in one compare-and-set statement (`bulk.cas_update`); run id ->
-    SUCCEEDED, or 'discarded' when someone else changed the run first (a cancel, a lost-run re-queue)."""
-    rows = [(e.run.pk, e.token, e.now, (e.fields or {}).get("heartbeat_at", e.now), (e.fields or {}).get("rows_loaded"))
-            for e in endings]
-    done = bulk.cas_update(
-        Run, columns=[("id", "id"), ("token", "dispatch_token"), ("finished", "finished_at"), ("beat", "heartbeat_at"),
-                      ("loaded", "rows_loaded")], rows=rows,
-        assign=("status = %s, reason = '', finished_at = v.finished, heartbeat_at = v.beat, "
-                "rows_loaded = COALESCE(v.loaded, t.rows_loaded)"),
-        assign_params=[S.SUCCEEDED],
-        # a run asked to stop meanwhile is left to the per-run path, which writes the stop's outcome instead
-        guard="t.status = %s AND t.dispatch_token = v.token AND t.stop_requested_at IS NULL", guard_params=[S.RUNNING],
-    )
-    runs_ended(S.SUCCEEDED, done)
-    out: dict[int, str] = {}
-    for e in endings:
-        if e.run.pk not in done:
-            continue  # cancelled, lost or asked to stop meanwhile: runs_finish takes it on its own
-        set_fields(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **(e.fields or {}))
-        lineage_run_ended(run=e.run, old=S.RUNNING, now=e.now)
-        send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
-        out[e.run.pk] = S.SUCCEEDED
-    outcomes_record(e.run for e in endings if e.run.pk in out)
-    if out:
-        breaker_successes(schedule_ids=sorted({e.run.schedule_id for e in endings if e.run.pk in out}))
-    return out
-
-
-def _finish(*, run: Run, status: str, now: datetime, reason: str = "", token: str | None = None,
-            fields: dict[str, Any] | None = None, blocked_by: Schedule | None = None, loaded: Loaded | None = None,
-            actor: Any = None, audit_action: str = "", children: dict[int, list[int]] | None = None,
-            stopped: bool = False, retryable: bool = False, unstarted: bool = False) -> bool:
-    """The body of `run_finish`, inside the caller's transaction (or savepoint)."""
-    before = run.status
-    extra: dict[str, Any] = {"dispatch_token": token} if token is not None else {}
-    if unstarted:
-        extra["started_at__isnull"] = True
-    verdict = token is not None and not stopped and before == S.RUNNING
-    if verdict:
-        extra["stop_requested_at__isnull"] = True  # a stop asked meanwhile outranks the code's own verdict
-    values = dict(fields or {})
-    values["reason"] = reason[:500]
-    if blocked_by is not None:
-        values["blocked_by"] = blocked_by
-    if status == S.FAILED and retryable and before == S.RUNNING and token is not None and run.attempt < run.max_attempts:
-        return _retry_later(run, token=token, now=now, reason=reason, fields=values, stopped=stopped)
-    if not finalize(run, new=status, now=now, extra_filter=extra, **values):
-        if verdict:
-            return _finish_stopped_instead(run, token=token, now=now, fields=fields, children=children)
+def _lost_the_race(e: Ending, kind: str, *, children: dict[int, list[int]] | None) -> bool:
+    """The compare-and-set changed nothing. If the run is still this end's to write but its row holds a stop
+    request that outranks it (asked after the run was read), that request's end is written instead."""
+    run = e.run
+    if run.status != S.RUNNING:
         return False
-    if status == S.SUCCEEDED and loaded is not None and run.backfill_id is None:
-        watermark_advance_on_success(run, loaded, now=now)
-    _after_final(run, now=now, children=children)
-    if audit_action:
-        audit_record(actor=actor, action=audit_action, target=run, before={"status": before},
-                     after={"status": status}, reason=reason, at=now)
-    return True
-
-
-def _finish_stopped_instead(run: Run, *, token: str, now: datetime, fields: dict[str, Any] | None,
-                            children: dict[int, list[int]] | None) -> bool:
-    """A worker's verdict lost to a stop request that arrived after its last heartbeat: the stop's outcome."""
-    asked = (Run.objects.filter(pk=run.pk, status=S.RUNNING, dispatch_token=token, stop_requested_at__isnull=False)
+    identity = {key: value for key, value in _guard(e, kind).items() if key != "stop_kind__in"}
+    asked = (Run.objects.filter(pk=run.pk, status=S.RUNNING, **identity)
              .values("stop_kind", "stop_reason", "stop_requested_at").first())
-    if asked is None:
-        return False  # someone else (governance, a person) changed the run first
+    if asked is None or prevailing(kind, asked["stop_kind"]) == kind:
+        return False  # someone else (governance, a person, another worker) changed the run first
     set_fields(run, **asked)
-    status, reason = stop_outcome(kind=asked["stop_kind"], reason=asked["stop_reason"])
-    kept = {k: v for k, v in (fields or {}).items() if k in ("heartbeat_at", "exit_code", "error")}
-    return _finish(run=run, status=status, now=now, reason=reason, token=token, fields=kept, children=children,
-                   stopped=True, retryable=asked["stop_kind"] == StopKind.TIMEOUT)
+    return _write(e, children=children)  # the rank only rises: at most one step per kind of stop
 
 
-def _retry_later(run: Run, *, token: str, now: datetime, reason: str, fields: dict[str, Any], stopped: bool) -> bool:
-    """A failed attempt (a command's exit, a timeout) with attempts left: the run is queued again after back-off.
+def _reason(e: Ending, kind: str) -> str:
+    """The run's reason for an end of `kind`: the end's own, or the stop request's when that request stands."""
+    if kind == e.kind:
+        return e.reason or _DEFAULT_REASON.get(kind, "")
+    return e.run.stop_reason or _DEFAULT_REASON.get(kind, "")
 
-    The attempt counts against the run's one budget (max_attempts), as a lost
-    worker's re-queue does; the breaker counts only the run's final failure.
-    """
-    attempt = run.attempt + 1
-    policy = RetryPolicy(max_attempts=max(2, run.max_attempts), initial_delay=run.schedule.retry_initial_delay,
-                         backoff=run.schedule.retry_backoff, max_delay=run.schedule.retry_max_delay,
-                         jitter=run.schedule.retry_jitter)
-    delay = policy.delay(run.attempt)
-    why = f"{reason}; re-queued (attempt {attempt}/{run.max_attempts}, in {delay:.1f} s)"[:500]
-    guard = {} if stopped else {"stop_requested_at__isnull": True}
-    kept = {k: v for k, v in fields.items() if k in ("error", "exit_code")}
-    changed = Run.objects.filter(pk=run.pk, status=S.RUNNING, dispatch_token=token, **guard).update(
-        status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None, dispatch_token="",
-        worker_id="", reason=why, not_before=now + timedelta(seconds=delay), stop_requested_at=None, stop_kind="",
-        stop_reason="", **kept)
-    if not changed:
-        if not stopped:
-            return _finish_stopped_instead(run, token=token, now=now, fields=fields, children=None)
+
+_DEFAULT_REASON = {EndKind.CANCEL: "cancelled", EndKind.CANCEL_OTHER: "cancelled", EndKind.TERMINATE: "cancelled",
+                   EndKind.TIMEOUT: "timed out", EndKind.SHUTDOWN: "the cluster stopped",
+                   EndKind.FENCE: "fenced: its worker lost the database", EndKind.LOST: "worker lost"}
+
+
+def _final_reason(reason: str, kind: str, run: Run) -> str:
+    if kind == EndKind.LOST:  # a lost worker's last attempt: say which it was
+        return f"{reason} (attempt {run.attempt}/{run.max_attempts})"[:500]
+    return reason[:500]
+
+
+def _requeue(run: Run, the_plan: Plan, *, guard: dict[str, Any], now: datetime, reason: str,
+             kept: dict[str, Any]) -> bool:
+    """Back to the queue (the one set of fields, `requeue_fields`): after back-off for a retry, at once for a lost
+    worker, without spending the attempt for a cluster's stop."""
+    not_before = None
+    if the_plan.next == Next.REQUEUE_FREE:
+        attempt = run.attempt
+        why = f"{reason}; re-queued (attempt {attempt}/{run.max_attempts} not spent)"
+    else:
+        attempt = run.attempt + 1
+        why = f"{reason}; re-queued (attempt {attempt}/{run.max_attempts}"
+        if the_plan.next == Next.RETRY:
+            delay = _retry_delay(run)
+            not_before = now + timedelta(seconds=delay)
+            why += f", in {delay:.1f} s"
+        why += ")"
+    fields = {**kept, **requeue_fields(reason=why, attempt=attempt, not_before=not_before)}
+    if not Run.objects.filter(pk=run.pk, status=run.status, **guard).update(**fields):
         return False
-    set_fields(run, status=S.QUEUED, attempt=attempt, started_at=None, admitted_at=None, heartbeat_at=None,
-         dispatch_token="", worker_id="", reason=why, not_before=now + timedelta(seconds=delay),
-         stop_requested_at=None, stop_kind="", stop_reason="", **kept)
-    send_after_commit(run, S.QUEUED, S.RUNNING)
-    audit_record(actor="worker", action="run.retry", target=run, before={"status": S.RUNNING},
-                 after={"status": S.QUEUED, "attempt": attempt}, reason=reason[:500], at=now)
+    old = run.status
+    set_fields(run, **fields)
+    send_after_commit(run, S.QUEUED, old)
     return True
+
+
+def _retry_delay(run: Run) -> float:
+    """The back-off before the next attempt; the attempt counts against the run's one budget (max_attempts)."""
+    schedule = run.schedule
+    policy = RetryPolicy(max_attempts=max(2, run.max_attempts), initial_delay=schedule.retry_initial_delay,
+                         backoff=schedule.retry_backoff, max_delay=schedule.retry_max_delay,
+                         jitter=schedule.retry_jitter)
+    return policy.delay(run.attempt)
+
+
+def _audit(e: Ending, kind: str, the_plan: Plan, *, old: str, worker: str, reason: str) -> None:
+    run = e.run
+    if e.kind == EndKind.LOST:
+        if kind == EndKind.LOST:
+            outcome = "failed" if the_plan.next == Next.FINAL else "requeued"
+            audit_record(actor=e.actor or "governance", action=f"run.worker_lost.{outcome}", target=run,
+                         before={"status": old, "worker": worker}, after={"status": run.status},
+                         reason=e.reason[:500], at=e.now)
+        else:  # its worker was gone and the row held a stop request: the stop's end
+            audit_record(actor=e.actor or "governance", action="run.stop.settled", target=run,
+                         before={"status": "STOPPING"}, after={"status": run.status}, reason=e.reason[:500],
+                         at=e.now)
+    elif the_plan.next == Next.RETRY:
+        audit_record(actor="worker", action="run.retry", target=run, before={"status": old},
+                     after={"status": S.QUEUED, "attempt": run.attempt}, reason=reason[:500], at=e.now)
+    elif e.audit_action:
+        audit_record(actor=e.actor, action=e.audit_action, target=run, before={"status": old},
+                     after={"status": run.status}, reason=reason[:500], at=e.now)
 
 
 def _after_final(run: Run, *, now: datetime, children: dict[int, list[int]] | None = None) -> None:
@@ -496,5 +287,54 @@ def _after_final(run: Run, *, now: datetime, children: dict[int, list[int]] | No
     propagate(run, now=now, children=children)
 
 
-__all__ = ["Ending", "run_cancel", "run_finish", "run_lost", "run_stop_request", "run_stop_settled", "runs_finish",
-           "runs_lost", "stop_outcome"]
+# --- a batch's bare successes in one statement ------------------------------------
+
+BARE_FIELDS = frozenset({"heartbeat_at", "rows_loaded"})
+
+
+def _bare(e: Ending, children: dict[int, list[int]]) -> bool:
+    """A success whose end is the compare-and-set alone: nothing follows it (see `_after_final`).
+
+    A live run, no watermark, admitted while its breaker was closed (so not a test run: the one breaker statement
+    of `_succeed_together` zeroes the count of each breaker still closed), no downstream schedule.
+    """
+    run, schedule = e.run, e.run.schedule
+    return (e.kind == EndKind.VERDICT and e.status == S.SUCCEEDED and e.loaded is None and run.backfill_id is None
+            and e.token is not None and set(e.fields) <= BARE_FIELDS and not children.get(run.schedule_id)
+            and schedule.breaker_status == BreakerStatus.CLOSED)
+
+
+def _succeed_together(endings: list[Ending]) -> dict[int, str]:
+    """Bare successes (`_bare`) in one compare-and-set statement, guarded by the same table as `_write`; run id ->
+    SUCCEEDED for those written (the others go their own way: a stop asked meanwhile, a cancel, a lost worker)."""
+    rows = [(e.run.pk, e.token, e.now, e.fields.get("heartbeat_at", e.now), e.fields.get("rows_loaded"))
+            for e in endings]
+    allowed = yields_to(EndKind.VERDICT)
+    done = bulk.cas_update(
+        Run, columns=[("id", "id"), ("token", "dispatch_token"), ("finished", "finished_at"), ("beat", "heartbeat_at"),
+                      ("loaded", "rows_loaded")], rows=rows,
+        assign=("status = %s, reason = '', finished_at = v.finished, heartbeat_at = v.beat, "
+                "rows_loaded = COALESCE(v.loaded, t.rows_loaded)"),
+        assign_params=[S.SUCCEEDED],
+        guard=f"t.status = %s AND t.dispatch_token = v.token AND t.stop_kind IN ({', '.join(['%s'] * len(allowed))})",
+        guard_params=[S.RUNNING, *allowed],
+    )
+    runs_ended(S.SUCCEEDED, done)
+    out: dict[int, str] = {}
+    for e in endings:
+        if e.run.pk not in done:
+            continue
+        set_fields(e.run, status=S.SUCCEEDED, reason="", finished_at=e.now, **e.fields)
+        lineage_run_ended(run=e.run, old=S.RUNNING, now=e.now)
+        send_after_commit(e.run, S.SUCCEEDED, S.RUNNING)
+        out[e.run.pk] = S.SUCCEEDED
+    outcomes_record(e.run for e in endings if e.run.pk in out)
+    if out:
+        breaker_successes(schedule_ids=sorted({e.run.schedule_id for e in endings if e.run.pk in out}))
+    return out
+
+
+runs_finish = runs_end  # a worker's batch: the name its callers know
+
+
+__all__ = ["Ending", "run_end", "run_finish", "runs_end", "runs_finish"]

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 
 from scheduler.core import Outcome, RunRecord
 from scheduler.core.dbt_results import rerun_selector, selection_words
-from scheduler.models import NodeOutcome, NodeRecord, Run, RunStatus
+from scheduler.models import NodeOutcome, NodeRecord, Run
 from scheduler.services.integrations.lineage import lineage_enabled, lineage_node_finished
 
 

@@ -27,6 +27,7 @@ class Loaded:
     window: Window | None
     max_value: Any = None
     capped: bool = False  # max_window cut a long gap: the next slice runs right after this one
+    replay: bool = False  # a re-run of a window read before: it moves the mark only from where the mark stands
 
 
 def watermark_config(schedule: Schedule) -> WatermarkConfig | None:
@@ -172,6 +173,9 @@ def watermark_advance_on_success(run: Run, loaded: Loaded, *, now: datetime) -> 
     started_from = window_start_mark(loaded.config, loaded.window)
     if started_from is None and moved_to(watermark_state(run.schedule, loaded.config).value) is None:
         return  # nothing to move, nothing to check against: the row is neither locked nor made
+    stored = WatermarkRow.objects.filter(schedule=run.schedule).values_list("value", flat=True).first() or ""
+    if loaded.replay and effective_mark(loaded.config, stored) != started_from:
+        return  # a re-run of an old window: the mark is elsewhere, and nobody tried to move it
     refused, new_value = _advance(schedule=run.schedule, run=run, config=loaded.config, now=now,
                                   started_from=started_from, new_value=moved_to)
     if refused:

@@ -42,6 +42,8 @@ from django.conf import settings
 
 from scheduler.core import stop
 from scheduler.core.stop import CANCEL, FENCE, TERMINATE, TIMEOUT, StopToken
+from scheduler.core.timing import LAST_WORDS_SECONDS, SUPERVISOR_TICK, fence_grace
+from scheduler.services.common.singleton import PerProcessThread
 
 log = logging.getLogger(__name__)
 PR_SET_CHILD_SUBREAPER = 36
@@ -50,7 +52,7 @@ try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the child calls it between fork and exec
 except (OSError, AttributeError):
     _prctl = None
-TICK = 0.1  # seconds between the supervisor's looks: the forced-stop precision
+TICK = SUPERVISOR_TICK  # seconds between the supervisor's looks: the forced-stop precision (core/timing.py)
 
 
 @dataclass(eq=False)
@@ -78,37 +80,43 @@ class RunControl:
             return 0.0
         if kind == FENCE:
             # stopped, by force if need be, before governance may call the run lost
-            return min(self.grace, max(0.0, (settings.ETL_STUCK_SECONDS - settings.ETL_FENCE_SECONDS) / 2))
+            return fence_grace(grace=self.grace, fence=settings.ETL_FENCE_SECONDS, stuck=settings.ETL_STUCK_SECONDS)
         return self.grace
 
 
-class Supervisor(threading.Thread):
+class Supervisor(PerProcessThread):
     """One daemon thread per worker process: timeouts, grace periods and fencing of the runs it executes."""
 
-    _instance: "Supervisor | None" = None
-    _guard = threading.Lock()
-
     def __init__(self) -> None:
-        super().__init__(name="etl-supervisor", daemon=True)
-        self.pid = os.getpid()
+        super().__init__(name="etl-supervisor")
         self.controls: dict[int, RunControl] = {}
         self.lock = threading.Lock()
         self.last_beat_ok = time.monotonic()
+        # per run: when a write last touched its row for this worker (its claim, a beat); a beat that touched
+        # other runs proves nothing for this one
+        self.contact: dict[int, float] = {}
         self.end_process: Callable[[], None] = _end_this_process
 
-    @classmethod
-    def get(cls) -> "Supervisor":
-        # django-q2 forks its workers: a supervisor inherited from the parent has no thread here
-        with cls._guard:
-            if cls._instance is None or cls._instance.pid != os.getpid() or not cls._instance.is_alive():
-                cls._instance = cls()
-                cls._instance.start()
-            return cls._instance
-
     # --- the pump's side ----------------------------------------------------
-    def beat_ok(self, at: float) -> None:
-        """The heartbeat begun at monotonic `at` was written: the database hears this worker."""
+    def beat_ok(self, at: float, run_ids=()) -> None:
+        """A write begun at monotonic `at` touched the rows of `run_ids` (a claim, a beat): the database hears this
+        worker for those runs."""
         self.last_beat_ok = max(self.last_beat_ok, at)
+        for run_id in run_ids:
+            self.contact[run_id] = max(self.contact.get(run_id, at), at)
+
+    def contact_lost(self, run_ids, why: str) -> None:
+        """A beat touched none of these runs' rows: they are no longer this worker's (governance gave them away),
+        so their code stops at once, and a run whose code has not begun never begins it (`watch`)."""
+        for run_id in run_ids:
+            self.contact[run_id] = float("-inf")
+            self.request(run_id, FENCE, why, recorded=False)
+
+    def silent_for(self, run_id: int, now: float, started: float) -> float:
+        """How long this worker has not been heard for `run_id`: since the last write that touched its row, or,
+        for a run it holds no such record of, since the later of its last beat and the run's start."""
+        last = self.contact.get(run_id)
+        return now - (last if last is not None else max(self.last_beat_ok, started))
 
     def active(self) -> list[RunControl]:
         with self.lock:
@@ -145,8 +153,7 @@ class Supervisor(threading.Thread):
         if not controls:
             return
         for control in controls:
-            # silent since the later of the last written beat and the run's own start (an idle pump beats nothing)
-            fenced = now - max(self.last_beat_ok, control.stop.started) >= settings.ETL_FENCE_SECONDS
+            fenced = self.silent_for(control.run_id, now, control.stop.started) >= settings.ETL_FENCE_SECONDS
             if fenced and control.requested is None:
                 control.stop.request(FENCE, f"fenced: no heartbeat written for {settings.ETL_FENCE_SECONDS:g} s "
                                             "(the worker lost the database); stopped before governance may re-queue it")
@@ -189,7 +196,6 @@ class Supervisor(threading.Thread):
 
 
 _end_lock = threading.Lock()
-LAST_WORDS_SECONDS = 2.0
 
 
 def _quietly(func: Callable[[RunControl, str], None], control: RunControl, note: str) -> None:
@@ -213,12 +219,17 @@ def watch(run_id: int, token: str, *, timeout: float | None,
                          grace=settings.ETL_CANCEL_GRACE_SECONDS, on_force=on_force)
     with supervisor.lock:
         supervisor.controls[run_id] = control
+    if supervisor.silent_for(run_id, time.monotonic(), control.stop.started) >= settings.ETL_FENCE_SECONDS:
+        # a worker stalled between its claim and here: its code must not begin on a run it may have lost
+        control.stop.request(FENCE, "fenced before its code began: nothing this worker wrote has touched the run "
+                                    f"for {settings.ETL_FENCE_SECONDS:g} s")
     try:
         with stop.activate(control.stop):
             yield control
     finally:
         with supervisor.lock:
             supervisor.controls.pop(run_id, None)
+            supervisor.contact.pop(run_id, None)
 
 
 # --- child processes --------------------------------------------------------------
