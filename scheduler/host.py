@@ -31,7 +31,7 @@ from scheduler.services.admission.backfills import (
 )
 from scheduler.services.runs.breakers import breaker_reset
 from scheduler.services.runs.cancel import run_cancel_as
-from scheduler.services.oversight.channel_tests import channel_test_send
+from scheduler.services.oversight.channel_probe import channel_test_send
 from scheduler.services.integrations.channels import mask_url
 from scheduler.services.common.errors import NotFound, ServiceError
 from scheduler.services.admission.firing import compute_next_fire

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from scheduler.models import AuditEntry
-from scheduler.services.oversight.channel_tests import TEST_TITLE, channel_test_send
+from scheduler.services.oversight.channel_probe import TEST_TITLE, channel_test_send
 from scheduler.services.common.errors import NotFound
 from scheduler.services.access.teams import PermissionRefused, team_save
 
