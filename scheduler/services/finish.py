@@ -39,7 +39,7 @@ from scheduler.services.audit import actor_name, audit_build, audit_record, audi
 from scheduler.services.backfill_progress import backfill_window_done
 from scheduler.services.breakers import breaker_on_result, breaker_successes, breaker_trial_released
 from scheduler.services.downstream import children_of, propagate
-from scheduler.services.errors import ServiceError
+from scheduler.services.errors import Conflict, ServiceError
 from scheduler.services.finalize import finalize, send_after_commit, set_fields
 from scheduler.services.lineage import lineage_batch, lineage_discard, lineage_mark, lineage_run_ended
 from scheduler.services.outcomes import outcomes_batch, outcomes_record
@@ -149,7 +149,7 @@ def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None =
     again with `force` escalates a pending cancel.
     """
     if run.is_final:
-        raise ServiceError(f"run {run.pk} is already {run.status}", field="run")
+        raise Conflict(f"run {run.pk} is already {run.status}", field="run")
     now = now or timezone.now()
     reason = reason or "cancelled"
     with transaction.atomic():

@@ -25,7 +25,7 @@ from scheduler.core import Outcome, RunRecord
 from scheduler.models import NodeOutcome, NodeRecord, Run, RunStatus, TargetKind, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.dbt import dbt_rerun_select
-from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.errors import Conflict, ServiceError, check_text
 from scheduler.services.lineage import lineage_enabled, lineage_node_finished
 from scheduler.services.runs import run_build
 
@@ -152,13 +152,13 @@ def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datet
         raise ServiceError(f"run {run.pk} is a {run.schedule.target_kind} run; only a workflow or dbt run can resume "
                            "from its failure (trigger the schedule again instead)", field="run")
     if run.status not in RERUNNABLE:
-        raise ServiceError(f"run {run.pk} is {run.status}; only a FAILED or CANCELLED workflow or dbt run can be "
+        raise Conflict(f"run {run.pk} is {run.status}; only a FAILED or CANCELLED workflow or dbt run can be "
                            "re-run from its failure", field="run")
     if run.backfill_id is not None:
         raise ServiceError(f"run {run.pk} is a window of backfill {run.backfill_id}; retry it from the backfill",
                            field="run")
     if not run.schedule.enabled:
-        raise ServiceError(f"schedule '{run.schedule.name}' is disabled; enable it first", field="schedule")
+        raise Conflict(f"schedule '{run.schedule.name}' is disabled; enable it first", field="schedule")
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None

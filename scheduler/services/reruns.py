@@ -11,7 +11,7 @@ from django.utils import timezone
 from scheduler.models import Run, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.breakers import breaker_forecast, breaker_reset
-from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.errors import Conflict, ServiceError, check_text
 from scheduler.services.runs import run_build
 from scheduler.services.teams import authorize
 
@@ -27,7 +27,7 @@ def run_rerun(*, run: Run, actor: Any, downstream: bool = False, reason: str = "
     """
     reason = check_text(reason, field="reason", max_length=500).strip()
     if not run.is_final:
-        raise ServiceError(f"run {run.pk} is still {run.status}; only a finished run can be re-run", field="run")
+        raise Conflict(f"run {run.pk} is still {run.status}; only a finished run can be re-run", field="run")
     if run.backfill_id is not None:
         raise ServiceError(
             f"run {run.pk} is a window of backfill {run.backfill_id}; retry it from the backfill", field="run"
