@@ -403,7 +403,7 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
             error = f"{text}\n--- last lines ---\n{exc.tail}" if exc.tail else text
             return _report(run, token, new=S.FAILED, reason=reason, error=error[-8000:], exit_code=exc.exit_code,
                            rows=getattr(exc, "rows", None), report=getattr(exc, "report", None),
-                           retryable=True, clock=clock, settle=settle)
+                           retryable=not getattr(exc, "permanent", False), clock=clock, settle=settle)
         except Exception as exc:
             logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
             return _report_failure(run, token, exc, clock=clock, settle=settle)
