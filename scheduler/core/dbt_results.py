@@ -66,7 +66,7 @@ def _span(timing: Any) -> tuple[datetime | None, datetime | None]:
     return (min(starts) if starts else None), (max(ends) if ends else None)
 
 
-def _name(unique_id: str) -> str:
+def node_name(unique_id: str) -> str:
     """The name dbt shows: a node's name, and for a unit test `<model>::<test>` (`unit_test.<project>.<model>.<test>`),
     as dbt's own log writes it."""
     parts = unique_id.split(".")
@@ -81,7 +81,7 @@ def _selector(unique_id: str) -> str:
     parts = unique_id.split(".")
     if parts[0] == "unit_test" and len(parts) >= 4:
         return f"unit_test:{parts[1]}.{parts[-1]}"
-    return f"{_name(unique_id)}+"
+    return f"{node_name(unique_id)}+"
 
 
 def parse_run_results(data: Any) -> list[DbtNode]:
@@ -112,7 +112,7 @@ def parse_run_results(data: Any) -> list[DbtNode]:
             message = f"{status}: {failures} failing row(s)" if failures else status
         elif outcome == SKIPPED and not message:
             message = "skipped: something upstream failed"
-        nodes.append(DbtNode(unique_id=unique_id, resource_type=kind, name=_name(unique_id), status=status,
+        nodes.append(DbtNode(unique_id=unique_id, resource_type=kind, name=node_name(unique_id), status=status,
                              outcome=outcome, started_at=started, finished_at=finished, rows=rows,
                              message=str(message or "").strip()))
     return nodes
@@ -206,5 +206,5 @@ def shorten(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
-__all__ = ["DbtNode", "dbt_error", "failure_summary", "manifest_edges", "outcome_of", "parse_run_results",
-           "rerun_selector", "shorten"]
+__all__ = ["DbtNode", "dbt_error", "failure_summary", "manifest_edges", "node_name", "outcome_of",
+           "parse_run_results", "rerun_selector", "shorten"]

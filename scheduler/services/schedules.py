@@ -392,7 +392,7 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
         timing_changed = creating or any(k in data for k in ("trigger_kind", "trigger_config", "timezone", "enabled"))
         if timing_changed:
             schedule.next_fire_at = _next_fire(schedule, now)
-        _write(schedule, creating=creating)
+        _write(schedule, creating=creating, was=before["name"] if before else schedule.name)
         if upstreams is not None:
             schedule.depends_on.set(upstreams)
         after = _snapshot(schedule)
@@ -410,7 +410,7 @@ def _name_taken(schedule: Schedule) -> bool:
     return Schedule.objects.filter(name=schedule.name).exclude(pk=schedule.pk).exists()
 
 
-def _write(schedule: Schedule, *, creating: bool) -> None:
+def _write(schedule: Schedule, *, creating: bool, was: str) -> None:
     """INSERT or UPDATE; never an INSERT for a schedule deleted meanwhile (Django's save would re-create it)."""
     try:
         with transaction.atomic():  # PostgreSQL: a refused statement must not poison the caller's transaction
@@ -421,7 +421,7 @@ def _write(schedule: Schedule, *, creating: bool) -> None:
         raise
     except DatabaseError:
         if not creating and not Schedule.objects.filter(pk=schedule.pk).exists():  # the UPDATE found no row
-            raise NotFound(f"schedule '{schedule.name}' was deleted", field="name") from None
+            raise NotFound(f"schedule '{was}' was deleted", field="name") from None
         raise
 
 

@@ -88,8 +88,8 @@ def test_a_patch_racing_a_delete_after_the_read_answers_404_and_never_recreates_
         seen.append(Schedule.objects.filter(pk=schedule.pk).exists())
 
     monkeypatch.setattr(schedules, "validate_schedule", validate_then_someone_deletes)
-    body = problem_of(api.patch("/schedules/orders", {"priority": 7}, token=admin_token), 404)
-    assert body["errors"][0]["field"] == "name" and seen == [False]
+    body = problem_of(api.patch("/schedules/orders", {"name": "orders2", "priority": 7}, token=admin_token), 404)
+    assert body["errors"] == [{"field": "name", "message": "schedule 'orders' was deleted"}] and seen == [False]
     # the request's transaction is rolled back with its simulated delete: the row is as it was, never re-created
     assert list(Schedule.objects.values_list("pk", "priority")) == [(schedule.pk, 5)]
     assert not AuditEntry.objects.filter(action="schedule.update").exists()
