@@ -11,6 +11,7 @@ from collections import defaultdict
 import pytest
 
 from scheduler.models import AuditEntry, LineageEvent, NodeRecord, Run, RunStatus
+from scheduler.services.dbt import dbt_permanent
 from scheduler.services.lineage import lineage_reset, node_uuid, run_uuid
 from scheduler.services.nodes import run_rerun_from_failure
 from scheduler.services.runs import run_trigger_manual
@@ -51,6 +52,15 @@ def test_a_project_that_does_not_compile_fails_once_with_dbts_error_alone(make_s
     assert "deprecat" not in run.reason.lower() and "exit code" not in run.reason
     assert "not retried" in run.error and "word119" in run.error
     assert not NodeRecord.objects.filter(run=run).exists()
+
+
+def test_only_a_project_that_does_not_parse_or_compile_is_a_permanent_failure():
+    assert dbt_permanent(2, "Compilation Error Model 'model.x.y' depends on a node named 'z' which was not found")
+    assert dbt_permanent(2, "Parsing Error Env var required but not provided: 'WAREHOUSE'")
+    # the warehouse could not be reached when dbt started: the next attempt may reach it
+    assert not dbt_permanent(2, "Database Error connection to server at \"wh\" (10.0.0.5), port 5432 failed")
+    assert not dbt_permanent(1, "Compilation Error in model orders")  # a node's failure: retried like any
+    assert not dbt_permanent(-9, "")
 
 
 def test_a_failing_unit_test_is_named_as_dbt_names_it_and_rerun_by_its_own_selector(
