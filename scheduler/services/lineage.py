@@ -4,8 +4,9 @@ A run gets START when a worker first claims it, then exactly one end event when 
 (SUCCEEDED, or SKIPPED after it began), FAIL (FAILED for good), ABORT (CANCELLED, or BLOCKED after it began). A
 re-queued attempt emits nothing when it fails and RUNNING when it is claimed again. A run that never began
 (cancelled while queued, born BLOCKED or SKIPPED) emits nothing: a lineage consumer then shows no run that
-did nothing. Every event of a run carries the same runId (`run_uuid`). A workflow's nodes are jobs of their
-own, `<schedule>.<node>`, with a `parent` facet naming the workflow run (docs/lineage.md).
+did nothing. Every event of a run carries the same runId (`run_uuid`). A workflow's nodes, and a dbt run's
+models, seeds, snapshots and tests (services/dbt_lineage.py), are jobs of their own, `<schedule>.<node>`, with a
+`parent` facet naming the run (docs/lineage.md).
 
 With lineage off (`lineage_enabled()` false) no function here touches the database. Rows are inserted at
 once, or, inside `lineage_batch()` (a worker's batch of ends), collected and inserted by one statement when
