@@ -146,7 +146,7 @@ def profile_in_process(n: int) -> None:
     from bench.common import maybe_profile
     from scheduler.models import Run, RunStatus, Schedule, WorkloadClass
     from scheduler.services.admission.dispatch import dispatch_tick
-    from scheduler.services.cluster.execution import execute_runs
+    from scheduler.services.cluster.batch import execute_runs
 
     wc = WorkloadClass.objects.get(name="standard")
     schedule = Schedule.objects.get(name="bench-noop")

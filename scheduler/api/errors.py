@@ -21,7 +21,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from scheduler.api.parser import BodyUnreadable, UnsupportedMediaType
 from scheduler.core import ConfigError
 from scheduler.services.common.audit import audit_via_reset, audit_via_set
-from scheduler.services.common.errors import NotFound, ServiceError
+from scheduler.services.common.errors import Conflict, NotFound, ServiceError
 from scheduler.services.access.teams import PermissionRefused
 from scheduler.services.access.tokens import TokenRefused
 
@@ -78,6 +78,8 @@ def on_service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
     errors = [{"field": e.field or "", "message": e.problem} for e in exc.errors]
     if isinstance(exc, NotFound):
         return problem(404, str(exc), kind="not-found", errors=errors)
+    if isinstance(exc, Conflict):
+        return problem(409, str(exc), kind="conflict", errors=errors)
     return problem(422, str(exc), kind="invalid-input", errors=errors)
 
 

@@ -14,7 +14,7 @@ from scheduler.api.auth import AUTH
 from scheduler.api.parser import JsonParser
 from scheduler.api.routers import audit, backfills, marks, runs, schedules
 
-PROBLEM_CODES = {"400", "401", "403", "404", "405", "422", "500"}
+PROBLEM_CODES = {"400", "401", "403", "404", "405", "409", "422", "500"}
 BODY_PROBLEMS = {"413": "Payload Too Large", "415": "Unsupported Media Type"}  # what only a body can cause
 # OpenAPI links: what a created object leads to (clients and schemathesis' stateful tests follow them)
 LINKS = {

@@ -2,10 +2,38 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictBool, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, field_validator
+from pydantic_core import PydanticCustomError
+
+
+def _iso_datetime(value: Any) -> datetime:
+    """ISO 8601 text only: pydantic alone would also read a number (`?until=0.5`) as a Unix timestamp."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    raise PydanticCustomError("iso_datetime", "must be an ISO 8601 date and time, such as 2026-03-01T00:00:00Z")
+
+
+def _query_bool(value: Any) -> bool:
+    """A query string carries text: only the JSON words `true` and `false` (not 1, yes, on ...) are booleans."""
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise PydanticCustomError("json_bool", "must be true or false")
+
+
+#: a datetime in a query string (ISO 8601; naive is UTC, see common.aware)
+QueryDatetime = Annotated[datetime, BeforeValidator(_iso_datetime)]
+#: a boolean in a query string: true or false
+QueryBool = Annotated[bool, BeforeValidator(_query_bool)]
 
 
 class FieldError(Schema):
@@ -24,9 +52,10 @@ class Problem(Schema):
 
 
 class Strict(Schema):
-    """A request body: unknown fields refused, no NUL in text (PostgreSQL cannot store it)."""
+    """A request body: unknown fields refused, JSON types as declared (no "5" for 5, no 0 or "yes" for a
+    boolean), no NUL in text (PostgreSQL cannot store it)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     @field_validator("*", mode="after")
     @classmethod
@@ -199,7 +228,7 @@ class BackfillIn(Strict):
                                "first).")
     preview: bool = Field(default=False, description="Only count the windows; nothing is created.")
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)  # Strict's, plus `from` by its name
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)  # Strict's, plus `from`
 
 
 class BackfillPreview(Schema):

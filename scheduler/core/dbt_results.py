@@ -7,6 +7,7 @@ snapshots end `success`, `error` or `skipped`; tests `pass`, `warn`, `fail`,
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Mapping
@@ -22,7 +23,7 @@ SKIPPED_STATUSES = frozenset({"skipped"})
 class DbtNode:
     unique_id: str           # model.analytics.orders, test.analytics.not_null_orders_id.6bd2c50f02
     resource_type: str       # model, seed, snapshot, test, unit_test
-    name: str                # what a selector names it by (orders, not_null_orders_id)
+    name: str                # dbt's name: orders, not_null_orders_id; a unit test's orders::test_orders_count
     status: str              # dbt's own word
     outcome: str             # SUCCESS, FAILED or SKIPPED
     started_at: datetime | None
@@ -65,9 +66,22 @@ def _span(timing: Any) -> tuple[datetime | None, datetime | None]:
     return (min(starts) if starts else None), (max(ends) if ends else None)
 
 
-def _name(unique_id: str) -> str:
+def node_name(unique_id: str) -> str:
+    """The name dbt shows: a node's name, and for a unit test `<model>::<test>` (`unit_test.<project>.<model>.<test>`),
+    as dbt's own log writes it."""
     parts = unique_id.split(".")
+    if parts[0] == "unit_test" and len(parts) >= 4:
+        return f"{parts[2]}::{parts[-1]}"
     return parts[2] if len(parts) >= 3 else parts[-1]
+
+
+def _selector(unique_id: str) -> str:
+    """What `--select` names the node by: a unit test by dbt's `unit_test:<project>.<test>` method (its name alone
+    would select its model); anything else by its name with `+`, so its children are built again too."""
+    parts = unique_id.split(".")
+    if parts[0] == "unit_test" and len(parts) >= 4:
+        return f"unit_test:{parts[1]}.{parts[-1]}"
+    return f"{node_name(unique_id)}+"
 
 
 def parse_run_results(data: Any) -> list[DbtNode]:
@@ -98,7 +112,7 @@ def parse_run_results(data: Any) -> list[DbtNode]:
             message = f"{status}: {failures} failing row(s)" if failures else status
         elif outcome == SKIPPED and not message:
             message = "skipped: something upstream failed"
-        nodes.append(DbtNode(unique_id=unique_id, resource_type=kind, name=_name(unique_id), status=status,
+        nodes.append(DbtNode(unique_id=unique_id, resource_type=kind, name=node_name(unique_id), status=status,
                              outcome=outcome, started_at=started, finished_at=finished, rows=rows,
                              message=str(message or "").strip()))
     return nodes
@@ -120,7 +134,8 @@ def rerun_selector(previous: Iterable[tuple[str, str]], *, within: Iterable[str]
 
     `previous` is (unique_id, outcome) of the run being re-run. Each failed or
     skipped node is selected by name with `+` (its children); a test's name is
-    unique, and so is a model's within a project. `within` is the run's own
+    unique, and so is a model's within a project; a unit test by its own
+    selector (`unit_test:<project>.<test>`). `within` is the run's own
     selection (the schedule's `select` words): each item is intersected with
     each of them (`orders+,tag:daily`), so a child the run did not select is
     not built by its re-run, as `dbt retry` would not.
@@ -130,16 +145,17 @@ def rerun_selector(previous: Iterable[tuple[str, str]], *, within: Iterable[str]
     for unique_id, outcome in previous:
         if outcome in (FAILED, SKIPPED):
             for word in scope or [""]:
-                seen.setdefault(f"{_name(unique_id)}+" + (f",{word}" if word else ""))
+                seen.setdefault(_selector(unique_id) + (f",{word}" if word else ""))
     return list(seen)
 
 
 def manifest_edges(manifest: Any, ids: Iterable[str]) -> list[tuple[str, str]]:
     """(upstream, downstream) among `ids`, from manifest.json's depends_on (for the run page's graph)."""
     wanted = set(ids)
-    nodes = manifest.get("nodes") if isinstance(manifest, Mapping) else None
-    if not isinstance(nodes, Mapping):
+    if not isinstance(manifest, Mapping) or not isinstance(manifest.get("nodes"), Mapping):
         return []
+    units = manifest.get("unit_tests")
+    nodes = {**manifest["nodes"], **(units if isinstance(units, Mapping) else {})}  # a unit test depends on its model
     edges = []
     for uid in sorted(wanted):
         node = nodes.get(uid)
@@ -150,7 +166,48 @@ def manifest_edges(manifest: Any, ids: Iterable[str]) -> list[tuple[str, str]]:
     return edges
 
 
-__all__ = ["DbtNode", "failure_summary", "manifest_edges", "outcome_of", "parse_run_results", "rerun_selector"]
+# a line dbt starts a log event with (its time, `04:00:15  `); an event's further lines have none
+_EVENT = re.compile(r"^\d{2}:\d{2}:\d{2}(?:\.\d+)?\s")
+_SUMMARY = ("[DeprecationsSummary]", "Summary of encountered deprecations")
+
+
+def dbt_error(output: str) -> str:
+    """dbt's own words for the error it stopped on (exit 2: it could not parse or compile the project), on one line.
+
+    The lines of its last "Encountered an error:" event and no more: what dbt logs after it (since dbt 1.10 a
+    summary of the deprecations it met) is no part of the error. Without that event, the last lines before any
+    such summary.
+    """
+    lines = [line.rstrip() for line in output.splitlines()]
+    for i in range(len(lines) - 1, -1, -1):
+        _, found, rest = lines[i].partition("Encountered an error")
+        if not found:
+            continue
+        words = [rest.lstrip(":").strip()]
+        for line in lines[i + 1:]:
+            if _EVENT.match(line):
+                break
+            words.append(line.strip())
+        text = " ".join(w for w in words if w)
+        if text:
+            return text
+    before = next((i for i, line in enumerate(lines) if any(mark in line for mark in _SUMMARY)), len(lines))
+    return " ".join(_EVENT.sub("", line).strip() for line in lines[:before][-5:] if line.strip()) or "no output"
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line in at most `limit` characters: cut after a whole word, with "…", when it is longer."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    if text[limit - 1] != " " and " " in cut:  # the cut falls inside a word: end before that word
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "…"
+
+
+__all__ = ["DbtNode", "dbt_error", "failure_summary", "manifest_edges", "node_name", "outcome_of",
+           "parse_run_results", "rerun_selector", "selection_words", "shorten"]
 
 
 def selection_words(selection: str | list[str] | None) -> list[str]:

@@ -14,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from scheduler.core import CycleError, topological_order
+from scheduler.core.dbt_results import node_name
 
 NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 170, 34, 60, 18, 10
 
@@ -426,10 +427,11 @@ class Gantt:
 
 
 def node_label(task_id: str) -> str:
-    """A node's short name: a dbt unique id `model.shop.orders` is "model orders"; a workflow node is itself."""
+    """A node's short name as dbt's log writes it: a dbt unique id `model.shop.orders` is "model orders", a unit
+    test's "unit_test orders::test_totals"; a workflow node is itself."""
     parts = task_id.split(".")
     if len(parts) >= 3 and parts[0] in DBT_KINDS:
-        return f"{parts[0]} {parts[2]}"
+        return f"{parts[0]} {node_name(task_id)}"
     return task_id
 
 

@@ -54,7 +54,7 @@ def test_trigger_answers_201_with_the_run_and_it_can_be_followed_and_cancelled(a
     r = api.post(f"/runs/{run['id']}/cancel", {"reason": "no"}, token=op_token)
     assert r.status_code == 200 and r.json()["outcome"] == "cancelled"
     assert r.json()["run"]["status"] == RunStatus.CANCELLED
-    body = problem_of(api.post(f"/runs/{run['id']}/cancel", {}, token=op_token), 422)
+    body = problem_of(api.post(f"/runs/{run['id']}/cancel", {}, token=op_token), 409)
     assert body["errors"][0]["field"] == "run"
     trig = AuditEntry.objects.get(action="run.trigger")
     key_id = op_token.split("_")[1]

@@ -5,7 +5,14 @@ from datetime import datetime, timezone
 
 import pytest
 
-from scheduler.core.dbt_results import failure_summary, manifest_edges, parse_run_results, rerun_selector
+from scheduler.core.dbt_results import (
+    dbt_error,
+    failure_summary,
+    manifest_edges,
+    parse_run_results,
+    rerun_selector,
+    shorten,
+)
 
 
 def _result(uid, status, *, timing=True, rows=None, message=None, failures=None):
@@ -76,3 +83,60 @@ def test_the_manifest_gives_the_edges_among_the_nodes_that_ran():
 def test_a_file_without_a_results_list_is_refused(data):
     with pytest.raises(ValueError):
         parse_run_results(data)
+
+
+def test_a_unit_test_is_named_as_dbt_names_it_and_selected_by_its_own_method():
+    """dbt logs `unit_test customer_count::test_customers_count`; its name alone would select its model instead."""
+    uid = "unit_test.shop.customer_count.test_customers_count"
+    [node] = parse_run_results({"results": [_result(uid, "fail", failures=1)]})
+    assert (node.resource_type, node.name, node.short) == (
+        "unit_test", "customer_count::test_customers_count", "unit_test.customer_count::test_customers_count")
+    assert failure_summary([node]) == "1 of 1 failed: unit_test.customer_count::test_customers_count"
+    previous = [(uid, "FAILED"), ("model.shop.customer_count", "SKIPPED")]
+    assert rerun_selector(previous) == ["unit_test:shop.test_customers_count", "customer_count+"]
+    assert rerun_selector(previous[:1], within=["tag:daily"]) == ["unit_test:shop.test_customers_count,tag:daily"]
+
+
+def test_a_unit_test_hangs_under_its_model_in_the_graph():
+    unit = {"depends_on": {"nodes": ["model.shop.customer_count"]}}
+    manifest = {"nodes": {"model.shop.customer_count": {"depends_on": {"nodes": []}}},
+                "unit_tests": {"unit_test.shop.customer_count.t": unit}}
+    assert manifest_edges(manifest, ["model.shop.customer_count", "unit_test.shop.customer_count.t"]) == [
+        ("model.shop.customer_count", "unit_test.shop.customer_count.t")]
+
+
+# what dbt 1.10 prints when it cannot compile a project that also uses a deprecated construct
+PARSE_FAILURE = """\
+04:00:14  Running with dbt=1.10.23
+04:00:15  [WARNING][MissingArgumentsPropertyInGenericTestDeprecation]: Deprecated
+functionality
+Found top-level arguments to test `accepted_values`. Arguments to generic tests
+should be nested under the `arguments` property.`
+04:00:16  Encountered an error:
+Compilation Error
+  Model 'model.shop.orphan' (models/orphan.sql) depends on a node named 'no_such_model' which was not found
+04:00:16  [WARNING][DeprecationsSummary]: Deprecated functionality
+Summary of encountered deprecations:
+- MissingArgumentsPropertyInGenericTestDeprecation: 1 occurrence
+To see all deprecation instances instead of just the first occurrence of each,
+run command again with the `--show-all-deprecations` flag."""
+
+
+def test_dbts_error_is_its_error_event_alone_without_the_deprecation_summary():
+    assert dbt_error(PARSE_FAILURE) == ("Compilation Error Model 'model.shop.orphan' (models/orphan.sql) depends on a "
+                                        "node named 'no_such_model' which was not found")
+    # no error event (the output was cut): the last lines before the summary, without dbt's timestamps
+    cut = PARSE_FAILURE.replace("Encountered an error:", "Something odd:")
+    assert dbt_error(cut).endswith("which was not found") and "Summary" not in dbt_error(cut)
+    assert "04:00:16" not in dbt_error(cut)
+    assert dbt_error("") == "no output"
+
+
+@pytest.mark.parametrize("limit", [20, 21, 37, 60])
+def test_a_long_reason_is_cut_after_a_whole_word(limit):
+    text = "Compilation Error in model orphan: the relation does not exist anywhere"
+    short = shorten(text, limit)
+    assert len(short) <= limit and short.endswith("…")
+    kept = short.removesuffix("…")
+    assert text.startswith(kept) and text[len(kept)] in " :", (limit, short)
+    assert shorten(text, len(text)) == text and shorten("a\n  b", 10) == "a b"

@@ -29,10 +29,12 @@ def dbt_project(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def warehouse(tmp_path, monkeypatch, settings) -> Path:
-    """This test's duckdb file and run directories; the model `fragile` succeeds unless a test says otherwise."""
+    """This test's duckdb file and run directories; the model `fragile` and the unit test succeed unless a test
+    says otherwise."""
     path = tmp_path / "warehouse.duckdb"
     monkeypatch.setenv("ETL_TEST_DUCKDB_PATH", str(path))
     monkeypatch.setenv("ETL_TEST_DBT_FAIL", "0")
+    monkeypatch.setenv("ETL_TEST_DBT_UNIT_FAIL", "0")
     settings.ETL_DBT_RUNS_DIR = str(tmp_path / "dbt-runs")
     return path
 

@@ -83,7 +83,8 @@ def test_a_workflow_run_and_its_nodes_with_parent_facets_and_datasets(lineage_on
         ("file", str(tmp_path / "reports" / "revenue_2026-03-01.csv"))]
 
 
-def test_a_backfill_window_run_carries_its_window_and_backfill_id(lineage_on, make_schedule, now, transport):
+def test_a_backfill_window_run_carries_its_window_backfill_id_and_nominal_time(lineage_on, make_schedule, now,
+                                                                              transport):
     schedule = make_schedule("marked", target_id="demo.noop", watermark_config={
         "type": "datetime", "column": "ts", "initial": now.isoformat()})
     backfill = backfill_submit(schedule=schedule, start="2026-01-01T00:00:00+00:00", end="2026-01-01T01:00:00+00:00",
@@ -96,6 +97,10 @@ def test_a_backfill_window_run_carries_its_window_and_backfill_id(lineage_on, ma
         assert (window["backfillId"], window["low"][:19], window["high"][:19]) == (
             backfill.pk, "2026-01-01T00:00:00", "2026-01-01T01:00:00")
         assert window["_schemaURL"].endswith("#/$defs/WindowRunFacet") and window["_producer"]
+        # a backfill run stands for its window: the standard nominalTime facet says which (it has no logical time)
+        nominal = event["run"]["facets"]["nominalTime"]
+        assert (nominal["nominalStartTime"], nominal["nominalEndTime"]) == ("2026-01-01T00:00:00Z",
+                                                                            "2026-01-01T01:00:00Z")
 
 
 def test_a_custom_pipeline_declares_its_datasets_on_the_pipeline_and_the_context(lineage_on, make_schedule, now):

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from scheduler.models import NodeRecord, RunLogLine, RunStatus, TargetKind
-from scheduler.views.charts import node_gantt
+from scheduler.views.charts import node_gantt, node_label
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -103,6 +103,12 @@ def test_the_strip_draws_dbt_models_and_tests_over_the_runs_span():
     assert strip.bars[0].x == 200 and strip.bars[-1].x + strip.bars[-1].w == pytest.approx(600, abs=0.2)
     assert strip.bars[-1].status == "failed" and strip.bars[1].label == "model stg_orders"
     assert strip.span_seconds == 19
+
+
+def test_a_dbt_node_is_labelled_as_dbts_log_names_it():
+    assert node_label("model.shop.orders") == "model orders"
+    assert node_label("unit_test.shop.orders.test_totals") == "unit_test orders::test_totals"  # not "unit_test orders"
+    assert node_label("extract") == "extract"
 
 
 def test_a_dbt_run_page_draws_its_node_records(viewer_client, make_schedule, make_run):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import json
-from datetime import datetime
 from typing import Literal
 
 from django.http import StreamingHttpResponse
@@ -12,7 +11,7 @@ from ninja import Field, Query, Router, Schema
 
 from scheduler import audit_reads
 from scheduler.api.common import MAX_LIMIT, aware, caller, errors, require
-from scheduler.api.schemas import AuditPage
+from scheduler.api.schemas import AuditPage, QueryDatetime
 from scheduler.models import AuditEntry
 from scheduler.services.common.errors import NotFound
 from scheduler.services.access.teams import team_get, visible_team_ids
@@ -27,8 +26,8 @@ class AuditFilters(Schema):
     action: str | None = Field(default=None, max_length=64, description="A prefix: breaker. or run.trigger")
     target: str | None = Field(default=None, max_length=200, description="type:id (schedule:3) or part of its name")
     team: str | None = Field(default=None, max_length=100, description="The team that owned the target then.")
-    since: datetime | None = None
-    until: datetime | None = None
+    since: QueryDatetime | None = Field(default=None, description="At or after (ISO 8601; naive is UTC).")
+    until: QueryDatetime | None = Field(default=None, description="Before (ISO 8601).")
 
 
 def _filtered(filters: AuditFilters, request):

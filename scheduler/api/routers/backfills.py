@@ -69,16 +69,16 @@ def _control(request, backfill_id: int, service, payload: ReasonIn) -> dict:
     return backfill_out(backfill_by_id(backfill_id))
 
 
-@router.post("/backfills/{backfill_id}/pause", response={200: BackfillOut, **errors()}, summary="Pause a backfill")
+@router.post("/backfills/{backfill_id}/pause", response={200: BackfillOut, **errors(409)}, summary="Pause a backfill")
 def pause_backfill(request, backfill_id: int, payload: ReasonIn):
     return _control(request, backfill_id, backfill_pause, payload)
 
 
-@router.post("/backfills/{backfill_id}/resume", response={200: BackfillOut, **errors()}, summary="Resume a backfill")
+@router.post("/backfills/{backfill_id}/resume", response={200: BackfillOut, **errors(409)}, summary="Resume a backfill")
 def resume_backfill(request, backfill_id: int, payload: ReasonIn):
     return _control(request, backfill_id, backfill_resume, payload)
 
 
-@router.post("/backfills/{backfill_id}/cancel", response={200: BackfillOut, **errors()}, summary="Cancel a backfill")
+@router.post("/backfills/{backfill_id}/cancel", response={200: BackfillOut, **errors(409)}, summary="Cancel a backfill")
 def cancel_backfill(request, backfill_id: int, payload: ReasonIn):
     return _control(request, backfill_id, backfill_cancel, payload)

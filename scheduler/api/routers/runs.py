@@ -1,15 +1,13 @@
 """/api/v1/runs: list (keyset pages), get, trigger, cancel, re-run, the log."""
 from __future__ import annotations
 
-from datetime import datetime
-
 from ninja import Field, Query, Router, Schema, Status
 
 from scheduler import selectors
 from scheduler.api.common import (
     MAX_LIMIT, aware, bounded_limit, caller, cursor_of, errors, require, run_by_id, schedule_by_name, team_ids_for,
 )
-from scheduler.api.schemas import CancelIn, CancelOut, LogPage, RerunIn, RunOut, RunPage, TriggerIn
+from scheduler.api.schemas import CancelIn, CancelOut, LogPage, QueryDatetime, RerunIn, RunOut, RunPage, TriggerIn
 from scheduler.models import Run, RunStatus
 from scheduler.services.runs.cancel import run_cancel_as
 from scheduler.services.runs.rerun import run_rerun_from_failure
@@ -37,8 +35,8 @@ class RunFilters(Schema):
     schedule: str | None = None
     status: RunStatus | None = None
     team: str | None = None
-    since: datetime | None = Field(default=None, description="Queued at or after (ISO 8601; naive is UTC).")
-    until: datetime | None = Field(default=None, description="Queued before.")
+    since: QueryDatetime | None = Field(default=None, description="Queued at or after (ISO 8601; naive is UTC).")
+    until: QueryDatetime | None = Field(default=None, description="Queued before (ISO 8601).")
     cursor: int | None = Field(default=None, ge=1, description="The `next` of the previous page: runs with a lower id.")
     limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
 
@@ -68,7 +66,7 @@ def get_run(request, run_id: int):
     return run_out(run)
 
 
-@router.post("/schedules/{name}/runs", response={201: RunOut, **errors()}, summary="Trigger a run now")
+@router.post("/schedules/{name}/runs", response={201: RunOut, **errors(409)}, summary="Trigger a run now")
 def trigger_run(request, name: str, payload: TriggerIn):
     """Queue a manual run with override params; answers 201 with the run (follow it with GET /runs/{id})."""
     schedule = schedule_by_name(name)
@@ -77,7 +75,7 @@ def trigger_run(request, name: str, payload: TriggerIn):
     return Status(201, run_out(run_by_id(run.pk)))
 
 
-@router.post("/runs/{run_id}/cancel", response={200: CancelOut, **errors()}, summary="Cancel a run")
+@router.post("/runs/{run_id}/cancel", response={200: CancelOut, **errors(409)}, summary="Cancel a run")
 def cancel_run(request, run_id: int, payload: CancelIn):
     """`cancelled` (it had not begun), `stopping` (its code was asked to stop) or `already stopping`."""
     run = run_by_id(run_id)
@@ -89,7 +87,7 @@ def cancel_run(request, run_id: int, payload: CancelIn):
     return {"outcome": outcome, "run": run_out(run_by_id(run.pk))}
 
 
-@router.post("/runs/{run_id}/rerun", response={201: RunOut, **errors()}, summary="Re-run a finished run")
+@router.post("/runs/{run_id}/rerun", response={201: RunOut, **errors(409)}, summary="Re-run a finished run")
 def rerun(request, run_id: int, payload: RerunIn):
     """A new run with the same params and window; `from_failure` re-runs a workflow from its failed nodes."""
     run = run_by_id(run_id)

@@ -8,7 +8,7 @@ from ninja import Field, Query, Router, Schema, Status
 
 from scheduler import selectors
 from scheduler.api.common import MAX_LIMIT, bounded_limit, caller, errors, require, schedule_by_name, team_ids_for
-from scheduler.api.schemas import ScheduleCreate, ScheduleOut, SchedulePage, ScheduleUpdate
+from scheduler.api.schemas import QueryBool, ScheduleCreate, ScheduleOut, SchedulePage, ScheduleUpdate
 from scheduler.models import BreakerStatus, Schedule
 from scheduler.services.common.errors import NotFound, ServiceError
 from scheduler.services.definitions.schedules import schedule_delete, schedule_save, schedule_spec_masked
@@ -49,7 +49,7 @@ def owner_team(name: str):
 
 class ScheduleFilters(Schema):
     team: str | None = None
-    enabled: bool | None = None
+    enabled: QueryBool | None = Field(default=None, description="true or false")
     status: Literal["enabled", "disabled"] | None = None
     breaker: BreakerStatus | None = None
     cursor: str | None = Field(default=None, pattern=r"^[-a-zA-Z0-9_]{1,100}$",
@@ -84,7 +84,7 @@ def get_schedule(request, name: str):
     return schedule_out(schedule, visible_team_ids(caller(request)))
 
 
-@router.post("/schedules", response={201: ScheduleOut, **errors()}, summary="Create a schedule")
+@router.post("/schedules", response={201: ScheduleOut, **errors(409)}, summary="Create a schedule")
 def create_schedule(request, payload: ScheduleCreate):
     """Saved through the schedule service: the admin's checks, each refusal naming its field."""
     user = caller(request)
@@ -99,7 +99,7 @@ def create_schedule(request, payload: ScheduleCreate):
     return Status(201, schedule_out(saved, visible_team_ids(user)))
 
 
-@router.patch("/schedules/{name}", response={200: ScheduleOut, **errors()}, summary="Change a schedule")
+@router.patch("/schedules/{name}", response={200: ScheduleOut, **errors(409)}, summary="Change a schedule")
 def update_schedule(request, name: str, payload: ScheduleUpdate):
     user = caller(request)
     schedule = schedule_by_name(name)

@@ -17,7 +17,7 @@ from scheduler.core import INT64_MAX, ConfigError, split_windows
 from scheduler.core.limits import MAX_SECONDS
 from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus
 from scheduler.services.common.audit import actor_name, audit_record
-from scheduler.services.common.errors import ErrorCollector, NotFound, ServiceError, check_text
+from scheduler.services.common.errors import Conflict, ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.history.backfill_progress import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress
 from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import check_target_params, run_enqueue, validate_params
@@ -245,7 +245,7 @@ def _change_status(backfill: Backfill | int, *, allowed: tuple[str, ...], new: s
     now = now or timezone.now()
     locked = _locked(backfill)
     if locked.status not in allowed:
-        raise ServiceError(f"backfill {locked.pk} is {locked.status}; cannot {action.split('.')[-1]} it",
+        raise Conflict(f"backfill {locked.pk} is {locked.status}; cannot {action.split('.')[-1]} it",
                            field="backfill")
     Backfill.objects.filter(pk=locked.pk, status=locked.status).update(status=new, **(fields or {}))
     audit_record(actor=actor, action=action, target=locked, before={"status": locked.status},
@@ -276,7 +276,7 @@ def backfill_retry_failed(*, backfill: Backfill | int, actor: Any, reason: str =
     with transaction.atomic():
         locked = _locked(backfill)
         if locked.status == BackfillStatus.CANCELLED:
-            raise ServiceError(f"backfill {locked.pk} is CANCELLED; submit a new one", field="backfill")
+            raise Conflict(f"backfill {locked.pk} is CANCELLED; submit a new one", field="backfill")
         count = BackfillWindow.objects.filter(backfill=locked, status=WindowStatus.FAILED).update(
             status=WindowStatus.PENDING
         )

@@ -242,7 +242,8 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
             reason = str(exc)[:500]
             text = getattr(exc, "error", "") or str(exc)
             error = f"{text}\n--- last lines ---\n{exc.tail}" if exc.tail else text
-            return _report(run, token, status=S.FAILED, reason=reason, retryable=True, clock=clock, settle=settle,
+            return _report(run, token, status=S.FAILED, reason=reason, retryable=not getattr(exc, "permanent", False),
+                           clock=clock, settle=settle,
                            facts=_Facts(error=error[-8000:], exit_code=exc.exit_code, rows=getattr(exc, "rows", None),
                                         report=getattr(exc, "report", None)))
         except Exception as exc:

@@ -76,9 +76,14 @@ class NotFound(ServiceError):
     pass
 
 
+class Conflict(ServiceError):
+    """The target's current state refuses the action, not the input's form: a run already final, a backfill
+    completed, a name another schedule has. The API answers 409; other doors show it like any refusal."""
+
+
 __all__ = [
-    "ConfigError", "ErrorCollector", "InvalidInput", "MAX_JSON_DEPTH", "NotFound", "ServiceError", "check_json_depth",
-    "check_text",
+    "ConfigError", "Conflict", "ErrorCollector", "InvalidInput", "MAX_JSON_DEPTH", "NotFound", "ServiceError",
+    "check_json_depth", "check_text",
 ]
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
@@ -33,7 +33,7 @@ from scheduler.services.common.audit import audit_record
 from scheduler.services.worker.commands import command_spec_check
 from scheduler.services.worker.dbt import dbt_spec_check
 from scheduler.services.runs.dependencies import cycle_for
-from scheduler.services.common.errors import ErrorCollector, ServiceError, check_text
+from scheduler.services.common.errors import Conflict, ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.admission.firing import compute_next_fire
 from scheduler.services.integrations.channels import channels_text, check_channels, mask_url, split_channels, unmask_channels
 from scheduler.services.runs.queue import check_target_params, schedule_get, validate_params  # noqa: F401  schedule_get re-exported
@@ -370,15 +370,18 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
             schedule = Schedule(**data)
             before = None
         else:
-            schedule = Schedule.objects.select_for_update().get(pk=schedule.pk)
+            name = schedule.name
+            schedule = Schedule.objects.select_for_update().filter(pk=schedule.pk).first()
+            if schedule is None:  # deleted since the caller read it
+                raise NotFound(f"schedule '{name}' was deleted", field="name")
             before = _snapshot(schedule)
             if "alert_channels" in data:  # what a page or file showed masked keeps the stored secret
                 data["alert_channels"] = unmask_channels(
                     split_channels(data["alert_channels"], field="alert_channels"), before["alert_channels"])
             for key, value in data.items():
                 setattr(schedule, key, value)
-        if creating and Schedule.objects.filter(name=schedule.name).exists():
-            raise ServiceError(f"a schedule named '{schedule.name}' already exists", field="name")
+        if (creating or "name" in data) and _name_taken(schedule):
+            raise Conflict(f"a schedule named '{schedule.name}' already exists", field="name")
         if upstreams is None and not creating:
             current = list(schedule.depends_on.all())
             validate_schedule(schedule, depends_on=current if schedule.trigger_kind == "upstream" else None)
@@ -389,7 +392,7 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
         timing_changed = creating or any(k in data for k in ("trigger_kind", "trigger_config", "timezone", "enabled"))
         if timing_changed:
             schedule.next_fire_at = _next_fire(schedule, now)
-        schedule.save()
+        _write(schedule, creating=creating, was=before["name"] if before else schedule.name)
         if upstreams is not None:
             schedule.depends_on.set(upstreams)
         after = _snapshot(schedule)
@@ -401,6 +404,25 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
                 after=_audited(changed), reason=reason, at=now,
             )
     return schedule
+
+
+def _name_taken(schedule: Schedule) -> bool:
+    return Schedule.objects.filter(name=schedule.name).exclude(pk=schedule.pk).exists()
+
+
+def _write(schedule: Schedule, *, creating: bool, was: str) -> None:
+    """INSERT or UPDATE; never an INSERT for a schedule deleted meanwhile (Django's save would re-create it)."""
+    try:
+        with transaction.atomic():  # PostgreSQL: a refused statement must not poison the caller's transaction
+            schedule.save(force_insert=creating, force_update=not creating)
+    except IntegrityError:
+        if _name_taken(schedule):  # a create or rename of the same name committed since the check
+            raise Conflict(f"a schedule named '{schedule.name}' already exists", field="name") from None
+        raise
+    except DatabaseError:
+        if not creating and not Schedule.objects.filter(pk=schedule.pk).exists():  # the UPDATE found no row
+            raise NotFound(f"schedule '{was}' was deleted", field="name") from None
+        raise
 
 
 def schedule_set_enabled(*, schedule: Schedule, enabled: bool, actor: Any, reason: str = "",

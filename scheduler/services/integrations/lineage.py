@@ -4,8 +4,9 @@ A run gets START when a worker first claims it, then exactly one end event when 
 (SUCCEEDED, or SKIPPED after it began), FAIL (FAILED for good), ABORT (CANCELLED, or BLOCKED after it began). A
 re-queued attempt emits nothing when it fails and RUNNING when it is claimed again. A run that never began
 (cancelled while queued, born BLOCKED or SKIPPED) emits nothing: a lineage consumer then shows no run that
-did nothing. Every event of a run carries the same runId (`run_uuid`). A workflow's nodes are jobs of their
-own, `<schedule>.<node>`, with a `parent` facet naming the workflow run (docs/lineage.md).
+did nothing. Every event of a run carries the same runId (`run_uuid`). A workflow's nodes, and a dbt run's
+models, seeds, snapshots and tests (services/dbt_lineage.py), are jobs of their own, `<schedule>.<node>`, with a
+`parent` facet naming the run (docs/lineage.md).
 
 With lineage off (`lineage_enabled()` false) no function here touches the database. Rows are inserted at
 once, or, inside `lineage_batch()` (a worker's batch of ends), collected and inserted by one statement when
@@ -19,6 +20,7 @@ import logging
 import os
 import threading
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Iterator
 
@@ -140,9 +142,10 @@ def _run_facets(run: Run, event_type: str) -> dict[str, Any]:
     if run.window_low or run.window_high or run.backfill_id:
         facets[WINDOW_FACET] = _facet("WindowRunFacet", low=run.window_low or None, high=run.window_high or None,
                                       backfillId=run.backfill_id)
-    if run.logical_time is not None:
+    start, end = _nominal(run)
+    if start is not None:
         facets["nominalTime"] = Serde.to_dict(nominal_time_run.NominalTimeRunFacet(
-            nominalStartTime=_iso(run.logical_time), producer=producer))
+            nominalStartTime=_iso(start), nominalEndTime=end and _iso(end), producer=producer))
     if event_type == FAIL:
         facets["errorMessage"] = Serde.to_dict(error_message_run.ErrorMessageRunFacet(
             message=run.reason or "failed", programmingLanguage="python",
@@ -150,9 +153,23 @@ def _run_facets(run: Run, event_type: str) -> dict[str, Any]:
     return facets
 
 
-def _job_facets(job_type: str) -> dict[str, Any]:
+def _nominal(run: Run) -> tuple[datetime | None, datetime | None]:
+    """The time the run stands for: its logical time, else a backfill window's datetime range (an integer window
+    names no time)."""
+    if run.logical_time is not None:
+        return run.logical_time, None
+    if run.backfill_id is None:
+        return None, None
+    try:
+        low, high = datetime.fromisoformat(run.window_low), datetime.fromisoformat(run.window_high)
+    except (TypeError, ValueError):
+        return None, None
+    return (low, high) if low.tzinfo is not None and high.tzinfo is not None else (None, None)
+
+
+def _job_facets(job_type: str, integration: str = "ETL_SCHEDULER") -> dict[str, Any]:
     return {"jobType": Serde.to_dict(job_type_job.JobTypeJobFacet(
-        processingType="BATCH", integration="ETL_SCHEDULER", jobType=job_type, producer=settings.ETL_LINEAGE_PRODUCER))}
+        processingType="BATCH", integration=integration, jobType=job_type, producer=settings.ETL_LINEAGE_PRODUCER))}
 
 
 def _datasets(kind: type, datasets: list[LineageDataset]) -> list[Any]:
@@ -162,7 +179,7 @@ def _datasets(kind: type, datasets: list[LineageDataset]) -> list[Any]:
 def build_event(*, run: Run, event_type: str, at: datetime, job_name: str | None = None,
                 job_type: str | None = None, run_id: str | None = None, parent: tuple[str, str] | None = None,
                 inputs: list[LineageDataset] = (), outputs: list[LineageDataset] = (),
-                facets: dict[str, Any] | None = None) -> dict[str, Any]:
+                facets: dict[str, Any] | None = None, integration: str = "ETL_SCHEDULER") -> dict[str, Any]:
     """The RunEvent as the JSON it is stored and sent as. `parent` is (job name, runId) of the parent run."""
     run_facets = facets if facets is not None else _run_facets(run, event_type)
     if parent is not None:
@@ -175,7 +192,7 @@ def build_event(*, run: Run, event_type: str, at: datetime, job_name: str | None
         eventType=RunState(event_type), eventTime=_iso(at), producer=settings.ETL_LINEAGE_PRODUCER,
         run=OLRun(runId=run_id or run_uuid(run), facets=run_facets),
         job=Job(namespace=_namespace(), name=job_name or run.schedule.name,
-                facets=_job_facets(job_type or _job_type(run))),
+                facets=_job_facets(job_type or _job_type(run), integration)),
         inputs=_datasets(InputDataset, list(inputs)), outputs=_datasets(OutputDataset, list(outputs)),
     )
     return Serde.to_dict(event)
@@ -288,42 +305,66 @@ def lineage_run_ended(*, run: Run, old: str, now: datetime) -> None:
         _row(run, build_event(run=run, event_type=event_type, at=now, inputs=inputs, outputs=outputs), now)]))
 
 
+@dataclass(frozen=True)
+class NodeEvent:
+    """One node of a run that ran (a workflow node; a dbt model, seed, snapshot or test), as its events report it."""
+
+    task_id: str
+    outcome: str  # a NodeOutcome: SUCCESS gives COMPLETE, anything else FAIL
+    started_at: datetime
+    finished_at: datetime
+    reason: str = ""
+    rows: int | None = None
+    inputs: tuple[LineageDataset, ...] = ()
+    outputs: tuple[LineageDataset, ...] = ()
+    job_type: str = "TASK"
+    integration: str = "ETL_SCHEDULER"
+    language: str = "python"  # of the errorMessage facet: a dbt node's failure is SQL's
+
+
 def lineage_node_finished(*, run: Run, task_id: str, outcome: str, started_at: datetime, finished_at: datetime,
                           reason: str = "", rows: int | None = None,
                           datasets: tuple[list[LineageDataset], list[LineageDataset]] | None = None) -> None:
     """A workflow node ran (in the transaction of its record): START and its end, as the job `<schedule>.<node>`
     with a `parent` facet naming the workflow run."""
+    inputs, outputs = datasets or ((), ())
+    lineage_nodes_finished(run=run, nodes=[NodeEvent(
+        task_id=task_id, outcome=outcome, started_at=started_at, finished_at=finished_at, reason=reason, rows=rows,
+        inputs=tuple(inputs), outputs=tuple(outputs))])
+
+
+def lineage_nodes_finished(*, run: Run, nodes: list[NodeEvent]) -> None:
+    """Nodes of `run` ran (in the transaction of their records): each one's START and its end, as the job
+    `<schedule>.<node>` with a `parent` facet naming the run. A node whose events cannot be built is left out."""
     if not lineage_enabled():
         return
-    _record(_built("node", run, lambda: _node_rows(run=run, task_id=task_id, outcome=outcome, started_at=started_at,
-                                                    finished_at=finished_at, reason=reason, rows=rows,
-                                                    datasets=datasets)))
+    _record([row for node in nodes for row in _built("node", run, lambda node=node: _node_rows(run, node))])
 
 
-def _node_rows(*, run: Run, task_id: str, outcome: str, started_at: datetime, finished_at: datetime, reason: str,
-               rows: int | None, datasets: tuple[list[LineageDataset], list[LineageDataset]] | None,
-               ) -> list[LineageEvent]:
+def _node_rows(run: Run, node: NodeEvent) -> list[LineageEvent]:
     parent = run_uuid(run)
-    node_id = node_uuid(parent, task_id, run.attempt)
-    name = f"{run.schedule.name}.{task_id}"
-    inputs, outputs = datasets or ((), ())
-    end = COMPLETE if outcome == NodeOutcome.SUCCESS else FAIL
+    node_id = node_uuid(parent, node.task_id, run.attempt)
+    name = f"{run.schedule.name}.{node.task_id}"
+    end = COMPLETE if node.outcome == NodeOutcome.SUCCESS else FAIL
     events = []
-    for event_type, at in ((START, started_at), (end, finished_at)):
-        facets = {RUN_FACET: _facet("NodeRunFacet", node=task_id, outcome=outcome if event_type != START else None,
-                                    runAttempt=run.attempt, reason=reason or None, rows=rows)}
+    for event_type, at in ((START, node.started_at), (end, node.finished_at)):
+        facets = {RUN_FACET: _facet("NodeRunFacet", node=node.task_id,
+                                    outcome=node.outcome if event_type != START else None, runAttempt=run.attempt,
+                                    reason=node.reason or None, rows=node.rows)}
         if event_type == FAIL:
             facets["errorMessage"] = Serde.to_dict(error_message_run.ErrorMessageRunFacet(
-                message=reason or "failed", programmingLanguage="python", producer=settings.ETL_LINEAGE_PRODUCER))
-        events.append(_row(run, build_event(run=run, event_type=event_type, at=at, job_name=name, job_type="TASK",
-                                            run_id=node_id, parent=(run.schedule.name, parent), inputs=inputs,
-                                            outputs=outputs, facets=facets), finished_at))
+                message=node.reason or "failed", programmingLanguage=node.language,
+                producer=settings.ETL_LINEAGE_PRODUCER))
+        events.append(_row(run, build_event(run=run, event_type=event_type, at=at, job_name=name,
+                                            job_type=node.job_type, run_id=node_id, parent=(run.schedule.name, parent),
+                                            inputs=node.inputs, outputs=node.outputs, facets=facets,
+                                            integration=node.integration), node.finished_at))
     return events
 
 
 __all__ = [
-    "ABORT", "COMPLETE", "FAIL", "RUNNING", "START", "build_event", "datasets_of", "event_from_payload",
+    "ABORT", "COMPLETE", "FAIL", "RUNNING", "START", "NodeEvent", "build_event", "datasets_of", "event_from_payload",
     "lineage_atomic", "lineage_attach", "lineage_batch", "lineage_configured", "lineage_enabled",
-    "lineage_node_finished", "lineage_reset", "lineage_run_began", "lineage_run_ended", "node_uuid",
-    "run_uuid",
+    "lineage_node_finished", "lineage_nodes_finished", "lineage_reset", "lineage_run_began",
+    "lineage_run_ended", "node_uuid", "run_uuid",
 ]

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.models import Run, RunStatus
-from scheduler.services.common.errors import ServiceError
+from scheduler.services.common.errors import Conflict
 from scheduler.services.runs.stop import run_cancel
 from scheduler.services.access.teams import authorize
 
@@ -30,7 +30,7 @@ def run_cancel_as(*, run: Run, actor: Any, reason: str = "", force: bool = False
     """Cancel `run` as `actor` (who needs `scheduler.cancel_run` on its schedule); `force` kills it at once.
 
     Returns CANCELLED, STOPPING or ALREADY_STOPPING, with `run` re-read. Raises
-    PermissionRefused when the actor may not, and ServiceError (field "run")
+    PermissionRefused when the actor may not, and Conflict (field "run")
     when the run is final already or changed meanwhile into something that
     cannot be cancelled.
     """
@@ -43,5 +43,5 @@ def run_cancel_as(*, run: Run, actor: Any, reason: str = "", force: bool = False
         # a stop was asked before (a cancel asked twice, or a kill of a run that a timeout or a fence stops)
         return ALREADY_STOPPING
     if run.is_final:
-        raise ServiceError(f"run {run.pk} is already {run.status}", field="run")
-    raise ServiceError(f"run {run.pk} changed meanwhile (now {run.status}); not cancelled, try again", field="run")
+        raise Conflict(f"run {run.pk} is already {run.status}", field="run")
+    raise Conflict(f"run {run.pk} changed meanwhile (now {run.status}); not cancelled, try again", field="run")

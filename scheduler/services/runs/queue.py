@@ -20,7 +20,7 @@ from scheduler.models import Run, RunStatus, Schedule, TargetKind, TriggerKind
 from scheduler.pipelines.params import check_params
 from scheduler.pipelines.registry import get_target, is_registered
 from scheduler.services.common.audit import actor_name, audit_record
-from scheduler.services.common.errors import NotFound, ServiceError, check_json_depth, check_text
+from scheduler.services.common.errors import Conflict, NotFound, ServiceError, check_json_depth, check_text
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -186,7 +186,7 @@ def run_trigger_manual(
     params = check_target_params(schedule, validate_params(params))
     reason = check_text(reason, field="reason")
     if not schedule.enabled:
-        raise ServiceError(f"schedule '{schedule.name}' is disabled; enable it first", field="schedule")
+        raise Conflict(f"schedule '{schedule.name}' is disabled; enable it first", field="schedule")
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     with transaction.atomic():

@@ -12,7 +12,7 @@ from django.utils import timezone
 from scheduler.models import Run, RunStatus, TargetKind, TriggerKind
 from scheduler.services.common.audit import actor_name, audit_record
 from scheduler.services.runs.breakers import breaker_forecast, breaker_reset
-from scheduler.services.common.errors import ServiceError, check_text
+from scheduler.services.common.errors import Conflict, ServiceError, check_text
 from scheduler.services.runs.nodes import dbt_rerun_select, nodes_done
 from scheduler.services.runs.queue import run_build
 from scheduler.services.access.teams import authorize
@@ -29,7 +29,7 @@ def run_rerun(*, run: Run, actor: Any, downstream: bool = False, reason: str = "
     """
     reason = check_text(reason, field="reason", max_length=500).strip()
     if not run.is_final:
-        raise ServiceError(f"run {run.pk} is still {run.status}; only a finished run can be re-run", field="run")
+        raise Conflict(f"run {run.pk} is still {run.status}; only a finished run can be re-run", field="run")
     if run.backfill_id is not None:
         raise ServiceError(
             f"run {run.pk} is a window of backfill {run.backfill_id}; retry it from the backfill", field="run"
@@ -99,13 +99,13 @@ def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datet
         raise ServiceError(f"run {run.pk} is a {run.schedule.target_kind} run; only a workflow or dbt run can resume "
                            "from its failure (trigger the schedule again instead)", field="run")
     if run.status not in RERUNNABLE:
-        raise ServiceError(f"run {run.pk} is {run.status}; only a FAILED or CANCELLED workflow or dbt run can be "
+        raise Conflict(f"run {run.pk} is {run.status}; only a FAILED or CANCELLED workflow or dbt run can be "
                            "re-run from its failure", field="run")
     if run.backfill_id is not None:
         raise ServiceError(f"run {run.pk} is a window of backfill {run.backfill_id}; retry it from the backfill",
                            field="run")
     if not run.schedule.enabled:
-        raise ServiceError(f"schedule '{run.schedule.name}' is disabled; enable it first", field="schedule")
+        raise Conflict(f"schedule '{run.schedule.name}' is disabled; enable it first", field="schedule")
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None

@@ -16,7 +16,7 @@ from django.utils import timezone
 from scheduler.core.ends import EndKind, Next, plan, replaceable_by
 from scheduler.models import Run, RunStatus, StopKind
 from scheduler.services.common.audit import actor_name, audit_record
-from scheduler.services.common.errors import ServiceError
+from scheduler.services.common.errors import Conflict, ServiceError
 from scheduler.services.runs.end import Ending, run_end
 from scheduler.services.runs.logs import run_log_append
 from scheduler.services.runs.transitions import set_fields
@@ -35,7 +35,7 @@ def run_cancel(*, run: Run, actor: Any, reason: str = "", now: datetime | None =
     asking again with `force` escalates a pending cancel.
     """
     if run.is_final:
-        raise ServiceError(f"run {run.pk} is already {run.status}", field="run")
+        raise Conflict(f"run {run.pk} is already {run.status}", field="run")
     kind = EndKind.TERMINATE if force else EndKind(kind)
     if kind not in CANCELS:
         raise ServiceError(f"{kind} is not a kind of cancel", field="kind")

@@ -26,12 +26,14 @@ from django.utils import timezone
 
 from scheduler.core import Outcome, RunRecord, RunReport, Window
 from scheduler.core.dbt_results import (
-    FAILED, SKIPPED, DbtNode, failure_summary, manifest_edges, parse_run_results, selection_words,
+    FAILED, SKIPPED, DbtNode, dbt_error, failure_summary, manifest_edges, parse_run_results, selection_words, shorten,
 )
 from scheduler.models import NodeOutcome, NodeRecord, Run
 from scheduler.services.worker import supervisor
 from scheduler.services.worker.commands import CommandFailed, command_execute, run_env
+from scheduler.services.worker.dbt_lineage import dbt_lineage_nodes
 from scheduler.services.common.errors import ServiceError
+from scheduler.services.integrations.lineage import lineage_atomic
 from scheduler.services.runs.nodes import dbt_rerun_select
 from scheduler.services.runs.watermarks import encode_value
 
@@ -46,17 +48,21 @@ MAX_THREADS = 256
 # dbt's own switches for a scheduler's run: no colours in the run log, no phone-home (runs may have no network)
 QUIET_FLAGS = ("--no-use-colors", "--no-send-anonymous-usage-stats", "--no-version-check")
 DBT_ENV = {"DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DBT_USE_COLORS": "false"}
+PARSE_ERROR = 2  # dbt's exit code when it could not parse or compile the project (or stopped on another error)
+REASON_CHARS = Run._meta.get_field("reason").max_length
 
 
 class DbtFailed(CommandFailed):
-    """dbt exited non-zero: what it ran (the report, when it wrote results) and the reason in dbt's words."""
+    """dbt exited non-zero: what it ran (the report, when it wrote results) and the reason in dbt's words.
+    `permanent`: a retry would fail the same way (the project does not parse or compile), so none is made."""
 
     def __init__(self, message: str, *, exit_code: int | None, tail: str = "", report: RunReport | None = None,
-                 rows: int | None = None, error: str = "") -> None:
+                 rows: int | None = None, error: str = "", permanent: bool = False) -> None:
         super().__init__(message, exit_code=exit_code, tail=tail)
         self.report = report
         self.rows = rows
         self.error = error
+        self.permanent = permanent
 
 
 @dataclass
@@ -124,7 +130,7 @@ def dbt_spec_check(value: Any, *, field: str = "dbt") -> dict:
         if (selection := _selector(value.get(key), f"{field}.{key}")) is not None:
             out[key] = selection
     full_refresh = value.get("full_refresh")
-    if full_refresh not in (None, False):
+    if full_refresh is not None and full_refresh is not False:  # identity: 0 == False, and 0 is no JSON boolean
         if full_refresh is not True:
             raise ServiceError(f"must be true or false, got {full_refresh!r}", field=f"{field}.full_refresh")
         out["full_refresh"] = True
@@ -213,7 +219,7 @@ def dbt_execute(*, run: Run, spec: dict, window: Window | None, params: dict, co
     Exit 0 returns; a run asked to stop returns just the exit code (the caller
     writes the stop's outcome, and nothing dbt wrote counts). Any other exit
     raises DbtFailed: 1 with a summary of what failed, else (2: dbt could not
-    parse or compile the project) with dbt's own message.
+    parse or compile the project) with dbt's own message, marked permanent.
     """
     spec = dbt_spec_check(spec)
     run_dir = dbt_run_dir(run)
@@ -243,8 +249,11 @@ def dbt_execute(*, run: Run, spec: dict, window: Window | None, params: dict, co
     nodes = _read_nodes(target_path, logs)
     report, rows = None, None
     if nodes is not None:
-        dbt_record_nodes(run=run, nodes=nodes, now=timezone.now())
-        report = _report(nodes, manifest_edges(_read_json(target_path / "manifest.json"), [n.unique_id for n in nodes]))
+        manifest, now = _read_json(target_path / "manifest.json"), timezone.now()
+        with lineage_atomic():  # with lineage on, the records and their nodes' events commit together
+            dbt_record_nodes(run=run, nodes=nodes, now=now)
+            dbt_lineage_nodes(run=run, nodes=nodes, manifest=manifest, spec=spec, env=env, now=now)
+        report = _report(nodes, manifest_edges(manifest, [n.unique_id for n in nodes]))
         counted = [n.rows for n in nodes if n.rows is not None and n.resource_type != "test" and n.outcome == "SUCCESS"]
         rows = sum(counted) if counted else None
     if code == 0:
@@ -252,22 +261,23 @@ def dbt_execute(*, run: Run, spec: dict, window: Window | None, params: dict, co
     if nodes and any(n.outcome == FAILED for n in nodes):
         summary = failure_summary(nodes)
         details = "\n".join(f"{n.unique_id}: {n.message}" for n in nodes if n.outcome == FAILED)
-        raise DbtFailed(summary, exit_code=code, tail=tail, report=report, rows=rows,
+        raise DbtFailed(shorten(summary, REASON_CHARS), exit_code=code, tail=tail, report=report, rows=rows,
                         error=f"dbt build: {summary}\n{details}")
-    message = dbt_message(tail)
-    raise DbtFailed(f"dbt build failed (exit code {code}): {message}", exit_code=code, tail=tail, report=report,
-                    rows=rows, error=f"dbt build failed (exit code {code})\n{message}")
+    message = dbt_error(tail)
+    if dbt_permanent(code, message):
+        logs.note(f"dbt could not parse or compile the project (exit code {code}): not retried, a retry would "
+                  "fail the same way", level="ERROR")
+        raise DbtFailed(shorten(message, REASON_CHARS), exit_code=code, tail=tail, report=report, rows=rows,
+                        error=f"dbt build failed (exit code {code}; not retried)\n{message}", permanent=True)
+    raise DbtFailed(shorten(f"dbt build failed (exit code {code}): {message}", REASON_CHARS), exit_code=code,
+                    tail=tail, report=report, rows=rows, error=f"dbt build failed (exit code {code})\n{message}")
 
 
-def dbt_message(tail: str) -> str:
-    """dbt's own words for an error it stopped on: what follows its last "Encountered an error:", else the tail."""
-    lines = [line.rstrip() for line in tail.splitlines()]
-    for i in range(len(lines) - 1, -1, -1):
-        if "Encountered an error" in lines[i]:
-            after = [line.strip() for line in lines[i + 1:] if line.strip()]
-            if after:
-                return " ".join(after)
-    return " ".join(line.strip() for line in lines[-5:] if line.strip()) or "no output"
+def dbt_permanent(code: int, message: str) -> bool:
+    """Exit 2 is dbt stopping before it ran anything: a project that does not parse or compile (a missing ref, bad
+    YAML or Jinja, an unset env var) fails the same way every time. A "Database Error" (the warehouse could not be
+    reached at the start) may pass on the next attempt, so it is retried like any failure."""
+    return code == PARSE_ERROR and not message.startswith("Database Error")
 
 
 def _read_json(path: Path) -> Any:
@@ -316,5 +326,5 @@ def _report(nodes: list[DbtNode], edges: list[tuple[str, str]]) -> DbtReport:
     return DbtReport(records=records, blocked=[n.unique_id for n in nodes if n.outcome == SKIPPED], deps=edges)
 
 
-__all__ = ["DbtFailed", "DbtReport", "DbtResult", "dbt_argv", "dbt_execute", "dbt_executable", "dbt_message",
+__all__ = ["DbtFailed", "DbtReport", "DbtResult", "dbt_argv", "dbt_execute", "dbt_executable", "dbt_permanent",
            "dbt_record_nodes", "dbt_rerun_select", "dbt_spec_check", "dbt_vars"]
