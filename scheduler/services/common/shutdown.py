@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.models import Run, RunStatus
+from scheduler.models import Run, RunStatus, requeue_fields
 
 
 def release_unstarted(*, holder_prefix: list[str]) -> int:
@@ -15,6 +15,6 @@ def release_unstarted(*, holder_prefix: list[str]) -> int:
         for holder in holder_prefix:
             released += Run.objects.filter(
                 status=RunStatus.RUNNING, started_at__isnull=True, worker_id=holder
-            ).update(status=RunStatus.QUEUED, admitted_at=None, heartbeat_at=None, dispatch_token="", worker_id="",
-                     reason=f"cluster stopped before a worker started it ({timezone.now():%H:%M:%S} UTC)")
+            ).update(**requeue_fields(
+                reason=f"cluster stopped before a worker started it ({timezone.now():%H:%M:%S} UTC)"))
     return released
