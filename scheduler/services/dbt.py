@@ -24,10 +24,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler.core import Outcome, RunRecord, RunReport, Window
+from scheduler.core import ConfigError, Outcome, PermanentError, RunRecord, RunReport, Window
 from scheduler.core.dbt_results import (
     FAILED, SKIPPED, DbtNode, failure_summary, manifest_edges, parse_run_results, rerun_selector,
 )
+from scheduler.core.userdata import check_no_templates
 from scheduler.models import NodeOutcome, NodeRecord, Run
 from scheduler.services import supervisor
 from scheduler.services.commands import CommandFailed, command_execute, run_env
@@ -140,6 +141,10 @@ def dbt_spec_check(value: Any, *, field: str = "dbt") -> dict:
         taken = sorted(set(variables) & set(FACT_VARS))
         if taken:
             raise ServiceError(f"{', '.join(taken)}: the scheduler sets these (the run's facts)", field=f"{field}.vars")
+        try:  # dbt renders a var's string as Jinja: vars are values, like the run's params
+            check_no_templates(variables, field=f"{field}.vars")
+        except ConfigError as exc:
+            raise ServiceError(exc.problem, field=exc.field) from None
         out["vars"] = dict(variables)
     return out
 
@@ -161,7 +166,16 @@ def _words(selection: str | list[str] | None) -> list[str]:
 
 def dbt_vars(*, spec: dict, run_id: int, schedule: str, window: Window | None, logical_time: datetime | None,
              params: dict, attempt: int, backfill: int | None) -> dict[str, Any]:
-    """What dbt sees in `var()`: the schedule's vars, the run's params over them, then the run's facts."""
+    """What dbt sees in `var()`: the schedule's vars, the run's params over them, then the run's facts.
+
+    dbt renders a var's string value as Jinja, so a template in the params (one stored before the doors
+    refused them, or written straight into the database) stops the run here, before dbt starts: a
+    permanent failure naming the key, never rendered.
+    """
+    try:
+        check_no_templates(params or {}, field="params")
+    except ConfigError as exc:
+        raise PermanentError(f"{exc.field}: {exc.problem}; dbt was not started") from None
     return {
         **spec.get("vars", {}),
         **{k: v for k, v in (params or {}).items() if k not in FACT_VARS},

@@ -27,7 +27,7 @@ from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.dbt import dbt_rerun_select
 from scheduler.services.errors import ServiceError, check_text
 from scheduler.services.lineage import lineage_enabled, lineage_node_finished
-from scheduler.services.runs import run_build
+from scheduler.services.runs import check_target_params, run_build
 
 # a workflow run that ended in one of these may be re-run from its failure
 RERUNNABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
@@ -159,6 +159,7 @@ def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datet
                            field="run")
     if not run.schedule.enabled:
         raise ServiceError(f"schedule '{run.schedule.name}' is disabled; enable it first", field="schedule")
+    check_target_params(run.schedule, dict(run.params or {}), field="params")  # as stored: a door like a trigger
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None

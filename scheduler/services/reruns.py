@@ -12,7 +12,7 @@ from scheduler.models import Run, TriggerKind
 from scheduler.services.audit import actor_name, audit_record
 from scheduler.services.breakers import breaker_forecast, breaker_reset
 from scheduler.services.errors import ServiceError, check_text
-from scheduler.services.runs import run_build
+from scheduler.services.runs import check_target_params, run_build
 from scheduler.services.teams import authorize
 
 
@@ -37,6 +37,8 @@ def run_rerun(*, run: Run, actor: Any, downstream: bool = False, reason: str = "
         raise ServiceError(
             f"schedule '{schedule.name}' is disabled: give a reason to re-run it anyway", field="reason"
         )
+    # the params as stored (perhaps before a rule tightened): a re-run is a door like a trigger
+    check_target_params(schedule, dict(run.params or {}), field="params")
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None
