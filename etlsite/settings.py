@@ -411,3 +411,19 @@ ETL_PRUNE_INTERVAL = envfloat("ETL_PRUNE_INTERVAL", 300.0, minimum=1.0)  # the p
 ETL_PRUNE_BATCH = envint("ETL_PRUNE_BATCH", 500, minimum=1)  # rows (runs) deleted per transaction
 ETL_PRUNE_MAX_BATCHES = envint("ETL_PRUNE_MAX_BATCHES", 20, minimum=1)  # batches per kind in one loop tick
 # --- end retention settings ---
+# --- secrets settings ---
+# The server's own secrets, by the names of the variables that hold them: a command or dbt run never gets one
+# (its environment is built from scratch, docs/security.md "The command environment"), and their values are
+# masked wherever text is written (runs' logs and errors, node records, the audit log, alerts).
+ETL_SERVER_SECRET_NAMES = ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "ETL_METRICS_TOKEN", "ETL_ALERT_WEBHOOK_SECRET",
+                           "ETL_EVENT_TOKENS", "ETL_CONNECTION_KEYS", "EMAIL_HOST_PASSWORD", "ETL_ALERT_URLS")
+# More variables of the worker's environment a command or dbt run gets, beyond PATH, HOME, LANG, LC_* and TZ:
+# "DBT_PROFILES_DIR,PGSSLROOTCERT". Never a server secret above, nor a connection's ETL_CONN_* variable.
+ETL_COMMAND_ENV_PASSTHROUGH = envlist("ETL_COMMAND_ENV_PASSTHROUGH", [])
+for _name in ETL_COMMAND_ENV_PASSTHROUGH:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", _name):
+        raise ImproperlyConfigured(f"ETL_COMMAND_ENV_PASSTHROUGH: {_name!r} is not a variable name")
+    if _name in ETL_SERVER_SECRET_NAMES or _name.startswith("ETL_CONN_"):
+        raise ImproperlyConfigured(f"ETL_COMMAND_ENV_PASSTHROUGH: {_name} holds a secret of the server or of a "
+                                   "connection; a command gets connections it declares (command.connections)")
+# --- end secrets settings ---

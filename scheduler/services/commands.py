@@ -2,8 +2,10 @@
 
 The command is the schedule's (`Schedule.command`: argv, cwd, env, or an
 explicit `shell` string), set by its author in the admin, the schedules file
-or the Python API; never by run params. A run's facts reach it in `ETL_*`
-variables (params only as JSON in ETL_PARAMS). Its stdout and stderr go into
+or the Python API; never by run params. It starts with a clean environment
+(`run_env`: PATH, HOME, locale, TZ, ETL_COMMAND_ENV_PASSTHROUGH, its env, its
+connections), never the worker's with the server's secrets. A run's facts
+reach it in `ETL_*` variables (params only as JSON in ETL_PARAMS). Its stdout and stderr go into
 the run log line by line as they are written, under the run log's cap. Exit 0
 is success; the command may report rows and a new watermark in the JSON file
 named by ETL_RESULT_FILE. The process and its descendants are started,
@@ -111,10 +113,30 @@ def command_argv(spec: dict) -> list[str]:
     return list(spec["argv"]) if "argv" in spec else ["/bin/sh", "-c", spec["shell"]]
 
 
+#: what a command inherits from the worker's environment, besides every LC_* and ETL_COMMAND_ENV_PASSTHROUGH
+BASE_ENV = ("PATH", "HOME", "LANG", "TZ")
+
+
+def base_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The part of the worker's environment a command starts with: PATH, HOME, locale, TZ and the passthrough.
+
+    Never the whole environment: the worker's holds the server's secrets (SECRET_KEY, DATABASE_URL, tokens,
+    connection URLs), and a command's output is shown to every viewer of its run.
+    """
+    environ = os.environ if environ is None else environ
+    refused = set(settings.ETL_SERVER_SECRET_NAMES)
+    wanted = [*BASE_ENV, *(name for name in environ if name.startswith("LC_")),
+              *(name for name in settings.ETL_COMMAND_ENV_PASSTHROUGH
+                if name not in refused and not name.startswith("ETL_CONN_"))]  # settings refuse these; so do we
+    return {name: environ[name] for name in wanted if name in environ}
+
+
 def run_env(*, run_id: int, schedule: str, logical_time: datetime | None, window_low: str, window_high: str,
-            params: dict, attempt: int, backfill: int | None, result_file: str, extra: dict[str, str]) -> dict[str, str]:
-    """The worker's environment, the schedule's `env`, then the run's facts (which nothing overrides)."""
-    env = {**os.environ, **extra}
+            params: dict, attempt: int, backfill: int | None, result_file: str, extra: dict[str, str],
+            connections: dict[str, str] | None = None) -> dict[str, str]:
+    """A command's whole environment: `base_env`, the schedule's `env` (`extra`), its declared connections'
+    ETL_CONN_* variables, then the run's facts (which nothing overrides)."""
+    env = {**base_env(), **extra, **(connections or {})}
     env.update({
         "ETL_RUN_ID": str(run_id),
         "ETL_SCHEDULE": schedule,
@@ -250,5 +272,5 @@ def command_mark(config, window: Window | None, reported: Any) -> tuple[Window |
     return window, value
 
 
-__all__ = ["CommandFailed", "CommandResult", "command_argv", "command_execute", "command_mark", "command_spec_check",
+__all__ = ["CommandFailed", "CommandResult", "base_env", "command_argv", "command_execute", "command_mark", "command_spec_check",
            "run_env"]

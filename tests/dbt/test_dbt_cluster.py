@@ -13,7 +13,7 @@ from scheduler.models import Run, RunLogLine, RunStatus, Schedule
 from scheduler.services.errors import ServiceError
 from scheduler.services.finish import run_cancel
 from scheduler.services.runs import run_trigger_manual
-from tests.dbt.conftest import dbt_schedule
+from tests.dbt.conftest import PASSTHROUGH, dbt_schedule
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -48,7 +48,7 @@ def test_cancel_stops_dbt_mid_build_and_the_run_ends_cancelled(make_schedule, db
     log = tmp_path / "cluster.log"
     proc = start_cluster("dbt", log_path=log, extra_env={
         "ETL_DBT_RUNS_DIR": str(runs_dir), "ETL_HEARTBEAT_SECONDS": "0.3", "ETL_CANCEL_GRACE_SECONDS": "3",
-        "ETL_STUCK_SECONDS": "60",
+        "ETL_STUCK_SECONDS": "60", "ETL_COMMAND_ENV_PASSTHROUGH": ",".join(PASSTHROUGH),
     })
     try:
         wait_until(lambda: RunLogLine.objects.filter(run_id=run.pk, message__contains="START sql table model")
