@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from etlsite.env import envbool, envfloat, envint, envlist, envstr
@@ -426,4 +427,24 @@ for _name in ETL_COMMAND_ENV_PASSTHROUGH:
     if _name in ETL_SERVER_SECRET_NAMES or _name.startswith("ETL_CONN_"):
         raise ImproperlyConfigured(f"ETL_COMMAND_ENV_PASSTHROUGH: {_name} holds a secret of the server or of a "
                                    "connection; a command gets connections it declares (command.connections)")
+# Fernet keys that encrypt stored secrets (connections, command env values marked secret), comma-separated: the
+# first encrypts, all decrypt; `manage.py connection rotate-key` re-encrypts under the first. Unset with SQLite: a
+# development key derived from SECRET_KEY; unset with PostgreSQL: no secret can be stored in the database.
+ETL_CONNECTION_KEYS = envlist("ETL_CONNECTION_KEYS", [])
+for _i, _key in enumerate(ETL_CONNECTION_KEYS):
+    try:
+        Fernet(_key)
+    except ValueError:
+        raise ImproperlyConfigured(f"ETL_CONNECTION_KEYS: key {_i + 1} is not a Fernet key (32 url-safe "
+                                   "base64-encoded bytes; `manage.py connection generate-key` makes one)") from None
+# Where connections are looked up, in order (docs/security.md, "Connections"): the environment (ETL_CONN_<NAME> as
+# a URL), a directory of mounted files (ETL_CONNECTIONS_DIR/<name>), the database. A team may add its own class.
+ETL_SECRETS_BACKENDS = envlist("ETL_SECRETS_BACKENDS", [
+    "scheduler.services.connection_backends.EnvironmentBackend",
+    "scheduler.services.connection_backends.FilesBackend",
+    "scheduler.services.connection_backends.DatabaseBackend",
+])
+ETL_CONNECTIONS_DIR = envstr("ETL_CONNECTIONS_DIR", "")
+if ETL_CONNECTIONS_DIR and not Path(ETL_CONNECTIONS_DIR).is_absolute():
+    raise ImproperlyConfigured(f"ETL_CONNECTIONS_DIR: must be an absolute path, got {ETL_CONNECTIONS_DIR!r}")
 # --- end secrets settings ---

@@ -46,9 +46,11 @@ class SchedulerConfig(AppConfig):
 
         from scheduler import permissions  # noqa: F401  registers the team rules (django-rules)
         from scheduler.services import alerts  # noqa: F401  connects the alert signal receivers
+        from scheduler.services.masking import mask_register_server
 
         connection_created.connect(sqlite_bound_parameters, dispatch_uid="scheduler.sqlite_bound_parameters")
         post_migrate.connect(sqlite_statistics_after_migrate, sender=self,
                              dispatch_uid="scheduler.sqlite_statistics_after_migrate")
+        mask_register_server()  # before anything is written: the server's own secrets are masked from the start
         autodiscover()
         load_entry_point_plugins()

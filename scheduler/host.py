@@ -33,6 +33,7 @@ from scheduler.services.breakers import breaker_reset
 from scheduler.services.cancels import run_cancel_as
 from scheduler.services.channel_tests import channel_test_send
 from scheduler.services.channels import mask_url
+from scheduler.services.commands import command_spec_shown
 from scheduler.services.errors import NotFound, ServiceError
 from scheduler.services.firing import compute_next_fire
 from scheduler.services.freshness import freshness_status
@@ -154,6 +155,7 @@ class Schedules:
         """Its fields as the schedules file writes them: channel URLs masked (updating with them keeps the secrets)."""
         spec = schedule_spec(schedule_get(name))
         spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
+        spec["command"] = command_spec_shown(spec["command"])  # env values marked secret
         return spec
 
     def create(self, name: str, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:

@@ -33,6 +33,7 @@ from scheduler.core import ConfigError, EtlError, find_cycle, topological_order
 from scheduler.core.userdata import check_number_literal, excerpt
 from scheduler.models import Schedule, Team, WorkloadClass
 from scheduler.services.channels import mask_url, split_channels, unmask_channels
+from scheduler.services.commands import command_env_resolve, command_spec_shown
 from scheduler.services.errors import ServiceError
 from scheduler.services.schedules import (
     SCHEDULE_FIELDS,
@@ -77,6 +78,8 @@ class ScheduleFileError(ServiceError):
 def _shown(field_name: str, value: Any) -> Any:
     if field_name == "alert_channels" and isinstance(value, list):
         return [mask_url(url) for url in value]
+    if field_name == "command":
+        return command_spec_shown(value)
     return value
 
 
@@ -325,6 +328,7 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
             changes.append(Change(CREATE, name, spec))
             continue
         before = schedule_spec(current, depends_on=[u.name for u in current.depends_on.all()])
+        spec["command"] = command_env_resolve(spec["command"], before["command"])  # a masked secret is no change
         diff = {f: (before[f], spec[f]) for f in SCHEDULE_FIELDS if before[f] != spec[f]}
         changes.append(Change(UPDATE if diff else UNCHANGED, name, diff))
     if prune:
@@ -417,6 +421,7 @@ def schedules_export(names: list[str] | None = None) -> str:
     specs = [schedule_spec(s, depends_on=[u.name for u in s.depends_on.all()]) for s in qs]
     for spec in specs:  # secrets in channel URLs stay out of files; applying a masked URL keeps the stored one
         spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
+        spec["command"] = command_spec_shown(spec["command"])  # so do env values marked secret
     body = yaml.dump({"version": FILE_VERSION, "schedules": specs}, Dumper=_Dumper, sort_keys=False,
                      allow_unicode=True, default_flow_style=False, width=120)
     return ("# Schedules as code: apply with `python manage.py apply_schedules FILE [--dry-run] [--prune]`.\n"

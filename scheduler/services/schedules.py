@@ -30,7 +30,7 @@ from scheduler.models import (
 )
 from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
-from scheduler.services.commands import command_spec_check
+from scheduler.services.commands import command_env_seal, command_spec_check, command_spec_shown
 from scheduler.services.dbt import dbt_spec_check
 from scheduler.services.dependencies import cycle_for
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
@@ -349,9 +349,12 @@ def schedule_spec_masked(schedule: Schedule, *, depends_on: list[str] | None = N
 
 
 def _audited(snapshot: dict) -> dict:
-    """What the audit log keeps: channel URLs may carry tokens and passwords, so they are masked."""
+    """What the audit log keeps: channel URLs may carry tokens and passwords, and a command's env values
+    marked secret are secrets, so both are masked."""
     if isinstance(snapshot.get("alert_channels"), list):
-        return {**snapshot, "alert_channels": [mask_url(url) for url in snapshot["alert_channels"]]}
+        snapshot = {**snapshot, "alert_channels": [mask_url(url) for url in snapshot["alert_channels"]]}
+    if snapshot.get("command"):
+        snapshot = {**snapshot, "command": command_spec_shown(snapshot["command"])}
     return snapshot
 
 
@@ -367,6 +370,8 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
                 data["workload_class"], _ = WorkloadClass.objects.get_or_create(name="standard")
             if "owner" not in data:
                 data["owner"] = Team.objects.get(pk=Team.default_team_id())
+            if "command" in data:  # env values marked secret are stored encrypted
+                data["command"] = command_env_seal(data["command"], None)
             schedule = Schedule(**data)
             before = None
         else:
@@ -375,6 +380,8 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
             if "alert_channels" in data:  # what a page or file showed masked keeps the stored secret
                 data["alert_channels"] = unmask_channels(
                     split_channels(data["alert_channels"], field="alert_channels"), before["alert_channels"])
+            if "command" in data:  # so does a masked env value marked secret
+                data["command"] = command_env_seal(data["command"], before["command"])
             for key, value in data.items():
                 setattr(schedule, key, value)
         if creating and Schedule.objects.filter(name=schedule.name).exists():

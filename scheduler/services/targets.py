@@ -12,7 +12,8 @@ from scheduler.core import Executor, Pipeline, RetryPolicy, RunReport
 from scheduler.models import Run, RunStatus, Schedule, TargetKind
 from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
-from scheduler.services.commands import command_execute, command_spec_check, command_tempdir, run_env
+from scheduler.services.commands import (command_env_open, command_execute, command_spec_check, command_tempdir,
+                                        run_env)
 from scheduler.services.dbt import dbt_execute
 from scheduler.services.lineage import datasets_of, lineage_attach, lineage_enabled
 from scheduler.services.nodes import NodeLedger, nodes_done
@@ -81,7 +82,7 @@ def run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
                 run_id=run.pk, schedule=schedule.name, logical_time=run.logical_time,
                 window_low=encode_value(window.low) if window else "", window_high=encode_value(window.high) if window else "",
                 params=ctx.params, attempt=run.attempt, backfill=run.backfill_id, result_file=result_file,
-                extra=spec.get("env", {}),
+                extra=command_env_open(spec),
             )
             result = command_execute(spec=spec, env=env, control=control, logs=logs, result_file=result_file)
         return result.rows, result.watermark, None, result.exit_code
