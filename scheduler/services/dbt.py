@@ -31,12 +31,13 @@ from scheduler.core.dbt_results import (
 from scheduler.core.userdata import check_no_templates
 from scheduler.models import NodeOutcome, NodeRecord, Run
 from scheduler.services import supervisor
-from scheduler.services.commands import CommandFailed, command_execute, run_env
+from scheduler.services.commands import CommandFailed, command_execute, connection_names_check, run_env
+from scheduler.services.connections import connections_env
 from scheduler.services.errors import ServiceError
 from scheduler.services.watermarks import encode_value
 
 log = logging.getLogger(__name__)
-KEYS = ("project_dir", "profiles_dir", "target", "select", "exclude", "full_refresh", "threads", "vars")
+KEYS = ("project_dir", "profiles_dir", "target", "select", "exclude", "full_refresh", "threads", "vars", "connections")
 #: the names the scheduler gives dbt in --vars (a schedule's vars and the run's params may not take them)
 FACT_VARS = ("window_low", "window_high", "logical_time", "run_id", "schedule", "attempt", "backfill_id")
 TARGET_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
@@ -146,6 +147,9 @@ def dbt_spec_check(value: Any, *, field: str = "dbt") -> dict:
         except ConfigError as exc:
             raise ServiceError(exc.problem, field=exc.field) from None
         out["vars"] = dict(variables)
+    connections = value.get("connections")
+    if connections not in (None, []):  # mapped into the profile through env vars (docs/dbt.md, "Connections")
+        out["connections"] = connection_names_check(connections, field=f"{field}.connections")
     return out
 
 
@@ -262,7 +266,8 @@ def dbt_execute(*, run: Run, spec: dict, window: Window | None, params: dict, co
     result_file = str(run_dir / "result.json")
     env = run_env(run_id=run.pk, schedule=run.schedule.name, logical_time=run.logical_time,
                   window_low=variables["window_low"], window_high=variables["window_high"], params=params,
-                  attempt=run.attempt, backfill=run.backfill_id, result_file=result_file, extra=DBT_ENV)
+                  attempt=run.attempt, backfill=run.backfill_id, result_file=result_file, extra=DBT_ENV,
+                  connections=connections_env(spec.get("connections", []), schedule=run.schedule, for_dbt=True))
     try:
         code = command_execute(spec={"argv": argv, "cwd": spec["project_dir"]}, env=env, control=control, logs=logs,
                                result_file=result_file).exit_code

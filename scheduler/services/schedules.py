@@ -31,6 +31,7 @@ from scheduler.models import (
 from scheduler.pipelines.registry import all_pipelines, all_workflows, is_registered
 from scheduler.services.audit import audit_record
 from scheduler.services.commands import command_env_seal, command_spec_check, command_spec_shown
+from scheduler.services.connections import connections_check
 from scheduler.services.dbt import dbt_spec_check
 from scheduler.services.dependencies import cycle_for
 from scheduler.services.errors import ErrorCollector, NotFound, ServiceError, check_text
@@ -243,6 +244,11 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
             check_target_params(schedule, schedule.params, field="params")
     with found.check():
         schedule.alert_channels = channels_text(check_channels(schedule.alert_channels, field="alert_channels"))
+    for field in ("command", "dbt"):  # the connections it declares: its own team's only (permissions.py)
+        names = (getattr(schedule, field) or {}).get("connections") if not found.failed(field) else None
+        if names and not found.failed("owner"):
+            with found.check():
+                connections_check(schedule, names, field=f"{field}.connections")
     if depends_on is not None:
         if schedule.trigger_kind == "upstream" and not depends_on:
             found.errors.append(ServiceError("an 'upstream' trigger needs at least one upstream schedule",
