@@ -47,7 +47,8 @@ class SchedulerConfig(AppConfig):
         from scheduler import permissions  # noqa: F401  registers the team rules (django-rules)
         from scheduler.services import alerts  # noqa: F401  connects the alert signal receivers
         from scheduler.pipelines.connections import set_resolver
-        from scheduler.services.connections import resolve_for_pipelines
+        from scheduler.services.channels import set_connection_expander
+        from scheduler.services.connections import connection_channel_url, resolve_for_pipelines
         from scheduler.services.masking import mask_register_server
 
         connection_created.connect(sqlite_bound_parameters, dispatch_uid="scheduler.sqlite_bound_parameters")
@@ -55,5 +56,6 @@ class SchedulerConfig(AppConfig):
                              dispatch_uid="scheduler.sqlite_statistics_after_migrate")
         mask_register_server()  # before anything is written: the server's own secrets are masked from the start
         set_resolver(resolve_for_pipelines)  # SqlSource(connection=...) and the like resolve through the services
+        set_connection_expander(connection_channel_url)  # alert channels conn://NAME: a team's smtp connection
         autodiscover()
         load_entry_point_plugins()

@@ -139,17 +139,17 @@ for _perm in SCOPED_VIEWS:
     rules.add_perm(_perm, is_object & has_model_perm(_perm) & (views_all_teams | acts_for_all_teams | is_team_member))
 
 
-def may_use_connection(schedule: Any, connection: Any) -> bool:
-    """May `schedule` (its runs, its definition) use `connection`? Only its own team's: a connection's secrets
-    are its team's alone, whoever may edit or trigger the schedule (acting for all teams grants no more)."""
-    return schedule is not None and connection is not None and schedule.owner_id is not None \
-        and schedule.owner_id == connection.owner_id
+def may_use_connection(owner_id: int | None, connection: Any) -> bool:
+    """May what team `owner_id` owns (a schedule, its runs, the team's alert channels) use `connection`? Only its
+    own team's: a connection's secrets are its team's alone, whoever may edit or trigger the schedule (acting for
+    all teams grants no more). Asked when a schedule or channel list is saved and when it runs or sends."""
+    return owner_id is not None and connection is not None and owner_id == connection.owner_id
 
 
-def connection_refusal(schedule: Any, name: str) -> str:
-    """Why `schedule` may not use connection `name`, naming neither the connection's team nor its fields."""
-    return (f"schedule '{getattr(schedule, 'name', schedule)}' may not use connection '{name}': it belongs to "
-            "another team (a schedule uses only its own team's connections)")
+def connection_refusal(user: str, name: str) -> str:
+    """Why `user` (schedule 'x', team 'y') may not use connection `name`, naming neither its team nor its fields."""
+    return (f"{user} may not use connection '{name}': it belongs to another team (only the owning team's "
+            "schedules and channels use a connection)")
 
 
 def refusal_message(user, perm: str, obj: Any) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from datetime import datetime
 from typing import Any
 
@@ -64,8 +65,8 @@ def connection_resolve(name: str, *, schedule: Schedule | None) -> ConnectionInf
     """The connection `name` from the first backend that has it; refused unless `schedule` may use it
     (None: not for a run, a shell's own use). Its secrets are registered with the masker before it returns."""
     connection = connection_get(name)
-    if schedule is not None and not may_use_connection(schedule, connection):
-        raise PermissionRefused(connection_refusal(schedule, name), field="connection")
+    if schedule is not None and not may_use_connection(schedule.owner_id, connection):
+        raise PermissionRefused(connection_refusal(f"schedule '{schedule.name}'", name), field="connection")
     for backend in backends():
         value = backend.get(connection)
         if value is None:
@@ -75,7 +76,7 @@ def connection_resolve(name: str, *, schedule: Schedule | None) -> ConnectionInf
                                                                               source=backend.name)
         except ConfigError as exc:
             raise ServiceError(f"{exc.problem} (from the {backend.name} backend)", field=exc.field) from None
-        mask_register(*info.secrets(), *([info.url] if info.password else []))
+        mask_register(*info.secrets())  # and so their URL-quoted forms (a password in a URL)
         return info
     raise ServiceError(f"connection '{name}' has no URL or fields in any backend (set ETL_CONN_{name.upper()}, "
                        f"a file {name} in ETL_CONNECTIONS_DIR, or its fields)", field="connection")
@@ -106,8 +107,34 @@ def connections_check(schedule: Schedule, names: list[str], *, field: str) -> No
         connection = Connection.objects.filter(name=name).first()
         if connection is None:
             raise ServiceError(f"unknown connection '{name}'", field=field)
-        if not may_use_connection(schedule, connection):
-            raise ServiceError(connection_refusal(schedule, name), field=field)
+        if not may_use_connection(schedule.owner_id, connection):
+            raise ServiceError(connection_refusal(f"schedule '{schedule.name}'", name), field=field)
+
+
+def connection_channel_url(url: str, *, owner_id: int | None, who: str) -> str:
+    """The Apprise URL an alert channel `conn://NAME?to=ops@example.com` stands for: a mailto(s):// URL with
+    the smtp connection's server and login, the channel's own query (to, cc, from, ...) kept. Only the owning
+    team's schedules and team channels may name it; the password is registered with the masker."""
+    parts = urllib.parse.urlsplit(url)
+    name = parts.hostname or ""
+    connection = Connection.objects.filter(name=name).first()
+    if connection is None:
+        raise ServiceError(f"conn://{name}: unknown connection '{name}'", field="alert_channels")
+    if not may_use_connection(owner_id, connection):
+        raise ServiceError(connection_refusal(who, name), field="alert_channels")
+    if connection.kind != ConnectionKind.SMTP:
+        raise ServiceError(f"conn://{name}: an alert channel names an smtp connection, not a {connection.kind} one",
+                           field="alert_channels")
+    info = connection_resolve(name, schedule=None)
+    userinfo = urllib.parse.quote(info.login, safe="") + (":" + urllib.parse.quote(info.password, safe="")
+                                                          if info.password else "")
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    query.append(("smtp", info.host))
+    if info.extra.get("mode"):
+        query.append(("mode", str(info.extra["mode"])))
+    scheme = "mailto" if info.url_scheme == "smtp" else "mailtos"
+    netloc = (f"{userinfo}@" if userinfo else "") + info.host + (f":{info.port}" if info.port else "")
+    return urllib.parse.urlunsplit((scheme, netloc, "", urllib.parse.urlencode(query), ""))
 
 
 def resolve_for_pipelines(name: str, scope: Any) -> ConnectionInfo:
@@ -263,5 +290,5 @@ def connections_rotate_key(*, actor: Any, now: datetime | None = None) -> dict[s
     return counts
 
 
-__all__ = ["connection_delete", "connection_get", "connection_resolve", "connection_set", "connection_shown",
+__all__ = ["connection_channel_url", "connection_delete", "connection_get", "connection_resolve", "connection_set", "connection_shown",
            "connections_check", "connections_env", "connections_rotate_key", "resolve_for_pipelines"]

@@ -243,7 +243,9 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         with found.check():
             check_target_params(schedule, schedule.params, field="params")
     with found.check():
-        schedule.alert_channels = channels_text(check_channels(schedule.alert_channels, field="alert_channels"))
+        schedule.alert_channels = channels_text(check_channels(schedule.alert_channels, field="alert_channels",
+                                                               owner_id=schedule.owner_id,
+                                                               who=f"schedule '{schedule.name}'"))
     for field in ("command", "dbt"):  # the connections it declares: its own team's only (permissions.py)
         names = (getattr(schedule, field) or {}).get("connections") if not found.failed(field) else None
         if names and not found.failed("owner"):
