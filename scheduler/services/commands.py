@@ -158,6 +158,8 @@ def command_env_seal(new: Any, old: Any) -> Any:
                                        field="command.env")
                 env[name] = kept
             else:
+                if "\x00" in value[SECRET]:
+                    raise ServiceError(f"{name}: the value must be a string without NUL", field="command.env")
                 mask_register(value[SECRET])
                 env[name] = {SEALED: encrypt(value[SECRET])}
         elif isinstance(value, dict) and SEALED in value and stored.get(name) != value:
@@ -366,6 +368,6 @@ def command_mark(config, window: Window | None, reported: Any) -> tuple[Window |
     return window, value
 
 
-__all__ = ["CommandFailed", "CommandResult", "base_env", "command_argv", "command_env_open", "command_env_resolve", "command_env_seal",
-           "command_spec_shown", "connection_names_check", "command_execute", "command_mark", "command_spec_check",
-           "run_env"]
+__all__ = ["CommandFailed", "CommandResult", "base_env", "command_argv", "command_env_open", "command_env_resolve",
+           "command_env_seal", "command_execute", "command_mark", "command_spec_check", "command_spec_shown",
+           "connection_names_check", "run_env"]

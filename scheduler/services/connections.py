@@ -39,9 +39,12 @@ SECRET_PARTS = frozenset({"URL", "PASSWORD"})  # what holds a secret; dbt gets t
 
 
 def connection_get(name: Any) -> Connection:
-    found = Connection.objects.select_related("owner").filter(name=name).first() if isinstance(name, str) else None
+    # a name is [a-z0-9_]: nothing else is looked up; the answer does not echo what was asked (a path may hold
+    # any text, and another team's names are not to be confirmed or repeated)
+    found = Connection.objects.select_related("owner").filter(name=name).first() \
+        if isinstance(name, str) and NAME_RE.match(name) else None
     if found is None:
-        raise NotFound(f"unknown connection '{name}'", field="connection")
+        raise NotFound("no such connection", field="connection")
     return found
 
 
@@ -175,6 +178,9 @@ def _check_fields(values: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float, bool))
                                                   for k, v in extra.items()):
             raise ServiceError("must be an object of name: text or number", field="extra")
+        for key, value in extra.items():
+            check_text(key, field="extra", max_length=100)
+            check_text(value, field=f"extra.{key}", max_length=1000)
         out["extra"] = dict(extra)
     return out
 
@@ -208,6 +214,9 @@ def connection_set(*, name: str, actor: Any, owner: Team | str | None = None, ki
     if secret_extra is not None and not (isinstance(secret_extra, dict) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in secret_extra.items())):
         raise ServiceError("must be an object of name: text", field="secret_extra")
+    for key, value in (secret_extra or {}).items():
+        check_text(key, field="secret_extra", max_length=100)
+        check_text(value, field=f"secret_extra.{key}")
     now = now or timezone.now()
     with transaction.atomic():
         connection = Connection.objects.select_for_update().filter(name=name).first()
@@ -290,5 +299,6 @@ def connections_rotate_key(*, actor: Any, now: datetime | None = None) -> dict[s
     return counts
 
 
-__all__ = ["connection_channel_url", "connection_delete", "connection_get", "connection_resolve", "connection_set", "connection_shown",
-           "connections_check", "connections_env", "connections_rotate_key", "resolve_for_pipelines"]
+__all__ = ["connection_channel_url", "connection_delete", "connection_get", "connection_resolve", "connection_set",
+           "connection_shown", "connections_check", "connections_env", "connections_rotate_key",
+           "resolve_for_pipelines"]

@@ -66,13 +66,13 @@ def _fernet() -> MultiFernet:
 
 
 def encrypt(text: str) -> str:
-    return _fernet().encrypt(text.encode()).decode()
+    return _fernet().encrypt(text.encode("utf-8", "surrogatepass")).decode()
 
 
 def decrypt(token: str) -> str:
     """The text of a token; ServiceError when no key in force opens it (a key was dropped too soon)."""
     try:
-        return _fernet().decrypt(token.encode()).decode()
+        return _fernet().decrypt(token.encode()).decode("utf-8", "surrogatepass")
     except InvalidToken:
         raise ServiceError("a stored secret cannot be decrypted with the keys of ETL_CONNECTION_KEYS (was the key "
                            "that encrypted it removed before `connection rotate-key` ran?)", field="secret") from None

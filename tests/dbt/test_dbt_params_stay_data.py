@@ -169,7 +169,8 @@ def test_a_schedules_default_params_and_vars_cannot_hold_it_at_any_door(admin_to
         schedule_save(data={**data, "dbt": {**spec, "vars": {"region": PROBE}}}, actor="tests")
     assert "dbt.vars.region" in [e.field for e in info.value.errors]
     response = Client().post("/api/v1/schedules", content_type="application/json",
-                             HTTP_AUTHORIZATION=f"Bearer {admin_token}", data=json.dumps({**data, "params": {"r": PROBE}}))
+                             HTTP_AUTHORIZATION=f"Bearer {admin_token}",
+                             data=json.dumps({**data, "params": {"r": PROBE}}))
     assert response.status_code == 422 and "params.r" in response.content.decode()
     path = tmp_path / "s.yaml"
     path.write_text(json.dumps({"schedules": [{**data, "params": {"region": PROBE}}]}))

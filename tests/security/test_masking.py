@@ -8,6 +8,7 @@ import sys
 from io import StringIO
 
 import pytest
+from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.db import connection
 
@@ -28,6 +29,12 @@ PY = sys.executable
 KNOWN = "known-secret-Zq81xv3-masking"
 SERVER_KEY = "server-secret-key-for-the-masking-tests-0123456789"
 ENV_SECRET = "warehouse-Pa55word-env-9f2"
+
+
+@pytest.fixture(autouse=True)
+def keys(settings):
+    """A key of our own: PostgreSQL runs have no development key for the env values marked secret."""
+    settings.ETL_CONNECTION_KEYS = [Fernet.generate_key().decode()]
 
 
 # --- the masker itself (pure) -----------------------------------------------------
@@ -115,9 +122,9 @@ def test_a_pipeline_that_logs_and_raises_the_servers_secret_leaves_only_the_mask
 # --- a command's env values marked secret -------------------------------------------------
 
 # the command checks the value through its digest: the secret itself appears nowhere but in the env
+DIGEST = hashlib.sha256(ENV_SECRET.encode()).hexdigest()
 CHECKS = ("import hashlib, os, sys; v = os.environ['WAREHOUSE_PASSWORD']; print('password is', v); "
-          f"sys.exit(0 if hashlib.sha256(v.encode()).hexdigest() == {hashlib.sha256(ENV_SECRET.encode()).hexdigest()!r} "
-          "else 3)")
+          f"sys.exit(0 if hashlib.sha256(v.encode()).hexdigest() == {DIGEST!r} else 3)")
 
 
 @pytest.mark.django_db

@@ -12,7 +12,7 @@ from django.db import connection as db
 from scheduler.core.masking import MASK
 from scheduler.models import AuditEntry, Connection, Schedule, Team
 from scheduler.services import crypto
-from scheduler.services.connections import connection_resolve, connection_set, connections_rotate_key
+from scheduler.services.connections import connection_resolve, connection_set
 from scheduler.services.errors import ServiceError
 from scheduler.services.teams import PermissionRefused
 from tests.api.conftest import api, make_token  # noqa: F401 - fixtures
