@@ -5,8 +5,9 @@ from django import forms
 from django.contrib import admin
 
 from scheduler.admin.common import ScopedChoicesMixin, allowed, refuse_unless, visible
-from scheduler.models import Connection
+from scheduler.models import Connection, Team
 from scheduler.services.connections import NAME_RE, connection_delete, connection_set, connection_shown
+from scheduler.services.teams import actable_team_ids
 
 EDITED = ("owner", "kind", "description", "scheme", "host", "port", "database", "login", "extra")
 
@@ -49,6 +50,14 @@ class ConnectionAdmin(ScopedChoicesMixin, admin.ModelAdmin):
     list_display = ("name", "owner", "kind", "host", "database")
     list_filter = (("owner", admin.RelatedOnlyFieldListFilter), "kind")
     search_fields = ("name", "host", "description")
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        """The owner offered: the teams the user may act for (the service refuses any other)."""
+        if db_field.name == "owner":
+            teams = actable_team_ids(request.user)
+            if teams is not None:
+                kwargs["queryset"] = Team.objects.filter(pk__in=teams)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_queryset(self, request):
         return visible(super().get_queryset(request).select_related("owner"), request.user, "owner_id")

@@ -22,7 +22,7 @@ from django.utils import timezone
 from scheduler.core import ConfigError
 from scheduler.core.masking import MASK
 from scheduler.models import Connection, ConnectionKind, Schedule, Team
-from scheduler.permissions import acts_for_all, connection_refusal, may_use_connection, member_team_ids
+from scheduler.permissions import ALL_TEAMS, acts_for_all, connection_refusal, may_use_connection, member_team_ids
 from scheduler.pipelines.connections import ConnectionInfo, parse_url
 from scheduler.services.audit import audit_record, audit_refusal
 from scheduler.services.connection_backends import backends
@@ -280,7 +280,7 @@ def connection_delete(*, connection: Connection, actor: Any, reason: str = "", n
 def connections_rotate_key(*, actor: Any, now: datetime | None = None) -> dict[str, int]:
     """Re-encrypt every stored secret (connections, command env values marked secret) under the first key of
     ETL_CONNECTION_KEYS; the older keys may then leave. One transaction; audited with the counts."""
-    authorize(actor=actor, perm="scheduler.change_connection")
+    authorize(actor=actor, perm=ALL_TEAMS)  # every team's secrets: an act for all teams
     counts = {"connections": 0, "command_secrets": 0}
     with transaction.atomic():
         for connection in Connection.objects.select_for_update().exclude(secret=""):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import sys
 
@@ -16,6 +17,7 @@ from scheduler.pipelines import registry
 from scheduler.pipelines.connections import connection_scope
 from scheduler.pipelines.http import HttpJsonSource
 from scheduler.pipelines.sql import SqlSink, SqlSource
+from scheduler.services import channel_tests
 from scheduler.services.channels import expand_channel
 from scheduler.services.connections import connection_set, connections_env
 from scheduler.services.dispatch import admit_runs
@@ -168,3 +170,16 @@ def test_dbt_gets_the_secret_parts_only_as_dbt_env_secret_variables(analytics, m
     assert env["DBT_ENV_SECRET_ETL_CONN_WAREHOUSE_PASSWORD"] == PASSWORD
     assert env["DBT_ENV_SECRET_ETL_CONN_WAREHOUSE_URL"] == URL
     assert not any(PASSWORD in value for key, value in env.items() if not key.startswith("DBT_ENV_SECRET_"))
+
+
+def test_the_test_button_sends_through_the_connection_and_shows_no_password(analytics, make_schedule, monkeypatch):
+    connection_set(name="mail", actor="tests", owner="analytics", kind="smtp", host="smtp.example.com", port=587,
+                   login="alerts", password="smtp-pass-word-42")
+    schedule = make_schedule("watched", owner="analytics", alert_channels="conn://mail?to=ops@example.com")
+    sent = []
+    monkeypatch.setattr(channel_tests, "send_channel", lambda url, **kw: sent.append(url) or (_ for _ in ()).throw(
+        RuntimeError(f"SMTP login refused for {url}")))
+    answer = channel_tests.channel_test_send(target=schedule, index=0, actor="tests")
+    assert sent and sent[0].startswith("mailtos://alerts:smtp-pass-word-42@smtp.example.com")
+    assert answer["ok"] is False and "smtp-pass-word-42" not in json.dumps(answer)
+    assert answer["channel"] == "conn://mail?to=ops@example.com"
