@@ -198,3 +198,43 @@ def test_resolving_for_another_teams_schedule_is_refused(analytics, make_schedul
     theirs = make_schedule("sales_job")  # the default team's
     with pytest.raises(PermissionRefused, match="may not use connection 'warehouse'"):
         connection_resolve("warehouse", schedule=theirs)
+
+
+def test_a_schedules_file_declares_connections_that_its_schedules_use_and_never_shows_a_secret(analytics, tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"""
+version: 1
+connections:
+  - {{name: warehouse, owner: analytics, kind: postgres, host: db.example, port: 5432, database: dwh,
+     login: loader, password: "{PASSWORD}"}}
+schedules:
+  - name: load
+    owner: analytics
+    target_kind: command
+    command: {{argv: ["true"], connections: [warehouse]}}
+""")
+    out = StringIO()
+    call_command("apply_schedules", str(path), "--dry-run", stdout=out)
+    assert "+ create connection warehouse" in out.getvalue() and "+ create load" in out.getvalue()
+    assert not Connection.objects.exists() and not Schedule.objects.filter(name="load").exists()
+    call_command("apply_schedules", str(path), stdout=out)
+    assert PASSWORD not in out.getvalue() and PASSWORD not in _stored_text()
+    assert connection_resolve("warehouse", schedule=Schedule.objects.get(name="load")).password == PASSWORD
+    # "***" (or no password) keeps the stored one; the plan says unchanged
+    path.write_text(path.read_text().replace(PASSWORD, "***"))
+    again = StringIO()
+    call_command("apply_schedules", str(path), "--dry-run", stdout=again)
+    assert "= unchanged connection warehouse" in again.getvalue()
+    call_command("apply_schedules", str(path), stdout=StringIO())
+    assert connection_resolve("warehouse", schedule=None).password == PASSWORD
+
+
+def test_a_bad_connection_in_a_file_changes_nothing(analytics, tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("connections:\n  - {name: warehouse, owner: analytics, port: 99999}\n  - {name: Bad}\n"
+                    "schedules: []\n")
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("apply_schedules", str(path), stdout=StringIO(), stderr=err)
+    assert "connections[0] (warehouse): port" in err.getvalue() and "connections[1]: name" in err.getvalue()
+    assert not Connection.objects.exists()
