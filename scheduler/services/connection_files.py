@@ -38,7 +38,8 @@ KEYS = frozenset({"name", "owner", "kind", "description", "scheme", "host", "por
 
 def _label(index: int, entry: Any) -> str:
     name = entry.get("name") if isinstance(entry, dict) else None
-    return f"connections[{index}] ({name})" if isinstance(name, str) and NAME_RE.match(name) else f"connections[{index}]"
+    named = isinstance(name, str) and NAME_RE.match(name)
+    return f"connections[{index}] ({name})" if named else f"connections[{index}]"
 
 
 def _secret(value: Any, *, field: str) -> str | None:
