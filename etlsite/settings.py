@@ -440,9 +440,9 @@ for _i, _key in enumerate(ETL_CONNECTION_KEYS):
 # Where connections are looked up, in order (docs/security.md, "Connections"): the environment (ETL_CONN_<NAME> as
 # a URL), a directory of mounted files (ETL_CONNECTIONS_DIR/<name>), the database. A team may add its own class.
 ETL_SECRETS_BACKENDS = envlist("ETL_SECRETS_BACKENDS", [
-    "scheduler.services.connection_backends.EnvironmentBackend",
-    "scheduler.services.connection_backends.FilesBackend",
-    "scheduler.services.connection_backends.DatabaseBackend",
+    "scheduler.services.access.connection_backends.EnvironmentBackend",
+    "scheduler.services.access.connection_backends.FilesBackend",
+    "scheduler.services.access.connection_backends.DatabaseBackend",
 ])
 ETL_CONNECTIONS_DIR = envstr("ETL_CONNECTIONS_DIR", "")
 if ETL_CONNECTIONS_DIR and not Path(ETL_CONNECTIONS_DIR).is_absolute():

@@ -45,11 +45,11 @@ class SchedulerConfig(AppConfig):
         from scheduler.triggers.registry import load_entry_point_plugins
 
         from scheduler import permissions  # noqa: F401  registers the team rules (django-rules)
-        from scheduler.services import alerts  # noqa: F401  connects the alert signal receivers
+        from scheduler.services.oversight import alerts  # noqa: F401  connects the alert signal receivers
         from scheduler.pipelines.connections import set_resolver
-        from scheduler.services.channels import set_connection_expander
-        from scheduler.services.connections import connection_channel_url, resolve_for_pipelines
-        from scheduler.services.masking import mask_register_server
+        from scheduler.services.integrations.channels import set_connection_expander
+        from scheduler.services.access.connections import connection_channel_url, resolve_for_pipelines
+        from scheduler.services.common.masking import mask_register_server
 
         connection_created.connect(sqlite_bound_parameters, dispatch_uid="scheduler.sqlite_bound_parameters")
         post_migrate.connect(sqlite_statistics_after_migrate, sender=self,

@@ -6,8 +6,8 @@ from django.contrib import admin
 
 from scheduler.admin.common import ScopedChoicesMixin, allowed, refuse_unless, visible
 from scheduler.models import Connection, Team
-from scheduler.services.connections import NAME_RE, connection_delete, connection_set, connection_shown
-from scheduler.services.teams import actable_team_ids
+from scheduler.services.access.connections import NAME_RE, connection_delete, connection_set, connection_shown
+from scheduler.services.access.teams import actable_team_ids
 
 EDITED = ("owner", "kind", "description", "scheme", "host", "port", "database", "login", "extra")
 

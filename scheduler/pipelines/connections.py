@@ -2,7 +2,7 @@
 
 `resolve_connection("warehouse")` answers a `ConnectionInfo` (URL and parts)
 through the resolver the scheduler installs at start-up
-(scheduler/services/connections.py): it looks the connection up in the
+(scheduler/services/access/connections.py): it looks the connection up in the
 secrets backends and refuses one that the running schedule's team does not
 own. `SqlSource(connection=...)`, `SqlSink(connection=...)` and
 `HttpJsonSource(connection=...)` call it. This module has no Django in it.

@@ -6,8 +6,8 @@ import pytest
 from cryptography.fernet import Fernet
 
 from scheduler.models import RunLogLine, RunStatus, Team
-from scheduler.services.connections import connection_set
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.access.connections import connection_set
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.dbt.conftest import execute
 
 pytestmark = pytest.mark.django_db

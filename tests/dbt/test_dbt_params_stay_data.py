@@ -19,14 +19,14 @@ from django.urls import reverse
 from scheduler.core import PermanentError
 from scheduler.host import SchedulerHost
 from scheduler.models import Run, RunStatus, TriggerKind
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.dbt import dbt_vars
-from scheduler.services.errors import ServiceError
-from scheduler.services.nodes import run_rerun_from_failure
-from scheduler.services.reruns import run_rerun
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedules import schedule_save
-from scheduler.services.webhooks import sign_webhook
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.worker.dbt import dbt_vars
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.nodes import run_rerun_from_failure
+from scheduler.services.runs.rerun import run_rerun
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedules import schedule_save
+from scheduler.services.admission.webhooks import sign_webhook
 from tests.api.conftest import admin_token, admin_user, make_token  # noqa: F401 - fixtures
 from tests.dbt.conftest import dbt_schedule, execute, log_of
 from tests.security.hostile import counts

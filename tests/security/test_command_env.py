@@ -10,10 +10,10 @@ import duckdb
 import pytest
 
 from scheduler.models import RunLogLine, RunStatus
-from scheduler.services.commands import base_env
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.worker.commands import base_env
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.queue import run_trigger_manual
 
 ROOT = Path(__file__).resolve().parents[2]
 # what the probe found in a worker's environment, and a few more of the kind

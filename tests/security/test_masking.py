@@ -17,12 +17,12 @@ from scheduler.core.masking import MASK, Masker, masker
 from scheduler.models import AuditEntry, NodeRecord, Run, RunLogLine, RunStatus, Schedule
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services.audit import audit_record
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import execute_run
-from scheduler.services.masking import mask_register, mask_register_server, server_secrets
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedule_files import schedules_export
+from scheduler.services.common.audit import audit_record
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.common.masking import mask_register, mask_register_server, server_secrets
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedule_files import schedules_export
 from tests.api.conftest import admin_token, admin_user, api, make_token  # noqa: F401 - fixtures
 
 PY = sys.executable

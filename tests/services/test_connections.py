@@ -11,10 +11,10 @@ from django.db import connection as db
 
 from scheduler.core.masking import MASK
 from scheduler.models import AuditEntry, Connection, Schedule, Team
-from scheduler.services import crypto
-from scheduler.services.connections import connection_resolve, connection_set
-from scheduler.services.errors import ServiceError
-from scheduler.services.teams import PermissionRefused
+from scheduler.services.common import crypto
+from scheduler.services.access.connections import connection_resolve, connection_set
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.teams import PermissionRefused
 from tests.api.conftest import api, make_token  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db

@@ -17,13 +17,13 @@ from scheduler.pipelines import registry
 from scheduler.pipelines.connections import connection_scope
 from scheduler.pipelines.http import HttpJsonSource
 from scheduler.pipelines.sql import SqlSink, SqlSource
-from scheduler.services import channel_tests
-from scheduler.services.channels import expand_channel
-from scheduler.services.connections import connection_set, connections_env
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.errors import ServiceError
-from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.oversight import channel_probe as channel_tests
+from scheduler.services.integrations.channels import expand_channel
+from scheduler.services.access.connections import connection_set, connections_env
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.api.conftest import api, make_token  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db

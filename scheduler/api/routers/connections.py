@@ -12,9 +12,9 @@ from ninja import Field, Router, Schema, Status
 from scheduler.api.common import caller, errors, require
 from scheduler.api.schemas import Strict
 from scheduler.models import Connection
-from scheduler.services.connections import connection_delete, connection_get, connection_set, connection_shown
-from scheduler.services.errors import ServiceError
-from scheduler.services.teams import visible_team_ids
+from scheduler.services.access.connections import connection_delete, connection_get, connection_set, connection_shown
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.teams import visible_team_ids
 
 router = Router(tags=["connections"])
 

@@ -16,11 +16,11 @@ from django.core.management.base import BaseCommand
 
 from scheduler.management.cli import dump_json, fail
 from scheduler.models import Connection
-from scheduler.services.connections import (connection_delete, connection_get, connection_set, connection_shown,
+from scheduler.services.access.connections import (connection_delete, connection_get, connection_set, connection_shown,
                                             connections_rotate_key)
-from scheduler.services.crypto import generate_key
-from scheduler.services.errors import ServiceError
-from scheduler.services.masking import url_secrets
+from scheduler.services.common.crypto import generate_key
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.common.masking import url_secrets
 
 
 class Command(BaseCommand):
