@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0029_overview_indexes'),
+        ('scheduler', '0030_stop_kinds_cancel_other_shutdown'),
     ]
 
     operations = [
