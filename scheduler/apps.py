@@ -46,9 +46,16 @@ class SchedulerConfig(AppConfig):
 
         from scheduler import permissions  # noqa: F401  registers the team rules (django-rules)
         from scheduler.services.oversight import alerts  # noqa: F401  connects the alert signal receivers
+        from scheduler.pipelines.connections import set_resolver
+        from scheduler.services.integrations.channels import set_connection_expander
+        from scheduler.services.access.connections import connection_channel_url, resolve_for_pipelines
+        from scheduler.services.common.masking import mask_register_server
 
         connection_created.connect(sqlite_bound_parameters, dispatch_uid="scheduler.sqlite_bound_parameters")
         post_migrate.connect(sqlite_statistics_after_migrate, sender=self,
                              dispatch_uid="scheduler.sqlite_statistics_after_migrate")
+        mask_register_server()  # before anything is written: the server's own secrets are masked from the start
+        set_resolver(resolve_for_pipelines)  # SqlSource(connection=...) and the like resolve through the services
+        set_connection_expander(connection_channel_url)  # alert channels conn://NAME: a team's smtp connection
         autodiscover()
         load_entry_point_plugins()

@@ -43,6 +43,7 @@ from scheduler.services.definitions.schedules import schedule_delete, schedule_g
 from scheduler.services.access.teams import authorize, authorize_owner_change, owner_for_create, team_get
 from scheduler.services.runs.watermarks import encode_value, watermark_reset, watermark_set, watermark_state
 from scheduler.triggers.registry import get_trigger
+from scheduler.services.worker.commands import command_spec_shown
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,7 @@ class Schedules:
         """Its fields as the schedules file writes them: channel URLs masked (updating with them keeps the secrets)."""
         spec = schedule_spec(schedule_get(name))
         spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
+        spec["command"] = command_spec_shown(spec["command"])  # env values marked secret
         return spec
 
     def create(self, name: str, *, actor: Any = "api", reason: str = "", **fields: Any) -> Schedule:

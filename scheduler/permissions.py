@@ -21,7 +21,7 @@ from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
 from django.db import models
 
-from scheduler.models import BackfillWindow, Schedule
+from scheduler.models import BackfillWindow, Connection, Schedule
 
 ALL_TEAMS = "scheduler.act_for_all_teams"
 # Acting on a schedule (or its runs and backfills) needs membership of its team.
@@ -35,6 +35,8 @@ SCOPED_ACTIONS = (
     "scheduler.change_schedule",
     "scheduler.delete_schedule",
     "scheduler.add_failureack",
+    "scheduler.change_connection",
+    "scheduler.delete_connection",
 )
 # Reading them needs membership too unless ETL_TEAMS_VIEW_ALL is on.
 SCOPED_VIEWS = (
@@ -43,6 +45,7 @@ SCOPED_VIEWS = (
     "scheduler.view_backfill",
     "scheduler.view_backfillwindow",
     "scheduler.view_watermarkstate",
+    "scheduler.view_connection",
 )
 VERBS = {
     "scheduler.trigger_schedule": "trigger",
@@ -54,14 +57,17 @@ VERBS = {
     "scheduler.change_schedule": "edit",
     "scheduler.delete_schedule": "delete",
     "scheduler.add_failureack": "acknowledge the failures of",
+    "scheduler.change_connection": "change",
+    "scheduler.delete_connection": "delete",
 }
 
 _model_backend = ModelBackend()
 
 
 def owner_id_of(obj: Any) -> int | None:
-    """The owning team's id of a schedule or of what belongs to one (run, backfill, window, watermark)."""
-    if isinstance(obj, Schedule):
+    """The owning team's id of a schedule or of what belongs to one (run, backfill, window, watermark), or of a
+    connection."""
+    if isinstance(obj, (Schedule, Connection)):
         return obj.owner_id
     if isinstance(obj, BackfillWindow):
         obj = obj.backfill
@@ -133,11 +139,27 @@ for _perm in SCOPED_VIEWS:
     rules.add_perm(_perm, is_object & has_model_perm(_perm) & (views_all_teams | acts_for_all_teams | is_team_member))
 
 
+def may_use_connection(owner_id: int | None, connection: Any) -> bool:
+    """May what team `owner_id` owns (a schedule, its runs, the team's alert channels) use `connection`? Only its
+    own team's: a connection's secrets are its team's alone, whoever may edit or trigger the schedule (acting for
+    all teams grants no more). Asked when a schedule or channel list is saved and when it runs or sends."""
+    return owner_id is not None and connection is not None and owner_id == connection.owner_id
+
+
+def connection_refusal(user: str, name: str) -> str:
+    """Why `user` (schedule 'x', team 'y') may not use connection `name`, naming neither its team nor its fields."""
+    return (f"{user} may not use connection '{name}': it belongs to another team (only the owning team's "
+            "schedules and channels use a connection)")
+
+
 def refusal_message(user, perm: str, obj: Any) -> str:
     """Why `user` may not `perm` on `obj`, in words an operator can act on."""
     name = user.get_username() if getattr(user, "is_authenticated", False) else "an anonymous user"
     if not _model_backend.has_perm(user, perm) and not getattr(user, "is_superuser", False):
         return f"permission denied: {name} lacks the permission {perm} (ask an admin for the operator group)"
+    if isinstance(obj, Connection):
+        return (f"permission denied: {name} may not {VERBS.get(perm, 'see')} connection '{obj.name}': it belongs to "
+                f"another team and {name} is not a member")
     schedule = schedule_of(obj)
     if schedule is None:
         return f"permission denied: {name} may not use {perm}"

@@ -16,7 +16,8 @@ def restore_migration_data() -> None:
 
     admin = Group.objects.filter(name="admin").first()
     if (admin is not None and WorkloadClass.objects.filter(name="critical").exists()
-            and admin.permissions.filter(codename__in=["act_for_all_teams", "change_user"]).count() == 2):
+            and admin.permissions.filter(codename__in=["act_for_all_teams", "change_user", "add_connection"]).count()
+            == 3):
         Team.default_team_id()
         return
     spec = import_module("scheduler.migrations.0002_groups_and_classes")
@@ -34,6 +35,9 @@ def restore_migration_data() -> None:
     for name, wanted in import_module("scheduler.migrations.0024_failure_acks_and_user_admin").GRANTS.items():
         Group.objects.get(name=name).permissions.add(*[
             Permission.objects.get(content_type__app_label=app, codename=codename) for app, codename in wanted])
+    for name, wanted in import_module("scheduler.migrations.0031_connections").GRANTS.items():  # issue 33
+        Group.objects.get(name=name).permissions.add(*Permission.objects.filter(
+            content_type__app_label="scheduler", codename__in=wanted))
     Team.default_team_id()
     for name, limit in [("standard", 4), ("heavy", 1), ("critical", 2)]:
         WorkloadClass.objects.get_or_create(name=name, defaults={"concurrency_limit": limit})

@@ -2,6 +2,6 @@
 
 One module per family of models; importing each registers its models with the admin site:
 schedules (and workload classes), runs (and backfills), teams, users (and groups), tokens (API and event),
-watermarks, audit (the audit log and the other read-only records). `common` holds what they share.
+watermarks, audit (the audit log and the other read-only records), connections. `common` holds what they share.
 """
-from scheduler.admin import audit, runs, schedules, teams, tokens, users, watermarks  # noqa: F401  (registrations)
+from scheduler.admin import audit, connections, runs, schedules, teams, tokens, users, watermarks  # noqa: F401

@@ -15,6 +15,7 @@ from scheduler.services.definitions import schedules as schedule_services
 from scheduler.services.access import teams as team_services
 from scheduler.services.common.audit import audit_record
 from scheduler.services.runs.breakers import breaker_reset
+from scheduler.services.worker.commands import command_spec_shown
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.services.definitions.schedule_files import schedules_export
@@ -77,8 +78,9 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
             "command": 'Only for a command target, a JSON object: {"argv": ["dbt", "build", "--select", '
                        '"tag:nightly"], "cwd": "/srv/dbt", "env": {"DBT_TARGET": "prod"}}. argv is a list run '
                        'without a shell; {"shell": "..."} instead of argv is the explicit opt-in to /bin/sh -c. '
-                       "cwd must be absolute; env adds variables (ETL_* are the scheduler's). Run params reach "
-                       "the command only as JSON in ETL_PARAMS, never in argv. Empty for other targets.",
+                       "cwd must be absolute; env adds variables (ETL_* are the scheduler's; {\"secret\": \"...\"} "
+                       'marks a value secret: encrypted, shown as "***", and "***" sent back keeps it). Run params '
+                       "reach the command only as JSON in ETL_PARAMS, never in argv. Empty for other targets.",
             "dbt": 'Only for a dbt target, a JSON object: {"project_dir": "/srv/analytics", "profiles_dir": '
                    '"/srv/analytics", "target": "prod", "select": "tag:daily"}; also exclude, full_refresh (true), '
                    'threads and vars. Directories must be absolute. The run calls `dbt build`; the window and the '
@@ -96,6 +98,8 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._mask_channels()
+        if "command" in self.fields and self.instance.pk and not self.is_bound:  # env values marked secret
+            self.initial["command"] = command_spec_shown(self.instance.command)
         if "owner" in self.fields:  # required: a schedule never lands in the default team unseen (issue 22)
             self.fields["owner"].required = True
         for name in ("timeout_seconds", "deadline_seconds", "retention_days"):  # the columns' minimum is 0; ours 1

@@ -12,7 +12,7 @@ from ninja.openapi.docs import Swagger
 from scheduler.api import errors
 from scheduler.api.auth import AUTH
 from scheduler.api.parser import JsonParser
-from scheduler.api.routers import audit, backfills, marks, runs, schedules
+from scheduler.api.routers import audit, backfills, connections, marks, runs, schedules
 
 PROBLEM_CODES = {"400", "401", "403", "404", "405", "409", "422", "500"}
 BODY_PROBLEMS = {"413": "Payload Too Large", "415": "Unsupported Media Type"}  # what only a body can cause
@@ -85,3 +85,4 @@ api.add_router("", runs.router)
 api.add_router("", backfills.router)
 api.add_router("", marks.router)
 api.add_router("", audit.router)
+api.add_router("", connections.router)

@@ -132,3 +132,31 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     cut = text[:limit]
     shown = "".join(c if c.isascii() and c.isprintable() else ascii(c)[1:-1] for c in cut)
     return f"{shown}…" if len(text) > limit else shown
+
+
+#: What opens a Jinja tag: dbt renders a var's string value as a template when it holds one (issue 33).
+TEMPLATE_OPENERS = ("{{", "{%", "{#")
+
+
+def check_no_templates(value: Any, *, field: str) -> Any:
+    """`value` (JSON-like data) when no string in it, key or value at any depth, opens a Jinja tag.
+
+    Run params are data: dbt renders a var's value as Jinja (`var()` compiles the string), so a param
+    holding `{{`, `{%` or `{#` would run as code with the worker's rights. Raises ConfigError naming
+    where (`params.region`, `params.rows[2]`), never quoting the value.
+    """
+    stack: list[tuple[Any, str]] = [(value, field)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str) and any(opener in item for opener in TEMPLATE_OPENERS):
+            raise ConfigError(where, "holds a template opener ({{, {% or {#); run params are data, never "
+                                     "templates, and dbt would render this one")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and any(opener in key for opener in TEMPLATE_OPENERS):
+                    raise ConfigError(where, "has a key holding a template opener ({{, {% or {#); run params "
+                                             "are data, never templates")
+                stack.append((child, _path(where, key)))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, _path(where, i)) for i, child in enumerate(item))
+    return value

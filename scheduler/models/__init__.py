@@ -10,6 +10,7 @@ from scheduler.models.choices import (
     CATCHUP_SKIP_REASON,
     CatchupPolicy,
     Condition,
+    ConnectionKind,
     FreshnessMeasure,
     NodeOutcome,
     OverlapPolicy,
@@ -22,6 +23,7 @@ from scheduler.models.choices import (
     WatermarkType,
     WindowStatus,
 )
+from scheduler.models.connection import Connection
 from scheduler.models.failure import FailureAck
 from scheduler.models.event import Event, EventToken, WebhookDelivery, WebhookRefusal
 from scheduler.models.lineage import LineageEvent, LineageStatus
@@ -38,7 +40,8 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditCount", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "Connection",
+    "ConnectionKind", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
     "GovernanceTick", "LatestOutcome", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord",
     "Run", "RunHourCount", "RunLogLine", "RunStatus", "RunTally", "RunUpstream", "requeue_fields", "Schedule", "StopKind", "TargetKind",

@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.models.choices import ActorKind
+from scheduler.models.fields import MaskedCharField, MaskedJSONField
 
 
 class AuditQuerySet(models.QuerySet):
@@ -38,9 +39,9 @@ class AuditEntry(models.Model):
     target_type = models.CharField(max_length=64)
     target_id = models.CharField(max_length=64, blank=True)
     target_repr = models.CharField(max_length=200, blank=True)
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-    reason = models.CharField(max_length=500, blank=True)
+    before = MaskedJSONField(null=True, blank=True)
+    after = MaskedJSONField(null=True, blank=True)
+    reason = MaskedCharField(max_length=500, blank=True)
     via = models.CharField(
         max_length=100, blank=True,
         help_text="The door it came through when not the user's own session, e.g. 'API token k3x9'.",

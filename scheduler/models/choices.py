@@ -150,3 +150,11 @@ class NodeOutcome(models.TextChoices):
     SUCCESS = "SUCCESS", "Succeeded"
     FAILED = "FAILED", "Failed"
     SKIPPED = "SKIPPED", "Skipped"  # a dbt node dbt skipped because something upstream of it failed
+
+
+class ConnectionKind(models.TextChoices):
+    POSTGRES = "postgres", "PostgreSQL"
+    SQLITE = "sqlite", "SQLite"
+    HTTP = "http", "HTTP service"
+    SMTP = "smtp", "SMTP server"
+    GENERIC = "generic", "Generic URL"

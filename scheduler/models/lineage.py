@@ -1,5 +1,7 @@
 from django.db import models
 
+from scheduler.models.fields import MaskedJSONField, MaskedTextField
+
 
 class LineageStatus(models.TextChoices):
     """Where an outbox row stands: waiting to be sent, sent, or given up after ETL_LINEAGE_MAX_ATTEMPTS."""
@@ -21,13 +23,13 @@ class LineageEvent(models.Model):
     run_uuid = models.CharField(max_length=36, help_text="The OpenLineage runId: events of one runId go in order.")
     event_type = models.CharField(max_length=16, help_text="START, RUNNING, COMPLETE, FAIL or ABORT.")
     job_name = models.CharField(max_length=400, help_text="The OpenLineage job: the schedule (or schedule.node).")
-    payload = models.JSONField(help_text="The OpenLineage RunEvent, as sent.")
+    payload = MaskedJSONField(help_text="The OpenLineage RunEvent, as sent.")
     created_at = models.DateTimeField(help_text="When the state change it reports was written.")
     status = models.CharField(max_length=8, choices=LineageStatus.choices, default=LineageStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0, help_text="Tries to send it so far.")
     next_attempt_at = models.DateTimeField(help_text="Not tried again before this time (exponential back-off).")
     sent_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True, help_text="Why the last try failed.")
+    last_error = MaskedTextField(blank=True, help_text="Why the last try failed.")
 
     class Meta:
         ordering = ["id"]

@@ -1,6 +1,7 @@
 from django.db import models
 
 from scheduler.models.choices import NodeOutcome
+from scheduler.models.fields import MaskedCharField, MaskedTextField
 
 
 class NodeRecord(models.Model):
@@ -22,8 +23,8 @@ class NodeRecord(models.Model):
     finished_at = models.DateTimeField()
     rows = models.BigIntegerField(default=0)
     watermark = models.CharField(max_length=64, blank=True, help_text="Largest watermark value the node loaded.")
-    reason = models.CharField(max_length=500, blank=True, help_text="Why it failed.")
-    error = models.TextField(blank=True, default="", help_text="A failed node's traceback (its last 8,000 characters).")
+    reason = MaskedCharField(max_length=500, blank=True, help_text="Why it failed.")
+    error = MaskedTextField(blank=True, default="", help_text="A failed node's traceback (its last 8,000 characters).")
 
     class Meta:
         ordering = ["run", "id"]

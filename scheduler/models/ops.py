@@ -1,6 +1,7 @@
 from django.db import models
 
 from scheduler.models.choices import AlertKind, AlertStatus, RunStatus
+from scheduler.models.fields import MaskedTextField
 
 
 class LoopLease(models.Model):
@@ -23,7 +24,7 @@ class GovernanceTick(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     holder = models.CharField(max_length=200, blank=True)
     actions = models.JSONField(default=dict, blank=True, help_text="Counts and ids of what the tick changed.")
-    error = models.TextField(blank=True)
+    error = MaskedTextField(blank=True)
 
     class Meta:
         ordering = ["-started_at"]
@@ -36,11 +37,11 @@ class Alert(models.Model):
     incident_key = models.CharField(max_length=200, unique=True)
     schedule = models.ForeignKey("scheduler.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts")
     run = models.ForeignKey("scheduler.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    message = models.TextField()
+    message = MaskedTextField()
     channels = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=16, choices=AlertStatus.choices, default=AlertStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
+    error = MaskedTextField(blank=True)
     created_at = models.DateTimeField()
     sent_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True, help_text="When a sender claimed it (status SENDING).")

@@ -1,6 +1,7 @@
 from django.db import models
 
 from scheduler.models.choices import RunStatus, StopKind, TriggerKind
+from scheduler.models.fields import MaskedCharField, MaskedJSONField, MaskedTextField
 
 
 #: The rows in the index governance's deadline check reads (services/deadlines.py): runs with a logical time
@@ -66,8 +67,8 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_id = models.CharField(max_length=200, blank=True, help_text="cluster/process that runs it.")
     dispatch_token = models.CharField(max_length=64, blank=True, help_text="Matches the broker message; stale ones are ignored.")
-    error = models.TextField(blank=True)
-    reason = models.CharField(max_length=500, blank=True, help_text="Why blocked, skipped, waiting or failed.")
+    error = MaskedTextField(blank=True)
+    reason = MaskedCharField(max_length=500, blank=True, help_text="Why blocked, skipped, waiting or failed.")
     blocked_by = models.ForeignKey(
         "scheduler.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="The upstream or breaker owner that caused a block.",
@@ -75,7 +76,7 @@ class Run(models.Model):
     triggered_by = models.CharField(max_length=150, blank=True, help_text="Who or what triggered it.")
     backfill = models.ForeignKey("scheduler.Backfill", null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
     event = models.ForeignKey("scheduler.Event", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
-    report = models.JSONField(null=True, blank=True, help_text="Workflow RunReport (records, skipped, blocked).")
+    report = MaskedJSONField(null=True, blank=True, help_text="Workflow RunReport (records, skipped, blocked).")
     rerun_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns",
         help_text="The finished run a person re-ran (same params and window).",
@@ -85,7 +86,7 @@ class Run(models.Model):
         help_text="When a RUNNING run was asked to stop: it shows as STOPPING and keeps its slot until its work ended.",
     )
     stop_kind = models.CharField(max_length=16, choices=StopKind.choices, blank=True, help_text="Why it must stop.")
-    stop_reason = models.CharField(max_length=300, blank=True, help_text="The stop request's reason, as asked.")
+    stop_reason = MaskedCharField(max_length=300, blank=True, help_text="The stop request's reason, as asked.")
     exit_code = models.IntegerField(null=True, blank=True, help_text="A command run's exit status (-N: killed by signal N).")
     deadline_missed_at = models.DateTimeField(
         null=True, blank=True, help_text="When governance found the run not SUCCEEDED past its schedule's deadline."

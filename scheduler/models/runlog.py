@@ -1,5 +1,7 @@
 from django.db import models
 
+from scheduler.models.fields import MaskedTextField
+
 
 class RunLogLine(models.Model):
     """One captured log line of a run: the pipeline's `logging` output and the scheduler's own notes."""
@@ -9,7 +11,7 @@ class RunLogLine(models.Model):
     at = models.DateTimeField(help_text="When the line was logged.")
     level = models.CharField(max_length=8, help_text="INFO, WARNING, ERROR ...")
     source = models.CharField(max_length=100, help_text="Logger name, or 'scheduler' for the scheduler's notes.")
-    message = models.TextField(help_text="The line, with its traceback when it carried one.")
+    message = MaskedTextField(help_text="The line, with its traceback when it carried one.")
     node = models.CharField(max_length=200, blank=True, default="",
                             help_text="The workflow node (or dbt node) the line came from; empty: the run itself.")
 

@@ -6,6 +6,7 @@ Nothing in this package imports Django at module level: the registry's
 factories import it inside the function that needs it.
 """
 
+from .connections import ConnectionInfo, resolve_connection
 from .context import RunContext
 from .registry import (
     PipelineSpec,
@@ -24,6 +25,7 @@ from .registry import (
 )
 
 __all__ = [
+    "ConnectionInfo",
     "PipelineSpec",
     "RunContext",
     "UnknownTarget",
@@ -38,4 +40,5 @@ __all__ = [
     "pipeline",
     "register_pipeline",
     "register_workflow",
+    "resolve_connection",
 ]

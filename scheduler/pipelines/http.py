@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.parse
@@ -12,6 +13,7 @@ from typing import Any
 
 from scheduler.core import ConfigError, EtlError, stop
 
+from .connections import resolve_connection
 from .netguard import guarded_resolution, parse_networks
 from .values import iso_utc, window_bounds
 
@@ -46,6 +48,25 @@ def _param(value: Any) -> str:
     return iso_utc(value) if isinstance(value, datetime) else str(value)
 
 
+def _from_connection(name: str, path: str) -> tuple[str, dict[str, str]]:
+    """(base URL + path, auth headers) of an http connection: basic auth with a login, else a bearer token
+    (its password); headers listed in its extra `headers` (non-secret) go along."""
+    info = resolve_connection(name)
+    if info.kind != "http":
+        raise ConfigError("connection", f"connection '{name}' is a {info.kind} connection, not an http one")
+    if not isinstance(path, str) or "://" in path:
+        raise ConfigError("path", "must be a path below the connection's URL, such as 'orders'")
+    base = info.base_url()
+    url = base.rstrip("/") + ("/" + path.lstrip("/") if path else "")
+    headers: dict[str, str] = {}
+    if info.login:
+        token = base64.b64encode(f"{info.login}:{info.password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    elif info.password:
+        headers["Authorization"] = f"Bearer {info.password}"
+    return url, headers
+
+
 class HttpJsonSource:
     """GETs `url` and yields the records found at `records_path` of the JSON body.
 
@@ -61,8 +82,10 @@ class HttpJsonSource:
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
+        connection: str | None = None,
+        path: str = "",
         records_path: str | None = None,
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
@@ -71,6 +94,11 @@ class HttpJsonSource:
         window_params: Sequence[str] = ("since", "until"),
         allowed_networks: Sequence[str] = (),
     ) -> None:
+        auth: dict[str, str] = {}
+        if (url is None) == (connection is None):
+            raise ConfigError("url", "give exactly one of url or connection (an http connection's name)")
+        if connection is not None:
+            url, auth = _from_connection(connection, path)
         if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise ConfigError("url", f"must be an http:// or https:// URL, got {url!r}")
         if not urllib.parse.urlsplit(url).netloc:
@@ -81,7 +109,7 @@ class HttpJsonSource:
         self.records_path = records_path
         self.params = _check_str_map(params, "params")
         self.headers = {"Accept": "application/json", "User-Agent": "etl-scheduler"}
-        self.headers.update(_check_str_map(headers, "headers"))
+        self.headers.update({**auth, **_check_str_map(headers, "headers")})
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError("timeout", "must be a positive number of seconds")
         self.timeout = timeout

@@ -4,6 +4,8 @@
 `postgres://user:pw@host:5432/name`), opened directly with sqlite3 or
 psycopg, or a Django database alias such as `"default"`, resolved through
 `django.db.connections` when the source or sink is used, never at import.
+`connection="warehouse"` instead names a connection (docs/security.md,
+"Connections"): its URL, resolved when the run builds the pipeline.
 
 Only validated identifiers (`^[A-Za-z_][A-Za-z0-9_.]*$`, double-quoted in the
 statement) are written into SQL; every value travels as a bind parameter.
@@ -30,6 +32,7 @@ from scheduler.core import ConfigError, EtlError, LineageDataset, LoadError, Win
 from scheduler.core.lineage import postgres_dataset, sql_url_dataset, sqlite_dataset
 
 from . import sql_pool, sql_stream
+from .connections import resolve_connection
 from .sql_load import column, copy_upsert, executemany_upsert, last_per_key, value_rows
 from .values import (
     check_identifier,
@@ -75,6 +78,19 @@ def check_db(db: Any) -> str:
     elif not db.replace("_", "").replace("-", "").isalnum():
         raise ConfigError("db", f"{db!r} is neither a URL nor a database alias")
     return db
+
+
+def db_of(db: Any, connection: Any) -> str:
+    """The database a source or sink opens: `db` (a URL or a Django alias), or the URL of `connection`, a
+    connection's name (resolved for the run being built: its team's own, docs/security.md)."""
+    if (db is None) == (connection is None):
+        raise ConfigError("db", "give exactly one of db (a URL or a Django alias) or connection (a connection's name)")
+    if connection is None:
+        return check_db(db)
+    info = resolve_connection(connection)
+    if info.kind not in ("postgres", "sqlite"):
+        raise ConfigError("connection", f"connection '{connection}' is a {info.kind} connection, not a database")
+    return check_db(info.url)
 
 
 def lineage_dataset(db: str, table: str) -> LineageDataset:
@@ -211,8 +227,9 @@ class SqlSource:
 
     def __init__(
         self,
-        db: str,
+        db: str | None = None,
         *,
+        connection: str | None = None,
         table: str | None = None,
         query: str | None = None,
         watermark_column: str | None = None,
@@ -222,7 +239,7 @@ class SqlSource:
         batch_size: int = 5000,
         reads: Sequence[str] | None = None,
     ) -> None:
-        self.db = check_db(db)
+        self.db = db_of(db, connection)
         # the tables a query reads, for lineage (a query's own text is not parsed)
         if reads is not None and table is not None:
             raise ConfigError("reads", "a table source reads its table; reads names the tables of a query")
@@ -375,14 +392,15 @@ class SqlSink:
 
     def __init__(
         self,
-        db: str,
+        db: str | None = None,
         *,
+        connection: str | None = None,
         table: str,
         key: str | Sequence[str],
         columns: Sequence[str] | None = None,
         create: bool = False,
     ) -> None:
-        self.db = check_db(db)
+        self.db = db_of(db, connection)
         self.table = check_identifier(table, "table")
         self.key = check_identifiers(key, "key")
         if columns is not None:

@@ -17,6 +17,7 @@ from scheduler.services.admission.dispatch import admit_runs
 from scheduler.services.cluster.execution import execute_run
 
 PROJECT = Path(__file__).resolve().parent.parent / "dbt_project"
+PASSTHROUGH = ("ETL_TEST_DUCKDB_PATH", "ETL_TEST_DBT_FAIL")  # what tests/dbt_project reads with env_var()
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,8 @@ def warehouse(tmp_path, monkeypatch, settings) -> Path:
     monkeypatch.setenv("ETL_TEST_DBT_FAIL", "0")
     monkeypatch.setenv("ETL_TEST_DBT_UNIT_FAIL", "0")
     settings.ETL_DBT_RUNS_DIR = str(tmp_path / "dbt-runs")
+    # dbt starts with a clean environment (issue 33): the project's profile reads these two, so they pass
+    settings.ETL_COMMAND_ENV_PASSTHROUGH = list(PASSTHROUGH)
     return path
 
 

@@ -15,6 +15,7 @@ from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import run_trigger_manual
 from tests.dbt.conftest import dbt_schedule
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
+from tests.dbt.conftest import PASSTHROUGH
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 WAIT = 60  # a deadline, never reached when things work (dbt takes a few seconds to start)
@@ -48,7 +49,7 @@ def test_cancel_stops_dbt_mid_build_and_the_run_ends_cancelled(make_schedule, db
     log = tmp_path / "cluster.log"
     proc = start_cluster("dbt", log_path=log, extra_env={
         "ETL_DBT_RUNS_DIR": str(runs_dir), "ETL_HEARTBEAT_SECONDS": "0.3", "ETL_CANCEL_GRACE_SECONDS": "3",
-        "ETL_STUCK_SECONDS": "60",
+        "ETL_STUCK_SECONDS": "60", "ETL_COMMAND_ENV_PASSTHROUGH": ",".join(PASSTHROUGH),
     })
     try:
         wait_until(lambda: RunLogLine.objects.filter(run_id=run.pk, message__contains="START sql table model")

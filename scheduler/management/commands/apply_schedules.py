@@ -68,6 +68,11 @@ class Command(BaseCommand):
             raise CommandError(f"FILE {path}: cannot read it ({exc})", returncode=USAGE_ERROR) from None
 
     def _print(self, plan: Plan, *, dry_run: bool) -> None:
+        for change in plan.connections:  # the file's connections: fields, and of secrets only ***
+            self.stdout.write(f"{SIGNS[change['action']]} {change['action']} connection {change['name']}")
+            if change["action"] == "update":
+                for field, value in change["changes"].items():
+                    self.stdout.write(f"    {field}: -> {_show(value)}")
         for change in plan.changes:
             self.stdout.write(f"{SIGNS[change.action]} {change.action} {change.name}")
             if change.action == UPDATE:

@@ -160,7 +160,8 @@ def validate_team(team: Team) -> None:
         check_text(value, field=field, max_length=Team._meta.get_field(field).max_length)
     if not NAME_RE.match(team.name):
         raise ServiceError("must be 1-100 letters, digits, '_' or '-', starting with a letter or digit", field="name")
-    team.alert_channels = channels_text(check_channels(team.alert_channels, field="alert_channels"))
+    team.alert_channels = channels_text(check_channels(team.alert_channels, field="alert_channels", owner_id=team.pk,
+                                                       who=f"team '{team.name}'"))
 
 
 def _snapshot(team: Team) -> dict:

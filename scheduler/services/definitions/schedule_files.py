@@ -33,6 +33,8 @@ from scheduler.core import ConfigError, EtlError, find_cycle, topological_order
 from scheduler.core.userdata import check_number_literal, excerpt
 from scheduler.models import Schedule, Team, WorkloadClass
 from scheduler.services.integrations.channels import mask_url, split_channels, unmask_channels
+from scheduler.services.worker.commands import command_env_resolve, command_spec_shown
+from scheduler.services.definitions.connection_files import connections_file_apply
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.definitions.schedules import (
     SCHEDULE_FIELDS,
@@ -77,6 +79,8 @@ class ScheduleFileError(ServiceError):
 def _shown(field_name: str, value: Any) -> Any:
     if field_name == "alert_channels" and isinstance(value, list):
         return [mask_url(url) for url in value]
+    if field_name == "command":
+        return command_spec_shown(value)
     return value
 
 
@@ -106,6 +110,8 @@ class Change:
 class Plan:
     changes: list[Change]
     applied: bool = False
+    #: what the file's `connections:` section changed (connection_files.py): [{action, name, changes}], no secret
+    connections: list[dict] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for c in self.changes if c.action == action)
@@ -119,7 +125,8 @@ class Plan:
         return any(c.action != UNCHANGED for c in self.changes)
 
     def as_dict(self) -> dict:
-        return {"applied": self.applied, "summary": self.summary, "plan": [c.as_dict() for c in self.changes]}
+        return {"applied": self.applied, "summary": self.summary, "plan": [c.as_dict() for c in self.changes],
+                "connections": self.connections}
 
 
 # --- reading the file ----------------------------------------------------------
@@ -177,7 +184,12 @@ _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
 def parse_schedules_file(text: str) -> list[dict]:
-    """The file's entries; ScheduleFileError for YAML that does not parse or is not a schedules document."""
+    """The file's schedule entries; ScheduleFileError for YAML that does not parse or is not a schedules document."""
+    return parse_document(text)[0]
+
+
+def parse_document(text: str) -> tuple[list, Any]:
+    """(schedule entries, the `connections:` section or None) of a schedules file."""
     if not isinstance(text, str):
         raise ScheduleFileError([Problem("file", None, "must be YAML text")])
     if "\x00" in text:
@@ -197,10 +209,11 @@ def parse_schedules_file(text: str) -> list[dict]:
         raise ScheduleFileError([Problem("file", None, "is nested too deeply")]) from None
     if not isinstance(document, dict):
         raise ScheduleFileError([Problem("file", None, "must be a mapping with a 'schedules' list")])
-    unknown = sorted(str(k) for k in set(document) - {"version", "schedules"})
+    unknown = sorted(str(k) for k in set(document) - {"version", "schedules", "connections"})
     if unknown:
         # the file may be anything YAML reads (a config full of secrets): quote a short excerpt only
-        raise ScheduleFileError([Problem("file", excerpt(unknown[0]), "unknown key (allowed: version, schedules)")])
+        raise ScheduleFileError([Problem("file", excerpt(unknown[0]),
+                                         "unknown key (allowed: version, schedules, connections)")])
     version = document.get("version", FILE_VERSION)
     if version != FILE_VERSION:
         raise ScheduleFileError([Problem("file", "version", f"must be {FILE_VERSION}, got {excerpt(version)}")])
@@ -209,7 +222,7 @@ def parse_schedules_file(text: str) -> list[dict]:
         entries = []
     if not isinstance(entries, list):
         raise ScheduleFileError([Problem("file", "schedules", "must be a list of schedules")])
-    return entries
+    return entries, document.get("connections")
 
 
 # --- planning ----------------------------------------------------------------------
@@ -325,6 +338,7 @@ def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
             changes.append(Change(CREATE, name, spec))
             continue
         before = schedule_spec(current, depends_on=[u.name for u in current.depends_on.all()])
+        spec["command"] = command_env_resolve(spec["command"], before["command"])  # a masked secret is no change
         diff = {f: (before[f], spec[f]) for f in SCHEDULE_FIELDS if before[f] != spec[f]}
         changes.append(Change(UPDATE if diff else UNCHANGED, name, diff))
     if prune:
@@ -358,10 +372,38 @@ def schedules_apply(*, text: str | None = None, entries: list | None = None, act
     Nothing changes when any entry is invalid (ScheduleFileError names each
     entry and field) or when applying fails part way (the transaction rolls back).
     """
+    connections = None
     if entries is None:
-        entries = parse_schedules_file(text if text is not None else "")
+        entries, connections = parse_document(text if text is not None else "")
     now = now or timezone.now()
     reason = reason or "applied from a schedules file"
+    if connections is not None:  # first, on their own: the schedules may name what they declare
+        return _apply_with_connections(entries, connections, actor=actor, prune=prune, dry_run=dry_run, reason=reason,
+                                       now=now)
+    return _apply(entries, actor=actor, prune=prune, dry_run=dry_run, reason=reason, now=now)
+
+
+def _apply_with_connections(entries: list, connections: Any, *, actor: Any, prune: bool, dry_run: bool, reason: str,
+                            now: datetime) -> Plan:
+    """The `connections:` section saved (all or nothing, before and apart from the schedules, which may name
+    what it declares), then the schedules as always; a dry run plans both in a transaction that is rolled
+    back, so nothing is kept."""
+    with transaction.atomic():
+        changes, problems = connections_file_apply(connections, actor=actor, reason=reason)
+        if problems:
+            raise ScheduleFileError([Problem(*problem) for problem in problems])
+        if dry_run:
+            plan = schedules_plan(entries, prune=prune)
+            _authorize_plan(plan, actor=actor)
+            plan.connections = changes
+            transaction.set_rollback(True)
+            return plan
+    plan = _apply(entries, actor=actor, prune=prune, dry_run=False, reason=reason, now=now)
+    plan.connections = changes
+    return plan
+
+
+def _apply(entries: list, *, actor: Any, prune: bool, dry_run: bool, reason: str, now: datetime) -> Plan:
     # asked outside the transaction, so that a refusal's audit entry stays when nothing else does
     _authorize_plan(schedules_plan(entries, prune=prune), actor=actor)
     with transaction.atomic():
@@ -417,6 +459,7 @@ def schedules_export(names: list[str] | None = None) -> str:
     specs = [schedule_spec(s, depends_on=[u.name for u in s.depends_on.all()]) for s in qs]
     for spec in specs:  # secrets in channel URLs stay out of files; applying a masked URL keeps the stored one
         spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
+        spec["command"] = command_spec_shown(spec["command"])  # so do env values marked secret
     body = yaml.dump({"version": FILE_VERSION, "schedules": specs}, Dumper=_Dumper, sort_keys=False,
                      allow_unicode=True, default_flow_style=False, width=120)
     return ("# Schedules as code: apply with `python manage.py apply_schedules FILE [--dry-run] [--prune]`.\n"
@@ -425,5 +468,5 @@ def schedules_export(names: list[str] | None = None) -> str:
 
 __all__ = [
     "CREATE", "DELETE", "UNCHANGED", "UPDATE", "Change", "Plan", "Problem", "ScheduleFileError",
-    "parse_schedules_file", "schedules_apply", "schedules_export", "schedules_plan",
+    "parse_document", "parse_schedules_file", "schedules_apply", "schedules_export", "schedules_plan",
 ]

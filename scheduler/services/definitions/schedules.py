@@ -39,6 +39,8 @@ from scheduler.services.integrations.channels import channels_text, check_channe
 from scheduler.services.runs.queue import check_target_params, schedule_get, validate_params  # noqa: F401  schedule_get re-exported
 from scheduler.services.admission.webhooks import webhook_rotate_secret
 from scheduler.triggers.registry import get_trigger
+from scheduler.services.worker.commands import command_env_seal, command_spec_shown
+from scheduler.services.access.connections import connections_check
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: Every field a person sets on a schedule, in the order the schedules file and
@@ -242,7 +244,14 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
         with found.check():
             check_target_params(schedule, schedule.params, field="params")
     with found.check():
-        schedule.alert_channels = channels_text(check_channels(schedule.alert_channels, field="alert_channels"))
+        schedule.alert_channels = channels_text(check_channels(schedule.alert_channels, field="alert_channels",
+                                                               owner_id=schedule.owner_id,
+                                                               who=f"schedule '{schedule.name}'"))
+    for field in ("command", "dbt"):  # the connections it declares: its own team's only (permissions.py)
+        names = (getattr(schedule, field) or {}).get("connections") if not found.failed(field) else None
+        if names and not found.failed("owner"):
+            with found.check():
+                connections_check(schedule, names, field=f"{field}.connections")
     if depends_on is not None:
         if schedule.trigger_kind == "upstream" and not depends_on:
             found.errors.append(ServiceError("an 'upstream' trigger needs at least one upstream schedule",
@@ -349,9 +358,12 @@ def schedule_spec_masked(schedule: Schedule, *, depends_on: list[str] | None = N
 
 
 def _audited(snapshot: dict) -> dict:
-    """What the audit log keeps: channel URLs may carry tokens and passwords, so they are masked."""
+    """What the audit log keeps: channel URLs may carry tokens and passwords, and a command's env values
+    marked secret are secrets, so both are masked."""
     if isinstance(snapshot.get("alert_channels"), list):
-        return {**snapshot, "alert_channels": [mask_url(url) for url in snapshot["alert_channels"]]}
+        snapshot = {**snapshot, "alert_channels": [mask_url(url) for url in snapshot["alert_channels"]]}
+    if snapshot.get("command"):
+        snapshot = {**snapshot, "command": command_spec_shown(snapshot["command"])}
     return snapshot
 
 
@@ -367,6 +379,8 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
                 data["workload_class"], _ = WorkloadClass.objects.get_or_create(name="standard")
             if "owner" not in data:
                 data["owner"] = Team.objects.get(pk=Team.default_team_id())
+            if "command" in data:  # env values marked secret are stored encrypted
+                data["command"] = command_env_seal(data["command"], None)
             schedule = Schedule(**data)
             before = None
         else:
@@ -378,6 +392,8 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
             if "alert_channels" in data:  # what a page or file showed masked keeps the stored secret
                 data["alert_channels"] = unmask_channels(
                     split_channels(data["alert_channels"], field="alert_channels"), before["alert_channels"])
+            if "command" in data:  # so does a masked env value marked secret
+                data["command"] = command_env_seal(data["command"], before["command"])
             for key, value in data.items():
                 setattr(schedule, key, value)
         if (creating or "name" in data) and _name_taken(schedule):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import apprise
@@ -110,6 +111,33 @@ class NotifySignedJSON(NotifyJSON):
 
 
 N_MGR.add(NotifySignedJSON)
+
+
+# --- channels that name a connection ----------------------------------------------------
+
+CONNECTION_SCHEME = "conn"
+# conn://NAME?to=... -> the Apprise URL it stands for; installed at start-up by services/connections.py (which
+# imports this module, so it cannot be imported here)
+_expand_connection: Callable[..., str] | None = None
+
+
+def set_connection_expander(expander: Callable[..., str] | None) -> None:
+    global _expand_connection
+    _expand_connection = expander
+
+
+def is_connection_channel(url: str) -> bool:
+    return url.split("://", 1)[0].lower() == CONNECTION_SCHEME
+
+
+def expand_channel(url: str, *, owner_id: int | None, who: str) -> str:
+    """`url`, or for `conn://NAME?to=...` the mailto URL of the team's smtp connection NAME (docs/notifications.md)."""
+    if not is_connection_channel(url):
+        return url
+    if owner_id is None or _expand_connection is None:
+        raise ServiceError(f"{url.split('?', 1)[0]}: a channel naming a connection belongs to a schedule or a team",
+                           field="alert_channels")
+    return _expand_connection(url, owner_id=owner_id, who=who)
 
 
 # --- parsing, checking, masking -------------------------------------------------
@@ -248,15 +276,18 @@ def guard(url: str, *, field: str, resolve: bool, plugin=None) -> None:
         raise ServiceError(f"{mask_url(url)}: {exc.problem}", field=field) from None
 
 
-def check_channels(value: Any, *, field: str, resolve: bool = False) -> list[str]:
-    """The URLs of `value`, each parsed by Apprise and past the guard; InvalidInput naming every bad one."""
+def check_channels(value: Any, *, field: str, resolve: bool = False, owner_id: int | None = None,
+                   who: str = "") -> list[str]:
+    """The URLs of `value`, each parsed by Apprise and past the guard; InvalidInput naming every bad one.
+    A `conn://` channel is checked as the URL it stands for, for the team `owner_id`."""
     urls = split_channels(value, field=field)
     if len(urls) > MAX_CHANNELS:
         raise ServiceError(f"at most {MAX_CHANNELS} channels, got {len(urls)}", field=field)
     errors: list[ServiceError] = []
     for url in urls:
         try:
-            guard(url, field=field, resolve=resolve, plugin=parse_channel(url, field=field))
+            real = expand_channel(url, owner_id=owner_id, who=who)
+            guard(real, field=field, resolve=resolve, plugin=parse_channel(real, field=field))
         except ServiceError as exc:
             errors.append(exc)
     if len(errors) == 1:

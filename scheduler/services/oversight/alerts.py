@@ -41,7 +41,9 @@ from scheduler.models import Alert, AlertKind, AlertStatus, LoopLease, Run, Sche
 from scheduler.selectors import governance_health
 from scheduler.services.integrations.channels import (
     check_channels,
+    expand_channel,
     instantiate,
+    is_connection_channel,
     mail_parties,
     mask_text,
     mask_url,
@@ -247,6 +249,15 @@ def alert_deliver(alert_id: int, *, now: datetime | None = None) -> str:
     subject = f"[etl] {alert.get_kind_display()}: {alert.message.splitlines()[0][:120]}"
     errors: list[str] = []
     channels = [c for stored in alert.channels for c in _current(stored)]
+    for channel in channels:  # conn://NAME: the owning team's smtp connection, resolved as it is sent
+        if is_connection_channel(channel["url"]):
+            owner = channel.get("team") or (alert.schedule.owner_id if alert.schedule_id and alert.schedule else None)
+            try:
+                channel["url"] = expand_channel(channel["url"], owner_id=owner, who="an alert channel")
+            except ServiceError as exc:
+                errors.append(f"{channel['url']}: {exc}"[:500])
+                channel["skip"] = True
+    channels = [c for c in channels if not c.get("skip")]
     # every e-mail that goes through Django is one message to all its recipients (to, cc and bcc)
     parties = [mail_parties(instantiate(c["url"])) for c in channels if uses_django_mail(c["url"])]
     if parties:

@@ -17,6 +17,7 @@ from scheduler.services.common.audit import audit_record
 from scheduler.services.integrations.channels import mask_text, mask_url, send_channel, split_channels
 from scheduler.services.common.errors import NotFound, ServiceError
 from scheduler.services.access.teams import authorize, resolve_user
+from scheduler.services.integrations.channels import expand_channel
 
 TEST_TITLE = "[etl] Test notification"
 
@@ -51,11 +52,14 @@ def channel_test_send(*, target: Team | Schedule, index: int, actor: Any, now: d
     payload = {"alert": None, "kind": "test", "incident": None, "message": body,
                "schedule": target.name if kind == "schedule" else None, "team": target.name if kind == "team" else None,
                "run": None, "created_at": now.isoformat()}
+    real = url
     try:
-        send_channel(url, title=TEST_TITLE, body=body, payload=payload, secret=secret or "", field="alert_channels")
+        owner = target.pk if kind == "team" else target.owner_id  # conn://NAME: the owning team's connection
+        real = expand_channel(url, owner_id=owner, who=f"{kind} '{target.name}'")
+        send_channel(real, title=TEST_TITLE, body=body, payload=payload, secret=secret or "", field="alert_channels")
         ok, error = True, ""
     except Exception as exc:  # the answer the operator reads, never a 500  # noqa: BLE001
-        ok, error = False, mask_text(getattr(exc, "problem", None) or str(exc), [url])[:500]
+        ok, error = False, mask_text(getattr(exc, "problem", None) or str(exc), [url, real])[:500]
     shown = mask_url(url)
     audit_record(actor=actor, action=f"{kind}.test_channel", target=target,
                  after={"channel": shown, "index": index, "ok": ok, **({"error": error} if error else {})}, at=now)

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from scheduler.core import ConfigError
-from scheduler.core.userdata import check_numbers
+from scheduler.core.userdata import check_no_templates, check_numbers
 from scheduler.models import Run, RunStatus, Schedule, TargetKind, TriggerKind
 from scheduler.pipelines.params import check_params
 from scheduler.pipelines.registry import get_target, is_registered
@@ -89,9 +89,17 @@ def check_target_params(schedule: Schedule, params: dict, *, field: str = "param
     """`params` when they fit the declared params schema of the schedule's pipeline or workflow.
 
     Run params are data: every door that takes params (run now, trigger, API, facade, events, webhooks,
-    the schedule's own params) asks this, and an unknown key or a wrong type is refused naming the key.
+    re-runs, backfills, the schedule's own params) asks this, and an unknown key or a wrong type is refused
+    naming the key. A dbt run's params become dbt vars, which dbt renders as Jinja: a string holding a
+    template opener is refused there (docs/security.md, "Params stay data at dbt's door").
     """
     kind, target = schedule.target_kind, schedule.target_id
+    if kind == TargetKind.DBT:
+        try:
+            check_no_templates(params or {}, field=field)
+        except ConfigError as exc:
+            raise ServiceError(exc.problem, field=exc.field) from None
+        return params
     if kind not in (TargetKind.PIPELINE, TargetKind.WORKFLOW) or not target or not is_registered(kind, target):
         return params  # a command's params are its ETL_PARAMS; an unknown target is refused elsewhere
     try:

@@ -14,7 +14,7 @@ from scheduler.services.common.audit import actor_name, audit_record
 from scheduler.services.runs.breakers import breaker_forecast, breaker_reset
 from scheduler.services.common.errors import Conflict, ServiceError, check_text
 from scheduler.services.runs.nodes import dbt_rerun_select, nodes_done
-from scheduler.services.runs.queue import run_build
+from scheduler.services.runs.queue import check_target_params, run_build
 from scheduler.services.access.teams import authorize
 
 
@@ -39,6 +39,8 @@ def run_rerun(*, run: Run, actor: Any, downstream: bool = False, reason: str = "
         raise ServiceError(
             f"schedule '{schedule.name}' is disabled: give a reason to re-run it anyway", field="reason"
         )
+    # the params as stored (perhaps before a rule tightened): a re-run is a door like a trigger
+    check_target_params(schedule, dict(run.params or {}), field="params")
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None
@@ -106,6 +108,7 @@ def run_rerun_from_failure(*, run: Run, actor: Any, reason: str = "", now: datet
                            field="run")
     if not run.schedule.enabled:
         raise Conflict(f"schedule '{run.schedule.name}' is disabled; enable it first", field="schedule")
+    check_target_params(run.schedule, dict(run.params or {}), field="params")  # as stored: a door like a trigger
     now = now or timezone.now()
     who, _kind = actor_name(actor)
     window = (run.window_low, run.window_high) if (run.window_low or run.window_high) else None

@@ -2,8 +2,10 @@
 
 The command is the schedule's (`Schedule.command`: argv, cwd, env, or an
 explicit `shell` string), set by its author in the admin, the schedules file
-or the Python API; never by run params. A run's facts reach it in `ETL_*`
-variables (params only as JSON in ETL_PARAMS). Its stdout and stderr go into
+or the Python API; never by run params. It starts with a clean environment
+(`run_env`: PATH, HOME, locale, TZ, ETL_COMMAND_ENV_PASSTHROUGH, its env, its
+connections), never the worker's with the server's secrets. A run's facts
+reach it in `ETL_*` variables (params only as JSON in ETL_PARAMS). Its stdout and stderr go into
 the run log line by line as they are written, under the run log's cap. Exit 0
 is success; the command may report rows and a new watermark in the JSON file
 named by ETL_RESULT_FILE. The process and its descendants are started,
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import tempfile
 import threading
 from collections import deque
@@ -29,6 +32,9 @@ from scheduler.core import Window
 from scheduler.services.worker import supervisor
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.runs.watermarks import decode_value
+from scheduler.core.masking import MASK
+from scheduler.services.common.crypto import decrypt, encrypt
+from scheduler.services.common.masking import mask_register
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 20
@@ -36,7 +42,9 @@ MAX_ARGS = 256
 MAX_ARG_CHARS = 32 * 1024
 MAX_RESULT_BYTES = 64 * 1024
 ENV_NAME_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
-KEYS = ("argv", "shell", "cwd", "env")
+KEYS = ("argv", "shell", "cwd", "env", "connections")
+SECRET, SEALED = "secret", "encrypted"  # an env value marked secret: as given / as stored (a Fernet token)
+CONNECTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
 
 class CommandFailed(Exception):
@@ -58,7 +66,8 @@ class CommandResult:
 # --- the definition ---------------------------------------------------------------
 
 def command_spec_check(value: Any, *, field: str = "command") -> dict:
-    """A schedule's command, checked: {"argv": [...]} or {"shell": "..."}, with optional "cwd" and "env"."""
+    """A schedule's command, checked: {"argv": [...]} or {"shell": "..."}, with optional "cwd", "env" (a value
+    may be {"secret": "..."}) and "connections" (names of connections whose ETL_CONN_<NAME>_* it gets)."""
     if not isinstance(value, dict):
         raise ServiceError('must be an object such as {"argv": ["dbt", "build"]}', field=field)
     unknown = sorted(set(value) - set(KEYS))
@@ -100,10 +109,99 @@ def command_spec_check(value: Any, *, field: str = "command") -> dict:
                 raise ServiceError(f"{name!r} is not a variable name (letters, digits, _)", field=f"{field}.env")
             if name.startswith("ETL_"):
                 raise ServiceError(f"{name}: ETL_* variables are the scheduler's (the run's facts)", field=f"{field}.env")
+            if isinstance(val, dict) and len(val) == 1 and set(val) <= {SECRET, SEALED}:
+                val = next(iter(val.values()))  # a value marked secret, as given or as stored (sealed)
             if not isinstance(val, str) or "\x00" in val:
-                raise ServiceError(f"{name}: the value must be a string without NUL", field=f"{field}.env")
+                raise ServiceError(f'{name}: the value must be a string without NUL, or {{"secret": "..."}} for '
+                                   "one that is masked everywhere and encrypted at rest", field=f"{field}.env")
         out["env"] = dict(env)
+    connections = value.get("connections")
+    if connections not in (None, []):
+        out["connections"] = connection_names_check(connections, field=f"{field}.connections")
     return out
+
+
+def connection_names_check(value: Any, *, field: str) -> list[str]:
+    """A target's declared connections: a list of connection names, each once."""
+    if not isinstance(value, list) or not all(isinstance(name, str) and CONNECTION_NAME.match(name) for name in value):
+        raise ServiceError("must be a list of connection names such as [\"warehouse\"] (lower-case letters, digits, "
+                           "_)", field=field)
+    if len(set(value)) != len(value):
+        raise ServiceError("names a connection twice", field=field)
+    return list(value)
+
+
+# --- env values marked secret --------------------------------------------------------
+
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and set(value) <= {SECRET, SEALED}
+
+
+def command_env_seal(new: Any, old: Any) -> Any:
+    """A command as given at a door, each env value marked secret made ready to store.
+
+    `{"secret": "value"}` is stored encrypted (`{"encrypted": token}`); `{"secret": "***"}`, the masked form
+    pages, the API and the schedules file show, keeps what is stored under that name. A sealed value given
+    at a door is refused unless it is the one stored there: a token copied from elsewhere would open
+    another schedule's secret. Anything else passes as given, for command_spec_check to judge.
+    """
+    if not isinstance(new, dict) or not isinstance(new.get("env"), dict):
+        return new
+    stored = old.get("env") if isinstance(old, dict) and isinstance(old.get("env"), dict) else {}
+    env: dict[str, Any] = {}
+    for name, value in new["env"].items():
+        if isinstance(value, dict) and set(value) == {SECRET} and isinstance(value[SECRET], str):
+            if value[SECRET] == MASK:
+                kept = stored.get(name)
+                if not (isinstance(kept, dict) and set(kept) == {SEALED}):
+                    raise ServiceError(f'{name}: no stored secret to keep; give its value as {{"secret": "..."}}',
+                                       field="command.env")
+                env[name] = kept
+            else:
+                if "\x00" in value[SECRET]:
+                    raise ServiceError(f"{name}: the value must be a string without NUL", field="command.env")
+                mask_register(value[SECRET])
+                env[name] = {SEALED: encrypt(value[SECRET])}
+        elif isinstance(value, dict) and SEALED in value and stored.get(name) != value:
+            raise ServiceError(f'{name}: give a secret value as {{"secret": "..."}}', field="command.env")
+        else:
+            env[name] = value
+    return {**new, "env": env}
+
+
+def command_env_resolve(given: Any, stored: Any) -> Any:
+    """`given` (a command from a file) with each secret env value that equals the stored one replaced by the
+    stored (sealed) form, so comparing the two finds a change only where the file changes a value."""
+    if not isinstance(given, dict) or not isinstance(given.get("env"), dict):
+        return given
+    old = stored.get("env") if isinstance(stored, dict) and isinstance(stored.get("env"), dict) else {}
+    env = dict(given["env"])
+    for name, value in env.items():
+        kept = old.get(name)
+        if isinstance(value, dict) and set(value) == {SECRET} and isinstance(kept, dict) and set(kept) == {SEALED}:
+            if value[SECRET] == MASK or value[SECRET] == decrypt(kept[SEALED]):
+                env[name] = kept
+    return {**given, "env": env}
+
+
+def command_spec_shown(spec: Any) -> Any:
+    """A command as people and clients see it (API, pages, admin, audit, export): secret env values masked."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("env"), dict):
+        return spec
+    return {**spec, "env": {name: {SECRET: MASK} if _is_secret(value) else value
+                            for name, value in spec["env"].items()}}
+
+
+def command_env_open(spec: dict) -> dict[str, str]:
+    """The env of a checked command as the process gets it: secret values decrypted, and registered with the
+    masker first, so whatever the command prints of them is masked in its log."""
+    env: dict[str, str] = {}
+    for name, value in (spec.get("env") or {}).items():
+        if _is_secret(value):
+            value = decrypt(value[SEALED]) if SEALED in value else value[SECRET]
+            mask_register(value)
+        env[name] = value
+    return env
 
 
 def command_argv(spec: dict) -> list[str]:
@@ -111,10 +209,30 @@ def command_argv(spec: dict) -> list[str]:
     return list(spec["argv"]) if "argv" in spec else ["/bin/sh", "-c", spec["shell"]]
 
 
+#: what a command inherits from the worker's environment, besides every LC_* and ETL_COMMAND_ENV_PASSTHROUGH
+BASE_ENV = ("PATH", "HOME", "LANG", "TZ")
+
+
+def base_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The part of the worker's environment a command starts with: PATH, HOME, locale, TZ and the passthrough.
+
+    Never the whole environment: the worker's holds the server's secrets (SECRET_KEY, DATABASE_URL, tokens,
+    connection URLs), and a command's output is shown to every viewer of its run.
+    """
+    environ = os.environ if environ is None else environ
+    refused = set(settings.ETL_SERVER_SECRET_NAMES)
+    wanted = [*BASE_ENV, *(name for name in environ if name.startswith("LC_")),
+              *(name for name in settings.ETL_COMMAND_ENV_PASSTHROUGH
+                if name not in refused and not name.startswith("ETL_CONN_"))]  # settings refuse these; so do we
+    return {name: environ[name] for name in wanted if name in environ}
+
+
 def run_env(*, run_id: int, schedule: str, logical_time: datetime | None, window_low: str, window_high: str,
-            params: dict, attempt: int, backfill: int | None, result_file: str, extra: dict[str, str]) -> dict[str, str]:
-    """The worker's environment, the schedule's `env`, then the run's facts (which nothing overrides)."""
-    env = {**os.environ, **extra}
+            params: dict, attempt: int, backfill: int | None, result_file: str, extra: dict[str, str],
+            connections: dict[str, str] | None = None) -> dict[str, str]:
+    """A command's whole environment: `base_env`, the schedule's `env` (`extra`), its declared connections'
+    ETL_CONN_* variables, then the run's facts (which nothing overrides)."""
+    env = {**base_env(), **extra, **(connections or {})}
     env.update({
         "ETL_RUN_ID": str(run_id),
         "ETL_SCHEDULE": schedule,
@@ -250,5 +368,6 @@ def command_mark(config, window: Window | None, reported: Any) -> tuple[Window |
     return window, value
 
 
-__all__ = ["CommandFailed", "CommandResult", "command_argv", "command_execute", "command_mark", "command_spec_check",
-           "run_env"]
+__all__ = ["CommandFailed", "CommandResult", "base_env", "command_argv", "command_env_open", "command_env_resolve",
+           "command_env_seal", "command_execute", "command_mark", "command_spec_check", "command_spec_shown",
+           "connection_names_check", "run_env"]

@@ -24,10 +24,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler.core import Outcome, RunRecord, RunReport, Window
+from scheduler.core import ConfigError, Outcome, PermanentError, RunRecord, RunReport, Window
 from scheduler.core.dbt_results import (
     FAILED, SKIPPED, DbtNode, dbt_error, failure_summary, manifest_edges, parse_run_results, selection_words, shorten,
 )
+from scheduler.core.userdata import check_no_templates
 from scheduler.models import NodeOutcome, NodeRecord, Run
 from scheduler.services.worker import supervisor
 from scheduler.services.worker.commands import CommandFailed, command_execute, run_env
@@ -36,9 +37,11 @@ from scheduler.services.common.errors import ServiceError
 from scheduler.services.integrations.lineage import lineage_atomic
 from scheduler.services.runs.nodes import dbt_rerun_select
 from scheduler.services.runs.watermarks import encode_value
+from scheduler.services.worker.commands import connection_names_check
+from scheduler.services.access.connections import connections_env
 
 log = logging.getLogger(__name__)
-KEYS = ("project_dir", "profiles_dir", "target", "select", "exclude", "full_refresh", "threads", "vars")
+KEYS = ("project_dir", "profiles_dir", "target", "select", "exclude", "full_refresh", "threads", "vars", "connections")
 #: the names the scheduler gives dbt in --vars (a schedule's vars and the run's params may not take them)
 FACT_VARS = ("window_low", "window_high", "logical_time", "run_id", "schedule", "attempt", "backfill_id")
 TARGET_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
@@ -147,7 +150,14 @@ def dbt_spec_check(value: Any, *, field: str = "dbt") -> dict:
         taken = sorted(set(variables) & set(FACT_VARS))
         if taken:
             raise ServiceError(f"{', '.join(taken)}: the scheduler sets these (the run's facts)", field=f"{field}.vars")
+        try:  # dbt renders a var's string as Jinja: vars are values, like the run's params
+            check_no_templates(variables, field=f"{field}.vars")
+        except ConfigError as exc:
+            raise ServiceError(exc.problem, field=exc.field) from None
         out["vars"] = dict(variables)
+    connections = value.get("connections")
+    if connections not in (None, []):  # mapped into the profile through env vars (docs/dbt.md, "Connections")
+        out["connections"] = connection_names_check(connections, field=f"{field}.connections")
     return out
 
 
@@ -163,7 +173,16 @@ def dbt_executable() -> str:
 
 def dbt_vars(*, spec: dict, run_id: int, schedule: str, window: Window | None, logical_time: datetime | None,
              params: dict, attempt: int, backfill: int | None) -> dict[str, Any]:
-    """What dbt sees in `var()`: the schedule's vars, the run's params over them, then the run's facts."""
+    """What dbt sees in `var()`: the schedule's vars, the run's params over them, then the run's facts.
+
+    dbt renders a var's string value as Jinja, so a template in the params (one stored before the doors
+    refused them, or written straight into the database) stops the run here, before dbt starts: a
+    permanent failure naming the key, never rendered.
+    """
+    try:
+        check_no_templates(params or {}, field="params")
+    except ConfigError as exc:
+        raise PermanentError(f"{exc.field}: {exc.problem}; dbt was not started") from None
     return {
         **spec.get("vars", {}),
         **{k: v for k, v in (params or {}).items() if k not in FACT_VARS},
@@ -235,7 +254,8 @@ def dbt_execute(*, run: Run, spec: dict, window: Window | None, params: dict, co
     result_file = str(run_dir / "result.json")
     env = run_env(run_id=run.pk, schedule=run.schedule.name, logical_time=run.logical_time,
                   window_low=variables["window_low"], window_high=variables["window_high"], params=params,
-                  attempt=run.attempt, backfill=run.backfill_id, result_file=result_file, extra=DBT_ENV)
+                  attempt=run.attempt, backfill=run.backfill_id, result_file=result_file, extra=DBT_ENV,
+                  connections=connections_env(spec.get("connections", []), schedule=run.schedule, for_dbt=True))
     try:
         code = command_execute(spec={"argv": argv, "cwd": spec["project_dir"]}, env=env, control=control, logs=logs,
                                result_file=result_file).exit_code

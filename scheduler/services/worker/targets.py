@@ -8,15 +8,19 @@ from typing import Any, Callable
 
 from django.db.models import F
 
-from scheduler.core import Executor, Pipeline, RetryPolicy, RunReport
+from scheduler.core import Executor, PermanentError, Pipeline, RetryPolicy, RunReport
 from scheduler.models import Run, RunStatus, Schedule, TargetKind
+from scheduler.pipelines.connections import connection_scope
 from scheduler.pipelines.context import RunContext
 from scheduler.pipelines.registry import get_pipeline, get_workflow
-from scheduler.services.worker.commands import command_execute, command_spec_check, command_tempdir, run_env
+from scheduler.services.worker.commands import (command_env_open, command_execute, command_spec_check, command_tempdir,
+                                        run_env)
+from scheduler.services.access.connections import connections_env
 from scheduler.services.worker.dbt import dbt_execute
 from scheduler.services.integrations.lineage import datasets_of, lineage_attach, lineage_enabled
 from scheduler.services.runs.nodes import NodeLedger, nodes_done
 from scheduler.services.runs.logs import node_logger
+from scheduler.services.access.teams import PermissionRefused
 from scheduler.services.runs.watermarks import encode_value
 
 S = RunStatus
@@ -70,7 +74,19 @@ def _prepare_node(pipeline: Pipeline, schedule: Schedule) -> Pipeline:
 
 def run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
                 ) -> tuple[int | None, Any, RunReport | None, int | None]:
-    """(rows, largest value loaded or a command's reported mark, workflow report, a command's exit code)."""
+    """(rows, largest value loaded or a command's reported mark, workflow report, a command's exit code).
+
+    Connections resolve for this run's schedule only (its own team's); a refusal is permanent: the same
+    definition would be refused again."""
+    try:
+        with connection_scope(run.schedule):
+            return _run_target(run, token, ctx, clock, control=control, logs=logs)
+    except PermissionRefused as exc:
+        raise PermanentError(str(exc)) from None
+
+
+def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
+                ) -> tuple[int | None, Any, RunReport | None, int | None]:
     schedule = run.schedule
     if schedule.target_kind == TargetKind.COMMAND:
         spec = command_spec_check(schedule.command)
@@ -81,7 +97,8 @@ def run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
                 run_id=run.pk, schedule=schedule.name, logical_time=run.logical_time,
                 window_low=encode_value(window.low) if window else "", window_high=encode_value(window.high) if window else "",
                 params=ctx.params, attempt=run.attempt, backfill=run.backfill_id, result_file=result_file,
-                extra=spec.get("env", {}),
+                extra=command_env_open(spec),
+                connections=connections_env(spec.get("connections", []), schedule=schedule),
             )
             result = command_execute(spec=spec, env=env, control=control, logs=logs, result_file=result_file)
         return result.rows, result.watermark, None, result.exit_code
