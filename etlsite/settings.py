@@ -317,6 +317,7 @@ ETL_ALERT_WORKERS = envint("ETL_ALERT_WORKERS", 2, minimum=1)
 ETL_ALERT_INTERVAL = envfloat("ETL_ALERT_INTERVAL", 1.0, minimum=0.05)
 # Alert webhooks into loopback, link-local (169.254.x) or private ranges are refused unless this is set.
 ETL_ALERT_ALLOW_PRIVATE_URLS = envbool("ETL_ALERT_ALLOW_PRIVATE_URLS", False)
+ETL_ALERT_ALLOW_LOCAL_CHANNELS = envbool("ETL_ALERT_ALLOW_LOCAL_CHANNELS", False)  # syslog://, dbus://, keyfile= ...
 # Networks outgoing requests (alert channels, the HTTP source) may reach although they are not global, as CIDRs
 # separated by commas: "10.20.0.0/16,fd00:1::/64" (docs/security.md).
 ETL_OUTGOING_ALLOWED_NETWORKS = envlist("ETL_OUTGOING_ALLOWED_NETWORKS", [])
