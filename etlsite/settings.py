@@ -281,6 +281,10 @@ ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
 ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", envint("ETL_LOG_MAX_BYTES", 256 * 1024, minimum=1024),
                                minimum=1024)
 ETL_RUN_LOG_MAX_LINE = envint("ETL_RUN_LOG_MAX_LINE", 16 * 1024, minimum=200)  # one line (a traceback is one line)
+# lines per run, empty ones too (each is a row); below 1,000,000, so each attempt's lines keep to their own seq range
+ETL_RUN_LOG_MAX_LINES = envint("ETL_RUN_LOG_MAX_LINES", 10_000, minimum=10)
+if ETL_RUN_LOG_MAX_LINES > 1_000_000:
+    raise ImproperlyConfigured(f"ETL_RUN_LOG_MAX_LINES: must be at most 1000000, got {ETL_RUN_LOG_MAX_LINES}")
 ETL_RUN_LOG_LEVEL = envstr("ETL_RUN_LOG_LEVEL", "INFO").upper()
 if ETL_RUN_LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR"):
     raise ImproperlyConfigured(f"ETL_RUN_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR, not {ETL_RUN_LOG_LEVEL!r}")
