@@ -30,6 +30,7 @@ from scheduler.models import (
     WindowStatus,
     WorkloadClass,
 )
+from scheduler.core.userdata import terminal_safe
 from scheduler.services.dependencies import verdict_for
 from scheduler.services.tally import tally_totals
 from scheduler.triggers.registry import get_trigger
@@ -418,9 +419,10 @@ def run_names_node(run: Run, node: str) -> bool:
 
 
 def log_line_text(line: RunLogLine) -> str:
-    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source [node], message."""
+    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source [node], message;
+    a terminal's control characters (a command's colours, cursor moves, OSC sequences) shown escaped."""
     source = f"{line.source} [{line.node}]" if line.node else line.source
-    return f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {source}: {line.message}"
+    return terminal_safe(f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {source}: {line.message}")
 
 
 STRIP_LENGTH = 20

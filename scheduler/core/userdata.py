@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from .errors import ConfigError
@@ -132,3 +133,15 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     cut = text[:limit]
     shown = "".join(c if c.isascii() and c.isprintable() else ascii(c)[1:-1] for c in cut)
     return f"{shown}…" if len(text) > limit else shown
+
+
+# C0 controls but tab and newline, DEL and the C1 controls: ESC starts a terminal's escape sequences (colours,
+# cursor moves, the window title, OSC 52 writes to the clipboard), CSI (U+009B) does in 8-bit terminals, and a lone
+# carriage return lets a line overwrite what a reader sees before it.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character a terminal would act on shown escaped (ESC as `\\x1b`); tabs and
+    newlines stay. For what a command printed, shown in the log as text and by `manage.py run_log`."""
+    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
