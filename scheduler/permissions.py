@@ -133,6 +133,13 @@ for _perm in SCOPED_VIEWS:
     rules.add_perm(_perm, is_object & has_model_perm(_perm) & (views_all_teams | acts_for_all_teams | is_team_member))
 
 
+def may_see(user, obj: Any) -> bool:
+    """Whether `user` may know that `obj` (a schedule, or what belongs to one) exists: viewing is not scoped, the
+    user acts for every team, or belongs to its team. Where not, every door answers as for a missing object."""
+    owner = owner_id_of(obj)
+    return owner is None or views_all_teams() or acts_for_all(user) or owner in member_team_ids(user)
+
+
 def refusal_message(user, perm: str, obj: Any) -> str:
     """Why `user` may not `perm` on `obj`, in words an operator can act on."""
     name = user.get_username() if getattr(user, "is_authenticated", False) else "an anonymous user"

@@ -122,7 +122,8 @@ def leases(now: datetime | None = None) -> list[dict]:
     ]
 
 
-def status_snapshot(now: datetime | None = None) -> dict:
+def status_snapshot(now: datetime | None = None, team_ids=None) -> dict:
+    """`team_ids`: the teams whose active runs are listed (None: every team); the counts are of all."""
     now = now or timezone.now()
     health = governance_health(now)
     queue = queue_by_class()
@@ -138,7 +139,7 @@ def status_snapshot(now: datetime | None = None) -> dict:
                 "started_at": r.started_at.isoformat() if r.started_at else None,
                 "heartbeat_at": r.heartbeat_at.isoformat() if r.heartbeat_at else None,
             }
-            for r in active_runs()
+            for r in active_runs(team_ids)
         ],
         "queue": queue,
         "leases": [

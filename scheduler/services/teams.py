@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from scheduler.models import Schedule, Team
-from scheduler.permissions import acts_for_all, member_team_ids, owner_id_of, refusal_message
+from scheduler.permissions import acts_for_all, may_see, member_team_ids, owner_id_of, refusal_message
 from scheduler.services.audit import audit_record, audit_refusal
 from scheduler.services.channels import (channels_text, check_channels, mask_url, split_channels, unmask_channels,
                                          uses_signing)
@@ -29,6 +29,11 @@ EDITABLE = {"name", "description", "alert_channels"}
 
 class PermissionRefused(ServiceError):
     """The actor may not do this to this object (a 403 on the web, exit 2 in a shell)."""
+
+
+class ObjectHidden(PermissionRefused):
+    """With viewing scoped, the object is another team's: the pages and the API answer 404, as for a missing one,
+    so that names and ids cannot be enumerated (the refusal is still audited, under that team)."""
 
 
 # --- actors and the one check -----------------------------------------------
@@ -61,6 +66,8 @@ def authorize(*, actor: Any, perm: str, obj: Any = None) -> None:
         return
     message = refusal_message(user, perm, obj)
     audit_refusal(user=user, perm=perm, target=obj if obj is not None and obj.pk else None, reason=message)
+    if obj is not None and obj.pk and not may_see(user, obj):
+        raise ObjectHidden(f"unknown {obj._meta.model_name} {obj.pk}")
     raise PermissionRefused(message)
 
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 from scheduler import selectors
 from scheduler import oncall
 from scheduler import timeline as timeline_reads
+from scheduler.scoped_runs import hide_in_text, hide_other_teams, hide_upstream_rows
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, TargetKind
 from scheduler.pipelines.registry import get_workflow
 from scheduler.services import dispatch
@@ -25,6 +26,7 @@ from scheduler.services.nodes import RERUNNABLE, node_records_shown, run_rerun_f
 from scheduler.services.reruns import rerun_offers
 from scheduler.services.retention import retention_summary, run_pruned_note
 from scheduler.services.reruns import run_rerun as run_rerun_service
+from scheduler.services.teams import visible_team_ids
 from scheduler.views import charts
 from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
@@ -66,6 +68,7 @@ def run_list(request):
         after=int_or_none(request.GET.get("after")),
         size=PAGE_SIZE,
     )
+    hide_other_teams(result["runs"], visible_team_ids(request.user))
     query = request.GET.copy()
     for key in ("before", "after"):
         query.pop(key, None)
@@ -107,8 +110,11 @@ def run_detail(request, run_id: int):
         Run.objects.select_related("schedule", "workload_class", "blocked_by", "backfill"), pk=run_id
     )
     now = timezone.now()
-    context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final,
-               "upstreams": selectors.run_upstreams(run), "pruned_note": run_pruned_note(run)}
+    visible = visible_team_ids(request.user)
+    context = {"run": run, "waiting_reason": hide_in_text(_explain(run, now), visible), "final": run.is_final,
+               "upstreams": hide_upstream_rows(selectors.run_upstreams(run), visible),
+               "pruned_note": run_pruned_note(run)}
+    hide_other_teams([run], visible)  # after _explain: it judges the run as stored
     if run.started_at:
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
     if run.started_at:
@@ -281,6 +287,7 @@ def _reason_list(request, status: str, title: str):
     scope = team_scope(request)
     result = oncall.blocked_or_skipped(status, before=before, size=PAGE_SIZE, team_ids=scope["team_ids"])
     result["before"] = before  # an older page stands still; the newest refreshes
+    hide_other_teams(result["runs"], visible_team_ids(request.user))
     return render(
         request,
         partial(request, "scheduler/reason_list.html", "table"),
