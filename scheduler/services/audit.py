@@ -76,6 +76,7 @@ def audit_build(
 ) -> AuditEntry:
     """One unsaved audit entry (audit_record saves it; audit_record_many saves many at once)."""
     name, kind = actor_name(actor)
+    check_text(reason, field="reason")  # the last door before the row: a door that forgot still refuses
     team_id = target.pk if isinstance(target, Team) else owner_id_of(target)
     if isinstance(target, models.Model):
         target_type = target._meta.model_name

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.models import Run, RunStatus
-from scheduler.services.errors import ServiceError
+from scheduler.services.errors import ServiceError, check_text
 from scheduler.services.finish import run_cancel
 from scheduler.services.teams import authorize
 
@@ -35,6 +35,7 @@ def run_cancel_as(*, run: Run, actor: Any, reason: str = "", force: bool = False
     cannot be cancelled.
     """
     authorize(actor=actor, perm="scheduler.cancel_run", obj=run)
+    check_text(reason, field="reason")  # it becomes the run's reason before any audit entry is written
     done = run_cancel(run=run, actor=actor, reason=reason, now=now, force=force)
     run.refresh_from_db(fields=OUTCOME_FIELDS)
     if done:

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from scheduler.core import ConfigError
-from scheduler.core.userdata import check_numbers
+from scheduler.core.userdata import check_numbers, check_surrogates
 from scheduler.models import Run, RunStatus, Schedule, TargetKind, TriggerKind
 from scheduler.pipelines.params import check_params
 from scheduler.pipelines.registry import get_target, is_registered
@@ -80,6 +80,11 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
     if "\\u0000" in encoded:
         # PostgreSQL's jsonb cannot store NUL; refuse it here rather than fail with a 500 later
         raise ServiceError("must not contain NUL (\\u0000) characters", field=field)
+    if "\\ud" in encoded:  # a surrogate, paired (a character past U+FFFF) or lone (no character: refused)
+        try:
+            check_surrogates(params, field=field)
+        except ConfigError as exc:
+            raise ServiceError(exc.problem, field=exc.field) from None
     if len(encoded) > 256 * 1024:
         raise ServiceError("is larger than 256 KiB", field=field)
     return params

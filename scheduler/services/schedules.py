@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
 from scheduler.core.limits import MAX_SECONDS
+from scheduler.core.userdata import storable
 from scheduler.models import (
     CatchupPolicy,
     Condition,
@@ -271,7 +272,7 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
             if isinstance(item, Schedule):
                 upstreams.append(item)
                 continue
-            if not isinstance(item, str) or "\x00" in item:
+            if not isinstance(item, str) or not storable(item):
                 raise ServiceError(f"unknown schedule {item!r}", field="depends_on")
             found = Schedule.objects.filter(name=item).first()
             if found is None:
@@ -279,7 +280,7 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
             upstreams.append(found)
     wc = data.get("workload_class")
     if isinstance(wc, str):
-        found = WorkloadClass.objects.filter(name=wc).first()
+        found = WorkloadClass.objects.filter(name=wc).first() if storable(wc) else None
         if found is None:
             raise ServiceError(f"unknown workload class '{wc}'", field="workload_class")
         data["workload_class"] = found
@@ -287,7 +288,7 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
         raise ServiceError(f"must be a workload class name, got {wc!r}", field="workload_class")
     owner = data.get("owner")
     if isinstance(owner, str):
-        found = Team.objects.filter(name=owner).first() if "\x00" not in owner else None
+        found = Team.objects.filter(name=owner).first() if storable(owner) else None
         if found is None:
             known = ", ".join(Team.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
             raise ServiceError(f"unknown team '{owner}' (known: {known})", field="owner")
@@ -430,6 +431,8 @@ def schedule_get(name_or_id: Any) -> Schedule:
         return name_or_id
     if isinstance(name_or_id, int) or (isinstance(name_or_id, str) and name_or_id.isdigit()):
         found = qs.filter(pk=int(name_or_id)).first()
+    if isinstance(name_or_id, str):
+        check_text(name_or_id, field="schedule")  # NUL or a lone surrogate: no name holds one, SQLite cannot look
     if found is None and isinstance(name_or_id, str):
         found = qs.filter(name=name_or_id).first()
     if found is None:

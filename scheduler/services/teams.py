@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from scheduler.models import Schedule, Team
+from scheduler.core.userdata import storable
 from scheduler.permissions import acts_for_all, may_see, member_team_ids, owner_id_of, refusal_message
 from scheduler.services.audit import audit_record, audit_refusal
 from scheduler.services.channels import (channels_text, check_channels, mask_url, split_channels, unmask_channels,
@@ -48,10 +49,12 @@ def resolve_user(actor: Any):
         return None
     if hasattr(actor, "get_username"):
         return actor
+    if isinstance(actor, str):
+        check_text(actor, field="actor")  # NUL or a lone surrogate (an undecodable --actor): no name holds one
     if not isinstance(actor, str) or actor.startswith("api:"):
         return None
     name = actor[5:] if actor.startswith("user:") else actor
-    if not name or "\x00" in name:
+    if not name:
         return None
     return get_user_model().objects.filter(username=name).first()
 
@@ -145,7 +148,9 @@ def team_get(name_or_id: Any, *, visible: frozenset[int] | None = None) -> Team:
     found = None
     if isinstance(name_or_id, int) or (isinstance(name_or_id, str) and name_or_id.isdigit()):
         found = Team.objects.filter(pk=int(name_or_id)).first()
-    if found is None and isinstance(name_or_id, str) and "\x00" not in name_or_id:
+    if isinstance(name_or_id, str):
+        check_text(name_or_id, field="team")
+    if found is None and isinstance(name_or_id, str):
         found = Team.objects.filter(name=name_or_id).first()
     if found is not None and visible is not None and found.pk not in visible:
         found = None
@@ -238,7 +243,7 @@ def _user(item: Any):
     if hasattr(item, "get_username"):
         return item
     User = get_user_model()
-    if isinstance(item, str) and "\x00" not in item:
+    if isinstance(item, str) and storable(item):
         found = User.objects.filter(username=item).first()
         if found is not None:
             return found
