@@ -9,6 +9,7 @@ answer. gunicorn's limits themselves are unchanged (serve's --limit-request-* op
 
 No Django import here: a refusal can come before the application has loaded.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,13 +28,21 @@ TYPE_BASE = "/docs/api.md#"  # scheduler.api.errors.TYPE_BASE
 HEAD_BYTES = 256  # of a request head kept for this: the method and the start of the target
 
 STATUS = {errors.LimitRequestLine: 414, errors.LimitRequestHeaders: 431}
-BAD_REQUEST = (errors.InvalidRequestLine, errors.InvalidRequestMethod, errors.InvalidHTTPVersion,
-               errors.InvalidHeader, errors.InvalidHeaderName, errors.ObsoleteFolding, errors.InvalidSchemeHeaders,
-               errors.InvalidChunkSize, errors.ChunkMissingTerminator, errors.InvalidChunkExtension)
+BAD_REQUEST = (
+    errors.InvalidRequestLine,
+    errors.InvalidRequestMethod,
+    errors.InvalidHTTPVersion,
+    errors.InvalidHeader,
+    errors.InvalidHeaderName,
+    errors.ObsoleteFolding,
+    errors.InvalidSchemeHeaders,
+    errors.InvalidChunkSize,
+    errors.ChunkMissingTerminator,
+    errors.InvalidChunkExtension,
+)
 DETAIL = {
     414: "the request line is longer than the server reads ({limit} bytes): send long input in a JSON body",
-    431: "a request header is longer than the server reads ({limit} bytes), or there are more than {fields} of "
-         "them",
+    431: "a request header is longer than the server reads ({limit} bytes), or there are more than {fields} of them",
     400: "the request head cannot be read ({error})",
 }
 
@@ -83,10 +92,11 @@ def problem_bytes(status: int, detail: str) -> bytes:
     """A whole HTTP response: the status and a problem+json body (the connection is closed after it)."""
     phrase = HTTPStatus(status).phrase
     kind = phrase.lower().replace(" ", "-").replace("'", "")  # as scheduler.api.errors.problem names it
-    body = json.dumps({"type": TYPE_BASE + kind, "title": phrase, "status": status,
-                       "detail": detail}).encode()
-    head = (f"HTTP/1.1 {status} {phrase}\r\nConnection: close\r\nContent-Type: application/problem+json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")
+    body = json.dumps({"type": TYPE_BASE + kind, "title": phrase, "status": status, "detail": detail}).encode()
+    head = (
+        f"HTTP/1.1 {status} {phrase}\r\nConnection: close\r\nContent-Type: application/problem+json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode("latin-1") + body
 
 
@@ -95,12 +105,18 @@ class ProblemErrors:
 
     def handle_error(self, req, client, addr, exc):
         status = problem_status(exc)
-        if (req is not None or status is None or isinstance(exc, errors.InvalidResponseHeader)
-                or not api_target(getattr(exc, "etl_head", b""))):
+        if (
+            req is not None
+            or status is None
+            or isinstance(exc, errors.InvalidResponseHeader)
+            or not api_target(getattr(exc, "etl_head", b""))
+        ):
             return super().handle_error(req, client, addr, exc)
-        detail = DETAIL[status].format(limit=self.cfg.limit_request_line if status == 414
-                                       else self.cfg.limit_request_field_size,
-                                       fields=self.cfg.limit_request_fields, error=type(exc).__name__)
+        detail = DETAIL[status].format(
+            limit=self.cfg.limit_request_line if status == 414 else self.cfg.limit_request_field_size,
+            fields=self.cfg.limit_request_fields,
+            error=type(exc).__name__,
+        )
         self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], exc)
         try:
             util.write_nonblock(client, problem_bytes(status, detail))

@@ -8,6 +8,7 @@ another team)" / "(a run of another team)", with no status: on the pages and in 
 changed in memory only (the ledger keeps what happened); an admin, or anyone while viewing is not scoped, sees
 them as they are.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,7 +60,7 @@ def hide_other_teams(runs: Iterable[Run], team_ids: frozenset[int] | None) -> li
         if _loaded(run, "reason"):
             names.update(_QUOTED.findall(run.reason or ""))
         if _loaded(run, "triggered_by") and (run.triggered_by or "").startswith(UPSTREAM):
-            names.add(run.triggered_by[len(UPSTREAM):])
+            names.add(run.triggered_by[len(UPSTREAM) :])
         if _loaded(run, "blocked_by_id") and run.blocked_by_id and run.blocked_by_id != run.schedule_id:
             blockers.add(run.blocked_by_id)
         key = _KEY.match(run.trigger_key or "") if _loaded(run, "trigger_key") else None
@@ -68,18 +69,27 @@ def hide_other_teams(runs: Iterable[Run], team_ids: frozenset[int] | None) -> li
     hidden_names: set[str] = set()
     hidden_blockers: set[int] = set()
     if names or blockers:
-        for pk, name in (Schedule.objects.filter(Q(name__in=names) | Q(pk__in=blockers))
-                         .exclude(owner_id__in=team_ids).values_list("pk", "name")):
+        for pk, name in (
+            Schedule.objects.filter(Q(name__in=names) | Q(pk__in=blockers))
+            .exclude(owner_id__in=team_ids)
+            .values_list("pk", "name")
+        ):
             hidden_names.add(name)
             hidden_blockers.add(pk)
-    hidden_runs = set(Run.objects.filter(pk__in=run_ids).exclude(schedule__owner_id__in=team_ids)
-                      .values_list("pk", flat=True)) if run_ids else set()
+    hidden_runs = (
+        set(Run.objects.filter(pk__in=run_ids).exclude(schedule__owner_id__in=team_ids).values_list("pk", flat=True))
+        if run_ids
+        else set()
+    )
     hide = _hider(hidden_names)
     for run in runs:
         if _loaded(run, "reason") and run.reason:
             run.reason = hide(run.reason)
-        if (_loaded(run, "triggered_by") and (run.triggered_by or "").startswith(UPSTREAM)
-                and run.triggered_by[len(UPSTREAM):] in hidden_names):
+        if (
+            _loaded(run, "triggered_by")
+            and (run.triggered_by or "").startswith(UPSTREAM)
+            and run.triggered_by[len(UPSTREAM) :] in hidden_names
+        ):
             run.triggered_by = UPSTREAM + HIDDEN_SCHEDULE
         key = _KEY.match(run.trigger_key or "") if _loaded(run, "trigger_key") else None
         if key and int(key.group(2)) in hidden_runs:
@@ -93,8 +103,11 @@ def hide_in_text(text: str, team_ids: frozenset[int] | None) -> str:
     if team_ids is None or not text:
         return text
     names = set(_QUOTED.findall(text))
-    hidden = set(Schedule.objects.filter(name__in=names).exclude(owner_id__in=team_ids)
-                 .values_list("name", flat=True)) if names else set()
+    hidden = (
+        set(Schedule.objects.filter(name__in=names).exclude(owner_id__in=team_ids).values_list("name", flat=True))
+        if names
+        else set()
+    )
     return _hider(hidden)(text)
 
 

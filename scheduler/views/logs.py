@@ -5,6 +5,7 @@ message characters, read in one statement through a cursor that stops there. The
 `?after=<seq>` and, when more follow, ends with a line naming the next page (also in a `Link: <...>; rel="next"`
 header), so a 150,000-line log is read a page at a time and four readers of it do not hold a worker for seconds.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -28,8 +29,9 @@ READ_CHUNK = 500  # rows the cursor fetches at a time: reading stops within a ch
 LOG_GRACE_SECONDS = 10
 
 
-def log_page(run: Run, *, after: int, node: str | None, max_lines: int = RUN_PAGE_LOG_LINES,
-             max_chars: int = RUN_PAGE_LOG_CHARS) -> tuple[list[RunLogLine], bool]:
+def log_page(
+    run: Run, *, after: int, node: str | None, max_lines: int = RUN_PAGE_LOG_LINES, max_chars: int = RUN_PAGE_LOG_CHARS
+) -> tuple[list[RunLogLine], bool]:
     """The log lines after seq `after`: `max_lines` at most and no more than `max_chars` of messages (at least
     one line); and whether more lines follow."""
     lines = RunLogLine.objects.filter(run=run, seq__gt=after)
@@ -58,8 +60,15 @@ def run_log(request, run_id: int):
     if not request.htmx:
         return _as_text(run, after=after, node=node)
     lines, more = log_page(run, after=after, node=node)
-    context = {"run": run, "log_lines": lines, "last_seq": lines[-1].seq if lines else after,
-               "log_done": log_done(run, timezone.now()), "oob": True, "log_node": node, "log_more": more}
+    context = {
+        "run": run,
+        "log_lines": lines,
+        "last_seq": lines[-1].seq if lines else after,
+        "log_done": log_done(run, timezone.now()),
+        "oob": True,
+        "log_node": node,
+        "log_more": more,
+    }
     return render(request, "scheduler/run_log_more.html", context)
 
 

@@ -1,4 +1,5 @@
 """gunicorn's own refusals under /api/v1/ (414, 431, 400) are problem+json, on a real `serve` (issue 33)."""
+
 from __future__ import annotations
 
 import json
@@ -25,14 +26,30 @@ def server(request, tmp_path_factory, django_db_blocker):
     with django_db_blocker.unblock():
         url = child_database_url()
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": url, "DEBUG": "false", "STATIC_ROOT": str(tmp / "s"),
-           "ETL_WEB_WORKERS": "1", "ETL_WEB_WORKER_CLASS": request.param}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DEBUG": "false",
+        "STATIC_ROOT": str(tmp / "s"),
+        "ETL_WEB_WORKERS": "1",
+        "ETL_WEB_WORKER_CLASS": request.param,
+    }
     log = open(tmp / "serve.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--no-cluster", "--addr", f"127.0.0.1:{port}"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--no-cluster", "--addr", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
-        wait_until(lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"), timeout=60, what="the web server",
-                   log_path=tmp / "serve.log")
+        wait_until(
+            lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"),
+            timeout=60,
+            what="the web server",
+            log_path=tmp / "serve.log",
+        )
         yield port
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -1,5 +1,6 @@
 """Channels that notify on the server itself (syslog://, the desktop's D-Bus, a USB light) or read one of its
 files (keyfile=) are refused at save and before sending, unless ETL_ALERT_ALLOW_LOCAL_CHANNELS is on (issue 33)."""
+
 from __future__ import annotations
 
 import apprise.plugins.syslog as apprise_syslog
@@ -12,13 +13,36 @@ from scheduler.services.teams import team_save
 
 pytestmark = pytest.mark.django_db
 
-LOCAL = ["syslog://", "syslog://local5", "SysLog://", "dbus://", "kde://", "qt://", "glib://", "gio://", "gnome://",
-         "macosx://", "windows://", "blink1://", "file:///var/log/syslog"]
+LOCAL = [
+    "syslog://",
+    "syslog://local5",
+    "SysLog://",
+    "dbus://",
+    "kde://",
+    "qt://",
+    "glib://",
+    "gio://",
+    "gnome://",
+    "macosx://",
+    "windows://",
+    "blink1://",
+    "file:///var/log/syslog",
+]
 
 
 def test_the_local_schemes_are_read_from_apprises_own_plugins():
-    assert {"syslog", "dbus", "kde", "qt", "glib", "gio", "gnome", "macosx", "windows", "blink1"} <= \
-        channels.local_schemes()
+    assert {
+        "syslog",
+        "dbus",
+        "kde",
+        "qt",
+        "glib",
+        "gio",
+        "gnome",
+        "macosx",
+        "windows",
+        "blink1",
+    } <= channels.local_schemes()
     assert not {"rsyslog", "json", "mailto", "slack", "ntfy"} & channels.local_schemes()  # these go over the network
 
 
@@ -32,8 +56,9 @@ def test_a_local_channel_is_refused_at_every_save_naming_the_field(make_schedule
     assert not Schedule.objects.exists() and not Team.objects.filter(name="ml").exists()
 
 
-@pytest.mark.parametrize("url", ["fcm://project/device?keyfile=/etc/etl/secret_key",
-                                 "vapid://user@example.com/target?subfile=/etc/passwd"])
+@pytest.mark.parametrize(
+    "url", ["fcm://project/device?keyfile=/etc/etl/secret_key", "vapid://user@example.com/target?subfile=/etc/passwd"]
+)
 def test_a_url_naming_a_file_of_the_server_is_refused(make_schedule, url):
     with pytest.raises(ServiceError, match="names a file on the scheduler's own machine"):
         make_schedule("orders", alert_channels=url)

@@ -1,4 +1,5 @@
 """The run log's cap counts lines as well as bytes: an empty line costs its row (issue 33)."""
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,9 @@ def test_a_command_writing_300000_empty_lines_stores_at_most_the_line_cap(make_s
     """The probe's attack: 300,000 empty lines (0 bytes each) stored 678,816 rows for one run."""
     assert settings.ETL_RUN_LOG_MAX_LINES == 10_000
     code = "import sys; sys.stdout.write('\\n' * 300_000); sys.stderr.write('\\n' * 1000)"
-    schedule = make_schedule("empties", target_kind="command", target_id="",
-                             command={"argv": [sys.executable, "-c", code]})
+    schedule = make_schedule(
+        "empties", target_kind="command", target_id="", command={"argv": [sys.executable, "-c", code]}
+    )
     run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
     admit_runs(now=now, holder="t")
     run.refresh_from_db()
@@ -41,8 +43,14 @@ def _capture(run_id, **caps):
 
 
 def test_lines_past_the_line_cap_are_counted_not_kept_and_the_closing_notes_always_are(make_schedule, now):
-    run = Run.objects.create(schedule=make_schedule("s"), trigger_key="k", trigger_kind="manual", queued_at=now,
-                             workload_class=WorkloadClass.objects.get(name="standard"), status=RunStatus.RUNNING)
+    run = Run.objects.create(
+        schedule=make_schedule("s"),
+        trigger_key="k",
+        trigger_kind="manual",
+        queued_at=now,
+        workload_class=WorkloadClass.objects.get(name="standard"),
+        status=RunStatus.RUNNING,
+    )
     capture = _capture(run.pk, max_lines=5)
     for _ in range(8):
         capture.add("", level="INFO", source="stdout", at=now)
@@ -53,8 +61,14 @@ def test_lines_past_the_line_cap_are_counted_not_kept_and_the_closing_notes_alwa
 
 
 def test_the_byte_cap_still_says_bytes_when_it_is_the_one_met(make_schedule, now):
-    run = Run.objects.create(schedule=make_schedule("s"), trigger_key="k", trigger_kind="manual", queued_at=now,
-                             workload_class=WorkloadClass.objects.get(name="standard"), status=RunStatus.RUNNING)
+    run = Run.objects.create(
+        schedule=make_schedule("s"),
+        trigger_key="k",
+        trigger_kind="manual",
+        queued_at=now,
+        workload_class=WorkloadClass.objects.get(name="standard"),
+        status=RunStatus.RUNNING,
+    )
     capture = _capture(run.pk, max_bytes=1024, max_lines=100)
     for _ in range(3):
         capture.add("x" * 500, level="INFO", source="stdout", at=now)

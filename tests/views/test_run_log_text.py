@@ -1,5 +1,6 @@
 """The log as text answers a bounded page with a link to the next one, and shows terminal escapes escaped
 (issue 33: four readers of a 150,000-line log held the login page for seconds)."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -28,7 +29,8 @@ def _fill(run, n, now, *, message="loaded batch {i} of the orders table into the
             f"INSERT INTO {RunLogLine._meta.db_table} (run_id, seq, at, level, source, message, node) "
             f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s) "
             f"SELECT %s, i, %s, 'INFO', 'stdout', %s {number} %s, %s FROM n",
-            [n, run.pk, connection.ops.adapt_datetimefield_value(now), head, tail, node])
+            [n, run.pk, connection.ops.adapt_datetimefield_value(now), head, tail, node],
+        )
     assert RunLogLine.objects.filter(run=run).count() == n
 
 
@@ -49,8 +51,9 @@ def test_a_150000_line_log_is_answered_a_bounded_page_at_a_time(viewer_client, m
     first, statements = _get(viewer_client, url)
     body = first.content.decode()
     shown = [line for line in body.splitlines() if " UTC " in line]
-    assert len(shown) == logs.TEXT_LOG_LINES and shown[-1].endswith(f"batch {logs.TEXT_LOG_LINES} of the orders "
-                                                                    "table into the warehouse")
+    assert len(shown) == logs.TEXT_LOG_LINES and shown[-1].endswith(
+        f"batch {logs.TEXT_LOG_LINES} of the orders table into the warehouse"
+    )
     assert statements == baseline  # the same statements for 150,000 lines as for 10: one read of the page's lines
     following = f"{url}?after={logs.TEXT_LOG_LINES}"
     assert first["Link"] == f'<{following}>; rel="next"' and body.endswith(f"the log goes on at {following} --\n")
@@ -67,8 +70,9 @@ def test_a_page_is_bounded_by_characters_too(viewer_client, make_schedule, make_
     assert len(response.content) <= logs.TEXT_LOG_CHARS + 100 * logs.TEXT_LOG_CHARS // 16_000
 
 
-def test_following_the_next_links_reads_every_line_once_keeping_the_node(viewer_client, make_schedule, make_run, now,
-                                                                         monkeypatch):
+def test_following_the_next_links_reads_every_line_once_keeping_the_node(
+    viewer_client, make_schedule, make_run, now, monkeypatch
+):
     monkeypatch.setattr(logs, "TEXT_LOG_LINES", 7)
     run = make_run(make_schedule("walk"), RunStatus.SUCCEEDED)
     _fill(run, 20, now, message="line {i}", node="orders")
@@ -83,11 +87,11 @@ def test_following_the_next_links_reads_every_line_once_keeping_the_node(viewer_
     assert seen == [f"line {i}" for i in range(1, 21)] and pages == 3
 
 
-def test_terminal_escapes_are_shown_escaped_in_the_text_log_and_in_run_log(viewer_client, make_schedule, make_run,
-                                                                            now):
+def test_terminal_escapes_are_shown_escaped_in_the_text_log_and_in_run_log(viewer_client, make_schedule, make_run, now):
     run = make_run(make_schedule("shouty"), RunStatus.FAILED, reason=f"command said {ESCAPES}")
-    RunLogLine.objects.create(run=run, seq=1, at=now - timedelta(seconds=1), level="INFO", source="stdout",
-                              message=ESCAPES)
+    RunLogLine.objects.create(
+        run=run, seq=1, at=now - timedelta(seconds=1), level="INFO", source="stdout", message=ESCAPES
+    )
     RunLogLine.objects.create(run=run, seq=2, at=now, level="ERROR", source="stderr", message="tab\tand\nnewline")
     text = viewer_client.get(reverse("scheduler:run_log", args=[run.pk])).content.decode()
     out = StringIO()
