@@ -6,10 +6,10 @@ from django.contrib import admin, messages
 from scheduler.admin.common import ReadOnlyAdmin, ScopedChoicesMixin, permitted, visible
 from scheduler.models import Backfill, Run, RunStatus
 from scheduler.scoped_runs import HIDDEN_SCHEDULE, hide_other_teams
-from scheduler.services.errors import ServiceError
-from scheduler.services.finish import run_cancel
-from scheduler.services.nodes import run_rerun_from_failure
-from scheduler.services.teams import visible_team_ids
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.nodes import run_rerun_from_failure
+from scheduler.services.access.teams import visible_team_ids
 
 
 class AttentionFilter(admin.SimpleListFilter):

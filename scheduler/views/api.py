@@ -3,7 +3,7 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from scheduler import selectors
-from scheduler.services.teams import visible_team_ids
+from scheduler.services.access.teams import visible_team_ids
 
 
 @require_GET

@@ -7,9 +7,9 @@ import apprise.plugins.syslog as apprise_syslog
 import pytest
 
 from scheduler.models import Schedule, Team
-from scheduler.services import channels
-from scheduler.services.errors import ServiceError
-from scheduler.services.teams import team_save
+from scheduler.services.integrations import channels
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.teams import team_save
 
 pytestmark = pytest.mark.django_db
 

@@ -15,12 +15,12 @@ from django.urls import reverse
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Run, Schedule
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.errors import ServiceError
-from scheduler.services.events import event_emit
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedules import schedule_save
-from scheduler.services.webhooks import sign_webhook
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.admission.events import event_emit
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedules import schedule_save
+from scheduler.services.admission.webhooks import sign_webhook
 from tests.security.hostile import counts
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +76,7 @@ API_DOORS = [
 
 @pytest.mark.parametrize("method, path, body, field", API_DOORS, ids=[f"{m} {p} {f}" for m, p, _b, f in API_DOORS])
 def test_the_api_refuses_a_lone_surrogate_naming_the_field(client, make_user, wm, run, method, path, body, field):
-    from scheduler.services.tokens import token_create
+    from scheduler.services.access.tokens import token_create
 
     token = token_create(user=make_user("ada", "admin", is_staff=True), name="t").plaintext
     before = counts()
@@ -270,7 +270,7 @@ def test_a_lone_surrogate_stored_before_still_renders_everywhere(admin_client, m
         after={"params": {"day": LONE}},
         at=now,
     )
-    from scheduler.services.tokens import token_create
+    from scheduler.services.access.tokens import token_create
 
     bearer = {"HTTP_AUTHORIZATION": "Bearer " + token_create(user=make_user("ci", "admin"), name="t").plaintext}
     pages = [

@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from scheduler.models import Run, RunLogLine, RunStatus, WorkloadClass
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import execute_run
-from scheduler.services.runlogs import RunLogCapture
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.logs import RunLogCapture
+from scheduler.services.runs.queue import run_trigger_manual
 
 pytestmark = pytest.mark.django_db
 
