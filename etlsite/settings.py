@@ -283,6 +283,10 @@ ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
 ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", envint("ETL_LOG_MAX_BYTES", 256 * 1024, minimum=1024),
                                minimum=1024)
 ETL_RUN_LOG_MAX_LINE = envint("ETL_RUN_LOG_MAX_LINE", 16 * 1024, minimum=200)  # one line (a traceback is one line)
+# lines per run, empty ones too (each is a row); below 1,000,000, so each attempt's lines keep to their own seq range
+ETL_RUN_LOG_MAX_LINES = envint("ETL_RUN_LOG_MAX_LINES", 10_000, minimum=10)
+if ETL_RUN_LOG_MAX_LINES > 1_000_000:
+    raise ImproperlyConfigured(f"ETL_RUN_LOG_MAX_LINES: must be at most 1000000, got {ETL_RUN_LOG_MAX_LINES}")
 ETL_RUN_LOG_LEVEL = envstr("ETL_RUN_LOG_LEVEL", "INFO").upper()
 if ETL_RUN_LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR"):
     raise ImproperlyConfigured(f"ETL_RUN_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR, not {ETL_RUN_LOG_LEVEL!r}")
@@ -319,6 +323,7 @@ ETL_ALERT_WORKERS = envint("ETL_ALERT_WORKERS", 2, minimum=1)
 ETL_ALERT_INTERVAL = envfloat("ETL_ALERT_INTERVAL", 1.0, minimum=0.05)
 # Alert webhooks into loopback, link-local (169.254.x) or private ranges are refused unless this is set.
 ETL_ALERT_ALLOW_PRIVATE_URLS = envbool("ETL_ALERT_ALLOW_PRIVATE_URLS", False)
+ETL_ALERT_ALLOW_LOCAL_CHANNELS = envbool("ETL_ALERT_ALLOW_LOCAL_CHANNELS", False)  # syslog://, dbus://, keyfile= ...
 # Networks outgoing requests (alert channels, the HTTP source) may reach although they are not global, as CIDRs
 # separated by commas: "10.20.0.0/16,fd00:1::/64" (docs/security.md).
 ETL_OUTGOING_ALLOWED_NETWORKS = envlist("ETL_OUTGOING_ALLOWED_NETWORKS", [])

@@ -14,6 +14,7 @@ from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from scheduler.core.userdata import shown_text
 from scheduler.models import AuditCount, AuditEntry, Schedule, Team
 
 
@@ -55,12 +56,12 @@ def audit_redactor(team_ids: frozenset[int] | None) -> Callable[[AuditEntry], Au
     changed in memory only (the log is append-only). None for `team_ids`: every entry as it is.
     """
     if team_ids is None:
-        return lambda entry: entry
+        return _shown
     names = {n: "(another team's schedule)" for n in
              Schedule.objects.exclude(owner_id__in=team_ids).values_list("name", flat=True)}
     names.update({n: "(another team)" for n in Team.objects.exclude(pk__in=team_ids).values_list("name", flat=True)})
     if not names:
-        return lambda entry: entry
+        return _shown
     alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
     pattern = re.compile(r"(?<![\w-])(" + alternatives + r")(?![\w-])")
 
@@ -76,9 +77,16 @@ def audit_redactor(team_ids: frozenset[int] | None) -> Callable[[AuditEntry], Au
     def redact(entry: AuditEntry) -> AuditEntry:
         for field in ("target_repr", "reason", "before", "after"):
             setattr(entry, field, hide(getattr(entry, field)))
-        return entry
+        return _shown(entry)
 
     return redact
+
+
+def _shown(entry: AuditEntry) -> AuditEntry:
+    """The entry with any lone surrogate stored before issue 33 written as text, so that it can be shown."""
+    for field in ("before", "after"):
+        setattr(entry, field, shown_text(getattr(entry, field)))
+    return entry
 
 
 AUDIT_COUNT_DAYS = 31

@@ -150,6 +150,11 @@ def connection_refusal(user: str, name: str) -> str:
     """Why `user` (schedule 'x', team 'y') may not use connection `name`, naming neither its team nor its fields."""
     return (f"{user} may not use connection '{name}': it belongs to another team (only the owning team's "
             "schedules and channels use a connection)")
+def may_see(user, obj: Any) -> bool:
+    """Whether `user` may know that `obj` (a schedule, or what belongs to one) exists: viewing is not scoped, the
+    user acts for every team, or belongs to its team. Where not, every door answers as for a missing object."""
+    owner = owner_id_of(obj)
+    return owner is None or views_all_teams() or acts_for_all(user) or owner in member_team_ids(user)
 
 
 def refusal_message(user, perm: str, obj: Any) -> str:

@@ -30,6 +30,7 @@ from scheduler.models import (
     WindowStatus,
     WorkloadClass,
 )
+from scheduler.core.userdata import terminal_safe
 from scheduler.services.runs.dependencies import verdict_for
 from scheduler.services.history.tally import tally_totals
 from scheduler.triggers.registry import get_trigger
@@ -121,7 +122,8 @@ def leases(now: datetime | None = None) -> list[dict]:
     ]
 
 
-def status_snapshot(now: datetime | None = None) -> dict:
+def status_snapshot(now: datetime | None = None, team_ids=None) -> dict:
+    """`team_ids`: the teams whose active runs are listed (None: every team); the counts are of all."""
     now = now or timezone.now()
     health = governance_health(now)
     queue = queue_by_class()
@@ -137,7 +139,7 @@ def status_snapshot(now: datetime | None = None) -> dict:
                 "started_at": r.started_at.isoformat() if r.started_at else None,
                 "heartbeat_at": r.heartbeat_at.isoformat() if r.heartbeat_at else None,
             }
-            for r in active_runs()
+            for r in active_runs(team_ids)
         ],
         "queue": queue,
         "leases": [
@@ -418,9 +420,10 @@ def run_names_node(run: Run, node: str) -> bool:
 
 
 def log_line_text(line: RunLogLine) -> str:
-    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source [node], message."""
+    """One log line as plain text (the log as text, `manage.py run_log`): UTC time, level, source [node], message;
+    a terminal's control characters (a command's colours, cursor moves, OSC sequences) shown escaped."""
     source = f"{line.source} [{line.node}]" if line.node else line.source
-    return f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {source}: {line.message}"
+    return terminal_safe(f"{line.at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC {line.level:<7} {source}: {line.message}")
 
 
 STRIP_LENGTH = 20

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from scheduler.views import api, audit, backfills, failures, hooks, metrics, pages, prefs, schedules, teams, tokens
+from scheduler.views import (api, audit, backfills, failures, hooks, logs, metrics, pages, prefs, schedules, teams,
+                             tokens)
 
 app_name = "scheduler"
 
@@ -11,7 +12,7 @@ urlpatterns = [
     path("runs/skipped/", pages.skipped_list, name="skipped"),
     path("runs/<int:run_id>/", pages.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel", pages.run_cancel, name="run_cancel"),
-    path("runs/<int:run_id>/log", pages.run_log, name="run_log"),
+    path("runs/<int:run_id>/log", logs.run_log, name="run_log"),
     path("runs/<int:run_id>/rerun", pages.run_rerun, name="run_rerun"),
     path("timeline/", pages.timeline, name="timeline"),
     path("runs/<int:run_id>/rerun-from-failure", pages.run_rerun_failed, name="run_rerun_failed"),

@@ -36,6 +36,7 @@ def _check(env: dict) -> subprocess.CompletedProcess:
         ({"ETL_RETENTION_AUDIT_DAYS": "0"}, "ETL_RETENTION_AUDIT_DAYS: must be >= 1"),
         ({"ETL_AUDIT_ARCHIVE_DIR": "var/audit"}, "ETL_AUDIT_ARCHIVE_DIR: must be an absolute path"),
         ({"ETL_PRUNE_BATCH": "0"}, "ETL_PRUNE_BATCH: must be >= 1"),
+        ({"ETL_RUN_LOG_MAX_LINES": "2000000"}, "ETL_RUN_LOG_MAX_LINES: must be at most 1000000"),
     ],
 )
 def test_a_bad_environment_variable_stops_start_up_naming_it(env, message):

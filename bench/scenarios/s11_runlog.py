@@ -111,6 +111,7 @@ def in_child(url: str, lines: int, *, cap: int | None = None) -> dict:
     env = {**os.environ, "DATABASE_URL": url}
     if cap is not None:
         env["ETL_RUN_LOG_MAX_BYTES"] = str(cap)
+        env["ETL_RUN_LOG_MAX_LINES"] = str(min(lines + 100, 1_000_000))  # the stored rate keeps every line
     try:
         proc = subprocess.run([sys.executable, __file__, "--child", str(lines), "--out", out], env=env,
                               capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])

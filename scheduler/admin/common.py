@@ -4,7 +4,9 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 
+from scheduler.core.userdata import shown_text
 from scheduler.models import Schedule, Team
 from scheduler.services.access import teams as team_services
 from scheduler.services.integrations.channels import channels_text, mask_url, split_channels, unmask_channels
@@ -75,7 +77,25 @@ class MaskedChannelsMixin:
             raise forms.ValidationError(exc.problem) from None
 
 
+def _shown(obj):
+    """`obj` with a lone surrogate stored before issue 33 in a JSON field written as text: the admin shows JSON with
+    ensure_ascii off, and the page could not be encoded."""
+    for field in obj._meta.concrete_fields:
+        if isinstance(field, models.JSONField):
+            setattr(obj, field.attname, shown_text(getattr(obj, field.attname)))
+    return obj
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
+    def get_object(self, request, object_id, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        return None if obj is None else _shown(obj)
+
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        changelist.result_list = [_shown(obj) for obj in changelist.result_list]
+        return changelist
+
     def has_add_permission(self, request):
         return False
 

@@ -1,6 +1,8 @@
 """Schedules and workload classes in the admin: saved, toggled, triggered and reset through the services."""
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.validators import MinValueValidator
@@ -9,7 +11,7 @@ from django.http import HttpResponse
 
 from scheduler.admin.common import MaskedChannelsMixin, ScopedChoicesMixin, allowed, permitted, refuse_unless, visible
 from scheduler.core import ConfigError
-from scheduler.core.userdata import parse_json
+from scheduler.core.userdata import check_surrogates, parse_json, storable
 from scheduler.models import Schedule, TargetKind, Team, WorkloadClass
 from scheduler.services.definitions import schedules as schedule_services
 from scheduler.services.access import teams as team_services
@@ -56,10 +58,21 @@ class BoundedJSONField(forms.JSONField):
 
     def bound_data(self, data, initial):
         try:
-            return super().bound_data(data, initial)
+            bound = super().bound_data(data, initial)
         except (RecursionError, ValueError):  # ValueError: a number past Python's int-to-str limit
 
             return InvalidJSONInput(data)
+        if isinstance(data, str) and not isinstance(bound, InvalidJSONInput):
+            try:
+                check_surrogates(bound, field="value")
+            except ConfigError:  # shown again as typed ("\\ud800"), never as the lone surrogate it parses to
+                return InvalidJSONInput(data)
+        return bound
+
+    def prepare_value(self, value):
+        text = super().prepare_value(value)
+        # a lone surrogate stored before issue 33 (SQLite kept it escaped) is shown escaped: it cannot be UTF-8
+        return text if isinstance(text, InvalidJSONInput) or storable(text) else json.dumps(value, cls=self.encoder)
 
 
 class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):

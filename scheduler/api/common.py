@@ -7,6 +7,7 @@ from scheduler.api.schemas import Problem
 from scheduler.models import Backfill, Run, Schedule
 from scheduler.services.common.errors import NotFound, ServiceError
 from scheduler.services.access.teams import authorize, team_get, visible_team_ids
+from scheduler.services.access.teams import ObjectHidden
 
 MAX_LIMIT = 200
 # what any operation may answer besides its success; declared so the schema tells the truth
@@ -23,10 +24,24 @@ def caller(request):
 
 
 def require(request, perm: str, obj=None) -> None:
-    """The one check (`teams.authorize`): the model permission, and on `obj`'s team when given. 403 when refused."""
-    authorize(actor=caller(request), perm=perm, obj=None)
-    if obj is not None:
+    """The one check (`teams.authorize`): the model permission, and on `obj`'s team when given. 403 when refused;
+    404 with the words of a missing one when viewing is scoped and `obj` is another team's (before the model
+    permission: a refusal for lack of it would tell that the object exists)."""
+    try:
         authorize(actor=caller(request), perm=perm, obj=obj)
+    except ObjectHidden:
+        raise missing(obj) from None
+
+
+def missing(obj) -> NotFound:
+    """The 404 of a lookup that found nothing (the same words for a missing object and a hidden one)."""
+    if isinstance(obj, Schedule):
+        return NotFound(f"no schedule named '{obj.name}'", field="name")
+    if isinstance(obj, Run):
+        return NotFound(f"no run {obj.pk}", field="run_id")
+    if isinstance(obj, Backfill):
+        return NotFound(f"no backfill {obj.pk}", field="backfill_id")
+    return NotFound("not found")
 
 
 def _clean(value: str, field: str) -> str:
@@ -38,21 +53,21 @@ def _clean(value: str, field: str) -> str:
 def schedule_by_name(name: str) -> Schedule:
     found = Schedule.objects.select_related("workload_class", "owner").filter(name=_clean(name, "name")).first()
     if found is None:
-        raise NotFound(f"no schedule named '{name}'", field="name")
+        raise missing(Schedule(name=name))
     return found
 
 
 def run_by_id(run_id: int) -> Run:
     found = Run.objects.select_related("schedule", "workload_class").filter(pk=run_id).first()
     if found is None:
-        raise NotFound(f"no run {run_id}", field="run_id")
+        raise missing(Run(pk=run_id))
     return found
 
 
 def backfill_by_id(backfill_id: int) -> Backfill:
     found = Backfill.objects.select_related("schedule").filter(pk=backfill_id).first()
     if found is None:
-        raise NotFound(f"no backfill {backfill_id}", field="backfill_id")
+        raise missing(Backfill(pk=backfill_id))
     return found
 
 

@@ -68,7 +68,12 @@ class Masker:
         if pattern is None or not isinstance(text, str) or not text:
             return text
         plain = text if type(text) is str else str.__str__(text)  # RE2 wants a plain str (not a TextChoices)
-        masked = pattern.sub(MASK, plain)
+        try:
+            masked = pattern.sub(MASK, plain)
+        except UnicodeEncodeError:  # a lone surrogate stored before it was refused: RE2 takes UTF-8 only
+            masked = plain
+            for secret in sorted(self._secrets, key=len, reverse=True):
+                masked = masked.replace(secret, MASK)
         return text if masked == plain else masked
 
     def mask_data(self, value: Any, _depth: int = 0) -> Any:

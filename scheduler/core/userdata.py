@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from .errors import ConfigError
@@ -54,12 +55,85 @@ def _first_refused(value: Any, field: str) -> tuple[str, str] | None:
     return None
 
 
+# NUL (PostgreSQL's text cannot hold it) and the surrogates: a lone one ("\\ud800" in JSON, or undecodable bytes in
+# a command's arguments) is no character, cannot be encoded as UTF-8, and breaks every later reader of the row
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+SURROGATE_PROBLEM = "must be valid Unicode text: it holds a lone surrogate ({code}), which is no character"
+
+
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot be stored as text (NUL, a lone surrogate), or None when it can."""
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return None
+    if found.group() == "\x00":
+        return "must not contain the NUL character"
+    return SURROGATE_PROBLEM.format(code=f"\\u{ord(found.group()):04x}")
+
+
+def storable(text: str) -> bool:
+    """Whether `text` can be stored and shown as text (no NUL, no lone surrogate)."""
+    return _UNSTORABLE.search(text) is None
+
+
+def _first_surrogate(value: Any, field: str) -> tuple[str, str] | None:
+    """(where, problem) of the first key or string holding a lone surrogate, walked iteratively (any depth)."""
+    stack: list[tuple[Any, str]] = [(value, field)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            found = _UNSTORABLE.search(item)
+            if found is not None and found.group() != "\x00":
+                return where, text_problem(found.group()) or ""
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                if isinstance(key, str) and not storable(key.replace("\x00", "")):
+                    return where, "a key " + (text_problem(key.replace("\x00", "")) or "")
+                stack.append((child, _path(where, key)))
+        elif isinstance(item, list):
+            stack.extend((v, _path(where, i)) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+def _may_hold_surrogates(text: str | bytes) -> bool:
+    # a surrogate comes from a \u escape, a raw one in a str, or its UTF-8 form in bytes (json.loads passes it)
+    if isinstance(text, bytes):
+        return b"\\u" in text or b"\\U" in text or b"\xed" in text
+    return "\\u" in text or "\\U" in text or any("\ud800" <= c <= "\udfff" for c in text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def shown_text(value: Any) -> Any:
+    """`value` (text, or JSON-like data) with every lone surrogate written as the text `\\ud800`: one stored
+    before they were refused (SQLite kept it, escaped, in a JSON column) must not stop a page or an export that
+    shows it, since it cannot be encoded as UTF-8. Everything else is returned as it is."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {shown_text(k): shown_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_text(v) for v in value]
+    return value
+
+
+def check_surrogates(value: Any, *, field: str) -> Any:
+    """`value` (parsed JSON, or data built in Python) when no string or key in it holds a lone surrogate; else
+    ConfigError naming where."""
+    found = _first_surrogate(value, field)
+    if found is not None:
+        raise ConfigError(*found)
+    return value
+
+
 def parse_json(text: str | bytes, *, field: str) -> Any:
-    """json.loads with bounded numbers (and no NaN / Infinity).
+    """json.loads with bounded numbers (and no NaN / Infinity), and text that is text.
 
     Raises ConfigError naming where the number was (`params.rows`) for an
-    oversized or non-finite number, and json.JSONDecodeError (a ValueError)
-    for text that is not JSON.
+    oversized or non-finite number, or the string for a lone surrogate
+    (`"\\ud800"`), and json.JSONDecodeError (a ValueError) for text that is
+    not JSON.
     """
     refused: list[_Refused] = []
 
@@ -86,6 +160,8 @@ def parse_json(text: str | bytes, *, field: str) -> Any:
         found = _first_refused(value, field)
         where, problem = found if found is not None else (field, refused[0].problem)  # a key is never a number
         raise ConfigError(where, problem)
+    if _may_hold_surrogates(text):
+        check_surrogates(value, field=field)
     return value
 
 
@@ -160,3 +236,13 @@ def check_no_templates(value: Any, *, field: str) -> Any:
         elif isinstance(item, (list, tuple)):
             stack.extend((child, _path(where, i)) for i, child in enumerate(item))
     return value
+# C0 controls but tab and newline, DEL and the C1 controls: ESC starts a terminal's escape sequences (colours,
+# cursor moves, the window title, OSC 52 writes to the clipboard), CSI (U+009B) does in 8-bit terminals, and a lone
+# carriage return lets a line overwrite what a reader sees before it.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character a terminal would act on shown escaped (ESC as `\\x1b`); tabs and
+    newlines stay. For what a command printed, shown in the log as text and by `manage.py run_log`."""
+    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

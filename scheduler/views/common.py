@@ -8,6 +8,7 @@ from functools import wraps
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST, require_safe
 
@@ -16,6 +17,7 @@ from scheduler.permissions import member_team_ids
 from scheduler.services.worker.dbt import dbt_argv, dbt_spec_check
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.access.teams import PermissionRefused, authorize, visible_team_ids
+from scheduler.services.access.teams import ObjectHidden
 
 # URL keyword -> the model whose owning team decides an object permission
 TARGETS = {"schedule_id": Schedule, "run_id": Run, "backfill_id": Backfill}
@@ -31,9 +33,12 @@ def target_of(kwargs: dict):
 
 
 def require(request, perm: str, obj=None) -> None:
-    """403 with the reason, and an audit entry, unless the user holds `perm` (on `obj`'s team when given)."""
+    """403 with the reason, and an audit entry, unless the user holds `perm` (on `obj`'s team when given); 404, as
+    for a missing object, when viewing is scoped and `obj` is another team's."""
     try:
         authorize(actor=request.user, perm=perm, obj=obj)
+    except ObjectHidden:
+        raise Http404() from None
     except PermissionRefused as exc:
         raise PermissionDenied(str(exc)) from None
 

@@ -8,7 +8,6 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -16,6 +15,7 @@ from django.utils import timezone
 from scheduler import selectors
 from scheduler import oncall
 from scheduler import timeline as timeline_reads
+from scheduler.scoped_runs import hide_in_text, hide_other_teams, hide_upstream_rows
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, TargetKind
 from scheduler.pipelines.registry import get_workflow
 from scheduler.services.admission import dispatch
@@ -32,7 +32,9 @@ from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
 )
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm, scoped
+from scheduler.views.logs import log_done, log_page
 from scheduler.worklist import failure_worklist
+from scheduler.services.access.teams import visible_team_ids
 
 PAGE_SIZE = 50
 # A run page is bounded whatever the run holds (issue 25): a dbt project's thousands of nodes, a long log
@@ -40,8 +42,6 @@ RUN_PAGE_NODES = 30  # node records in the table and the Gantt, those that did n
 RUN_PAGE_TRACEBACKS = 5  # failed nodes whose traceback the table shows, each its last RUN_PAGE_TRACEBACK_CHARS
 RUN_PAGE_TRACEBACK_CHARS = 2000
 RUN_PAGE_REPORT_NODES = 30  # rows (and nodes of the graph) of the workflow report
-RUN_PAGE_LOG_LINES = 100  # log lines on the page, and in each answer of the follower or "Next lines"
-RUN_PAGE_LOG_CHARS = 30_000  # ... and no more characters of their messages than this (one line may hold 16 KB)
 RUN_PAGE_LOG_NODES = 100  # past this many nodes the log's node filter is a text field, not a select
 
 
@@ -69,6 +69,7 @@ def run_list(request):
         after=int_or_none(request.GET.get("after")),
         size=PAGE_SIZE,
     )
+    hide_other_teams(result["runs"], visible_team_ids(request.user))
     query = request.GET.copy()
     for key in ("before", "after"):
         query.pop(key, None)
@@ -110,8 +111,11 @@ def run_detail(request, run_id: int):
         Run.objects.select_related("schedule", "workload_class", "blocked_by", "backfill"), pk=run_id
     )
     now = timezone.now()
-    context = {"run": run, "waiting_reason": _explain(run, now), "final": run.is_final,
-               "upstreams": selectors.run_upstreams(run), "pruned_note": run_pruned_note(run)}
+    visible = visible_team_ids(request.user)
+    context = {"run": run, "waiting_reason": hide_in_text(_explain(run, now), visible), "final": run.is_final,
+               "upstreams": hide_upstream_rows(selectors.run_upstreams(run), visible),
+               "pruned_note": run_pruned_note(run)}
+    hide_other_teams([run], visible)  # after _explain: it judges the run as stored
     if run.started_at:
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
     if run.started_at:
@@ -139,24 +143,11 @@ def run_detail(request, run_id: int):
     context["rerun_form"] = RerunForm()
     if not request.htmx:
         context.update(_log_filter(request, run))
-        lines, more = ([], False) if context["node_error"] else _log_page(run, after=0, node=context["log_node"])
+        lines, more = ([], False) if context["node_error"] else log_page(run, after=0, node=context["log_node"])
         context["log_lines"], context["log_more"] = lines, more
         context["last_seq"] = lines[-1].seq if lines else 0
-        context["log_done"] = _log_done(run, now)
+        context["log_done"] = log_done(run, now)
     return render(request, partial(request, "scheduler/run_detail.html", "live"), context)
-
-
-def _log_page(run: Run, *, after: int, node: str | None) -> tuple[list, bool]:
-    """The log lines after seq `after` a page shows: RUN_PAGE_LOG_LINES at most, and no more than
-    RUN_PAGE_LOG_CHARS of messages (at least one line); and whether more lines follow."""
-    lines = selectors.run_log_lines(run, after=after, node=node, limit=RUN_PAGE_LOG_LINES + 1)
-    shown, chars = [], 0
-    for line in lines[:RUN_PAGE_LOG_LINES]:
-        chars += len(line.message)
-        if shown and chars > RUN_PAGE_LOG_CHARS:
-            break
-        shown.append(line)
-    return shown, len(shown) < len(lines)
 
 
 def _trim_tracebacks(records: list) -> list:
@@ -234,33 +225,6 @@ def _stop_context(run: Run) -> dict:
     }
 
 
-# The worker stores a run's last lines just after the run's final status
-# commits: a follower keeps asking for a few seconds more before it stops.
-LOG_GRACE_SECONDS = 10
-
-
-def _log_done(run: Run, now) -> bool:
-    return run.is_final and (run.finished_at is None or (now - run.finished_at).total_seconds() > LOG_GRACE_SECONDS)
-
-
-@page("scheduler.view_run")
-def run_log(request, run_id: int):
-    """The run's log: new lines for the follower on the run page (htmx), the whole log as text otherwise."""
-    run = get_object_or_404(Run.objects.only("id", "status", "stop_requested_at", "finished_at"), pk=run_id)
-    if not request.htmx:
-        lines = selectors.run_log_lines(run, limit=100_000, node=request.GET.get("node") or None)
-        text = "".join(selectors.log_line_text(line) + "\n" for line in lines)
-        response = HttpResponse(text, content_type="text/plain; charset=utf-8")
-        response["Content-Disposition"] = f'inline; filename="run-{run.pk}.log"'
-        return response
-    after = int_or_none(request.GET.get("after")) or 0
-    node = request.GET.get("node") or None
-    lines, more = _log_page(run, after=after, node=node)
-    context = {"run": run, "log_lines": lines, "last_seq": lines[-1].seq if lines else after,
-               "log_done": _log_done(run, timezone.now()), "oob": True, "log_node": node, "log_more": more}
-    return render(request, "scheduler/run_log_more.html", context)
-
-
 @action("scheduler.trigger_schedule")
 def run_rerun(request, run_id: int):
     run = get_object_or_404(Run.objects.select_related("schedule"), pk=run_id)
@@ -330,6 +294,7 @@ def _reason_list(request, status: str, title: str):
     scope = team_scope(request)
     result = oncall.blocked_or_skipped(status, before=before, size=PAGE_SIZE, team_ids=scope["team_ids"])
     result["before"] = before  # an older page stands still; the newest refreshes
+    hide_other_teams(result["runs"], visible_team_ids(request.user))
     return render(
         request,
         partial(request, "scheduler/reason_list.html", "table"),

@@ -80,7 +80,9 @@ def test_lists_show_only_visible_teams(api, op_token, make_schedule, make_run, t
     hidden = make_run(theirs)
     assert [s["name"] for s in api.get("/schedules", token=op_token).json()["items"]] == ["mine"]
     assert [r["schedule"] for r in api.get("/runs", token=op_token).json()["items"]] == ["mine"]
-    problem_of(api.get(f"/runs/{hidden.pk}", token=op_token), 403)
+    # another team's run answers as a missing one does (issue 33): the same 404, the same words
+    assert problem_of(api.get(f"/runs/{hidden.pk}", token=op_token), 404)["detail"] == f"run_id: no run {hidden.pk}"
+    assert problem_of(api.get("/runs/987654", token=op_token), 404)["detail"] == "run_id: no run 987654"
     problem_of(api.get("/schedules", token=op_token, team="team-b"), 404)
 
 

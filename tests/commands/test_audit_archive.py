@@ -1,5 +1,6 @@
 """`audit_archive show FILE`: an archive written by the prune reads back; a bad file is refused by name."""
 import json
+import os
 from datetime import timedelta
 from io import StringIO
 
@@ -37,3 +38,35 @@ def test_a_missing_or_bad_file_exits_2_naming_it(tmp_path, content, message):
     with pytest.raises(CommandError) as info:
         call_command("audit_archive", "show", str(path), stdout=StringIO())
     assert info.value.returncode == 2 and str(path) in str(info.value) and message in str(info.value)
+
+
+def _mode(path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_the_archive_is_written_0600_in_a_0700_directory_whatever_the_umask(settings, tmp_path, umask):
+    directory = tmp_path / "archive" / "audit"
+    settings.ETL_AUDIT_ARCHIVE_DIR = str(directory)
+    at = timezone.now() - timedelta(days=400)
+    audit_record(actor="ann", action="schedule.update", target=("schedule", 7), at=at, reason="tidy")
+    old = os.umask(umask)
+    try:
+        call_command("prune_history", stdout=StringIO(), stderr=StringIO())
+    finally:
+        os.umask(old)
+    path = directory / f"audit-{at:%Y-%m}.jsonl.gz"
+    assert _mode(path) == 0o600 and _mode(directory) == 0o700
+
+
+def test_an_archive_and_its_directory_from_before_are_made_private_on_the_next_append(settings, tmp_path):
+    """Written 0644 in a 0755 directory by an older version: the next prune takes others' access away."""
+    tmp_path.chmod(0o755)
+    at = timezone.now() - timedelta(days=400)
+    path = tmp_path / f"audit-{at:%Y-%m}.jsonl.gz"
+    path.write_bytes(b"")
+    path.chmod(0o644)
+    settings.ETL_AUDIT_ARCHIVE_DIR = str(tmp_path)
+    audit_record(actor="ann", action="schedule.update", target=("schedule", 7), at=at, reason="tidy")
+    call_command("prune_history", stdout=StringIO(), stderr=StringIO())
+    assert _mode(path) == 0o600 and _mode(tmp_path) == 0o700

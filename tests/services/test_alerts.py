@@ -166,8 +166,10 @@ def test_a_signed_webhook_that_refuses_fails_the_delivery_within_its_attempts(re
 def test_an_unreachable_receiver_fails_within_the_attempts():
     with pytest.raises(RuntimeError, match="not reached"):
         channels.send_channel("etlhook://127.0.0.1:9/none", title="t", body="b", payload={"a": 1})
-    with pytest.raises(channels.ServiceError, match="not a URL Apprise can send to"):
+    with pytest.raises(channels.ServiceError, match="notifies on the scheduler's own machine"):  # issue 33
         channels.send_channel("file:///etc/passwd", title="t", body="b", payload={"a": 1})
+    with pytest.raises(channels.ServiceError, match="not a URL Apprise can send to"):
+        channels.send_channel("nosuchscheme://etc/passwd", title="t", body="b", payload={"a": 1})
 
 
 def test_a_breaker_that_opens_alerts_once_per_opening(make_schedule, now, settings):

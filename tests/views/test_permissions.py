@@ -230,13 +230,15 @@ def test_the_owning_teams_operator_may_act(operator_client, world):
 
 
 def test_other_teams_are_hidden_when_viewing_all_is_off(client, outsider, world, settings):
+    """Answered 404 as a missing id is (issue 33: a 403 told that the id exists), and the refusal audited."""
     settings.ETL_TEAMS_VIEW_ALL = False
     client.force_login(outsider)
-    for name in ("scheduler:schedule_detail",):
-        response = client.get(reverse(name, args=[world["schedule_id"]]))
-        assert response.status_code == 403 and "may not see schedule" in response.content.decode()
-    assert client.get(reverse("scheduler:run_detail", args=[world["run_id"]])).status_code == 403
-    assert client.get(reverse("scheduler:backfill_detail", args=[world["backfill_id"]])).status_code == 403
+    for name, key in (("scheduler:schedule_detail", "schedule_id"), ("scheduler:run_detail", "run_id"),
+                      ("scheduler:backfill_detail", "backfill_id")):
+        theirs, missing = (client.get(reverse(name, args=[pk])) for pk in (world[key], 987654))
+        assert theirs.status_code == missing.status_code == 404
+        assert theirs.content == missing.content
+    assert AuditEntry.objects.filter(action="permission.denied", actor="oscar").count() == 3
 
 
 def test_an_operator_post_without_a_csrf_token_is_refused(operator, world):
@@ -261,6 +263,7 @@ COMMANDS_NOT_ACTING_ON_A_SCHEDULE = {
     "api_token": "a user's own REST tokens (created by the shell for a named user)",
     "backfill_status": "reads", "export_schedules": "reads", "freshness": "reads", "next_fires": "reads",
     "run_log": "reads", "scheduler_status": "reads", "validate_schedules": "reads (checks a file, changes nothing)",
+    "connection": "a team's connections, not a schedule (another team's is refused: tests/services/test_connections.py)",
     "lineage_flush": "the lineage outbox (no schedule)", "qcluster": "the worker process", "serve": "the web process",
     "run_pipeline": "runs a registered pipeline in this process, outside every schedule and the ledger",
     "setup_demo": "the demo's own data, from the shell",

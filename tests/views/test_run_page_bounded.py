@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from scheduler.models import NodeRecord, RunLogLine, RunStatus, TargetKind
-from scheduler.views import pages
+from scheduler.views import logs, pages
 
 NODES = 2000
 LINES = 3000
@@ -47,7 +47,7 @@ def test_a_huge_workflow_run_page_is_bounded(viewer_client, huge_run):
     assert len(response.content) <= PAGE_LIMIT, f"{len(response.content):,} bytes"
     assert page.count("<tr data-node=") == pages.RUN_PAGE_NODES
     assert page.count('class="gantt-row"') <= pages.RUN_PAGE_NODES
-    assert page.count("<li class=\"l-") == pages.RUN_PAGE_LOG_LINES
+    assert page.count("<li class=\"l-") == logs.RUN_PAGE_LOG_LINES
     assert page.count("<option") == 0 and 'name="node"' in page  # 2,000 nodes: the filter asks for a name
     # the failed nodes come first, and the page says how many it leaves out
     assert 'data-node="node_0000"' in page and 'data-node="node_0050"' in page
@@ -57,10 +57,10 @@ def test_a_huge_workflow_run_page_is_bounded(viewer_client, huge_run):
 
 def test_the_next_lines_of_a_long_log_come_a_bounded_page_at_a_time(viewer_client, huge_run):
     url = reverse("scheduler:run_log", args=[huge_run.pk])
-    response = viewer_client.get(url, {"after": pages.RUN_PAGE_LOG_LINES}, headers={"HX-Request": "true"})
+    response = viewer_client.get(url, {"after": logs.RUN_PAGE_LOG_LINES}, headers={"HX-Request": "true"})
     page = response.content.decode()
-    assert page.count("<li class=\"l-") == pages.RUN_PAGE_LOG_LINES
-    assert f'data-seq="{pages.RUN_PAGE_LOG_LINES + 1}"' in page and "Next lines" in page
+    assert page.count("<li class=\"l-") == logs.RUN_PAGE_LOG_LINES
+    assert f'data-seq="{logs.RUN_PAGE_LOG_LINES + 1}"' in page and "Next lines" in page
     node = viewer_client.get(reverse("scheduler:run_detail", args=[huge_run.pk]), {"node": "node_0007"})
     assert node.context["node_error"] == "" and 'data-node="node_0007"' in node.content.decode()
     wrong = viewer_client.get(reverse("scheduler:run_detail", args=[huge_run.pk]), {"node": "nope"})
@@ -75,7 +75,7 @@ def test_long_lines_fill_the_page_by_characters_not_only_by_count(viewer_client,
     RunLogLine.objects.filter(run=huge_run, seq__lte=50).update(message="x" * 16_000)
     response = viewer_client.get(reverse("scheduler:run_detail", args=[huge_run.pk]))
     assert len(response.content) <= PAGE_LIMIT, f"{len(response.content):,} bytes"
-    assert 1 <= response.content.decode().count("<li class=\"l-") <= pages.RUN_PAGE_LOG_CHARS // 16_000 + 1
+    assert 1 <= response.content.decode().count("<li class=\"l-") <= logs.RUN_PAGE_LOG_CHARS // 16_000 + 1
 
 
 def test_a_running_runs_follower_catches_up_a_bounded_answer_at_a_time(viewer_client, huge_run):
@@ -84,7 +84,7 @@ def test_a_running_runs_follower_catches_up_a_bounded_answer_at_a_time(viewer_cl
     Run.objects.filter(pk=huge_run.pk).update(status=RunStatus.RUNNING, finished_at=None)
     url = reverse("scheduler:run_log", args=[huge_run.pk])
     behind = viewer_client.get(url, {"after": 0}, headers={"HX-Request": "true"}).content.decode()
-    assert behind.count("<li class=\"l-") == pages.RUN_PAGE_LOG_LINES
+    assert behind.count("<li class=\"l-") == logs.RUN_PAGE_LOG_LINES
     assert 'hx-trigger="load, every 2s' in behind  # more lines wait: the next answer is asked for at once
     caught_up = viewer_client.get(url, {"after": LINES}, headers={"HX-Request": "true"}).content.decode()
     assert 'hx-trigger="every 2s' in caught_up

@@ -13,9 +13,16 @@ from scheduler.services.runs.cancel import run_cancel_as
 from scheduler.services.runs.rerun import run_rerun_from_failure
 from scheduler.services.runs.rerun import run_rerun
 from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.scoped_runs import hide_other_teams
+from scheduler.services.access.teams import visible_team_ids
 
 router = Router(tags=["runs"])
 LOG_LIMIT = 5000
+
+
+def shown(request, run: Run) -> dict:
+    """`run` as the caller may see it: with viewing scoped, another team's upstream is not named (scoped_runs)."""
+    return run_out(hide_other_teams([run], visible_team_ids(caller(request)))[0])
 
 
 def run_out(run: Run) -> dict:
@@ -56,14 +63,15 @@ def list_runs(request, filters: Query[RunFilters]):
                                       before=cursor_of(filters.cursor), size=limit)
     # the page's rows load only the list's columns: read the full rows of this page in one query
     rows = Run.objects.select_related("schedule", "workload_class").in_bulk([r.pk for r in page["runs"]])
-    return {"items": [run_out(rows[r.pk]) for r in page["runs"] if r.pk in rows], "next": page["older"]}
+    items = hide_other_teams([rows[r.pk] for r in page["runs"] if r.pk in rows], visible_team_ids(caller(request)))
+    return {"items": [run_out(run) for run in items], "next": page["older"]}
 
 
 @router.get("/runs/{run_id}", response={200: RunOut, **errors()}, summary="Get a run")
 def get_run(request, run_id: int):
     run = run_by_id(run_id)
     require(request, "scheduler.view_run", run)
-    return run_out(run)
+    return shown(request, run)
 
 
 @router.post("/schedules/{name}/runs", response={201: RunOut, **errors(409)}, summary="Trigger a run now")
@@ -72,7 +80,7 @@ def trigger_run(request, name: str, payload: TriggerIn):
     schedule = schedule_by_name(name)
     require(request, "scheduler.trigger_schedule", schedule)
     run = run_trigger_manual(schedule=schedule, actor=caller(request), params=payload.params, reason=payload.reason)
-    return Status(201, run_out(run_by_id(run.pk)))
+    return Status(201, shown(request, run_by_id(run.pk)))
 
 
 @router.post("/runs/{run_id}/cancel", response={200: CancelOut, **errors(409)}, summary="Cancel a run")
@@ -84,7 +92,7 @@ def cancel_run(request, run_id: int, payload: CancelIn):
     verb = "killed" if payload.force else "cancelled"
     outcome = run_cancel_as(run=run, actor=user, force=payload.force,
                             reason=payload.reason or f"{verb} by {user.get_username()} through the API")
-    return {"outcome": outcome, "run": run_out(run_by_id(run.pk))}
+    return {"outcome": outcome, "run": shown(request, run_by_id(run.pk))}
 
 
 @router.post("/runs/{run_id}/rerun", response={201: RunOut, **errors(409)}, summary="Re-run a finished run")
@@ -96,7 +104,7 @@ def rerun(request, run_id: int, payload: RerunIn):
         new = run_rerun_from_failure(run=run, actor=caller(request), reason=payload.reason)
     else:
         new = run_rerun(run=run, actor=caller(request), downstream=payload.downstream, reason=payload.reason)
-    return Status(201, run_out(run_by_id(new.pk)))
+    return Status(201, shown(request, run_by_id(new.pk)))
 
 
 class LogQuery(Schema):

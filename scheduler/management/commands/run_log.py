@@ -1,19 +1,23 @@
 """`run_log RUN [--follow] [--json]`: a run's log lines, as `/runs/<id>/log` gives them as text.
 
 `--follow` keeps printing new lines while the run is not final (it looks every
-half second), then prints the run's closing status line. `--json` prints one
+half second), then prints the run's closing status line. A terminal's control
+characters in a line (a command's colours, cursor moves, OSC sequences) are
+printed escaped (`\\x1b`), never acted on. `--json` prints one
 object {run, status, shown_status, lines: [...]}; with `--follow`, one object
 per line as it comes (JSON Lines) and a closing {run, status, ...} object.
 Exit 2 on an unknown run.
 """
 import json
 import time
+from collections.abc import Iterator
 from datetime import UTC
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from scheduler import selectors
+from scheduler.core.userdata import terminal_safe
 from scheduler.management.cli import dump_json, get_run
 from scheduler.models import Run, RunLogLine
 
@@ -43,7 +47,7 @@ def closing_line(run: Run) -> str:
         text += f" ({run.reason})"
     if run.exit_code is not None:
         text += f", exit code {run.exit_code}"
-    return text
+    return terminal_safe(text)  # a reason may quote what the command printed
 
 
 class Command(BaseCommand):
@@ -58,26 +62,29 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         run = get_run(opts["run"])
         if not opts["follow"]:
-            lines = self._lines(run, after=0)
             if opts["json"]:
+                lines = self._lines(run, after=0)
                 dump_json(self.stdout, {**self._status(run), "lines": [line_dict(line) for line in lines]})
             else:
-                for line in lines:
-                    self.stdout.write(selectors.log_line_text(line))
+                for batch in self._batches(run, after=0):  # printed as read: memory stays one batch
+                    for line in batch:
+                        self.stdout.write(selectors.log_line_text(line))
             return
         try:
             self._follow(run, as_json=opts["json"])
         except KeyboardInterrupt:
             raise CommandError("interrupted", returncode=130) from None
 
-    def _lines(self, run: Run, *, after: int) -> list[RunLogLine]:
-        out: list[RunLogLine] = []
+    def _batches(self, run: Run, *, after: int) -> Iterator[list[RunLogLine]]:
         while True:
             batch = selectors.run_log_lines(run, after=after, limit=BATCH)
-            out += batch
+            yield batch
             if len(batch) < BATCH:
-                return out
+                return
             after = batch[-1].seq
+
+    def _lines(self, run: Run, *, after: int) -> list[RunLogLine]:
+        return [line for batch in self._batches(run, after=after) for line in batch]
 
     def _follow(self, run: Run, *, as_json: bool) -> None:
         last = 0

@@ -84,9 +84,11 @@ def _worker_options() -> list[str]:
     worker = settings.ETL_WEB_WORKER_CLASS
     if worker not in WORKER_CLASSES:
         raise CommandError(f"ETL_WEB_WORKER_CLASS: must be one of {', '.join(WORKER_CLASSES)}, got {worker!r}")
+    # gunicorn's own workers, whose refusals of an /api/v1/ request (414, 431, 400) are problem+json
     if worker == "gevent":
-        return ["--worker-class", "gevent", "--worker-connections", str(settings.ETL_WEB_WORKER_CONNECTIONS)]
-    return ["--worker-class", "gthread", "--threads", str(settings.ETL_WEB_THREADS)]
+        return ["--worker-class", "etlsite.gunicorn_workers.GeventWorker",
+                "--worker-connections", str(settings.ETL_WEB_WORKER_CONNECTIONS)]
+    return ["--worker-class", "etlsite.gunicorn_workers.ThreadWorker", "--threads", str(settings.ETL_WEB_THREADS)]
 
 
 class Command(BaseCommand):

@@ -22,6 +22,8 @@ from scheduler.services.common.audit import audit_record, audit_refusal
 from scheduler.services.integrations.channels import (channels_text, check_channels, mask_url, split_channels, unmask_channels,
                                          uses_signing)
 from scheduler.services.common.errors import NotFound, ServiceError, check_text
+from scheduler.core.userdata import storable
+from scheduler.permissions import may_see
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 EDITABLE = {"name", "description", "alert_channels"}
@@ -29,6 +31,11 @@ EDITABLE = {"name", "description", "alert_channels"}
 
 class PermissionRefused(ServiceError):
     """The actor may not do this to this object (a 403 on the web, exit 2 in a shell)."""
+
+
+class ObjectHidden(PermissionRefused):
+    """With viewing scoped, the object is another team's: the pages and the API answer 404, as for a missing one,
+    so that names and ids cannot be enumerated (the refusal is still audited, under that team)."""
 
 
 # --- actors and the one check -----------------------------------------------
@@ -43,10 +50,12 @@ def resolve_user(actor: Any):
         return None
     if hasattr(actor, "get_username"):
         return actor
+    if isinstance(actor, str):
+        check_text(actor, field="actor")  # NUL or a lone surrogate (an undecodable --actor): no name holds one
     if not isinstance(actor, str) or actor.startswith("api:"):
         return None
     name = actor[5:] if actor.startswith("user:") else actor
-    if not name or "\x00" in name:
+    if not name:
         return None
     return get_user_model().objects.filter(username=name).first()
 
@@ -61,6 +70,8 @@ def authorize(*, actor: Any, perm: str, obj: Any = None) -> None:
         return
     message = refusal_message(user, perm, obj)
     audit_refusal(user=user, perm=perm, target=obj if obj is not None and obj.pk else None, reason=message)
+    if obj is not None and obj.pk and not may_see(user, obj):
+        raise ObjectHidden(f"unknown {obj._meta.model_name} {obj.pk}")
     raise PermissionRefused(message)
 
 
@@ -138,7 +149,9 @@ def team_get(name_or_id: Any, *, visible: frozenset[int] | None = None) -> Team:
     found = None
     if isinstance(name_or_id, int) or (isinstance(name_or_id, str) and name_or_id.isdigit()):
         found = Team.objects.filter(pk=int(name_or_id)).first()
-    if found is None and isinstance(name_or_id, str) and "\x00" not in name_or_id:
+    if isinstance(name_or_id, str):
+        check_text(name_or_id, field="team")
+    if found is None and isinstance(name_or_id, str):
         found = Team.objects.filter(name=name_or_id).first()
     if found is not None and visible is not None and found.pk not in visible:
         found = None
@@ -232,7 +245,7 @@ def _user(item: Any):
     if hasattr(item, "get_username"):
         return item
     User = get_user_model()
-    if isinstance(item, str) and "\x00" not in item:
+    if isinstance(item, str) and storable(item):
         found = User.objects.filter(username=item).first()
         if found is not None:
             return found

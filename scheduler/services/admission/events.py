@@ -38,7 +38,7 @@ def _clean_event_id(event_id: Any) -> str:
         return uuid.uuid4().hex
     if isinstance(event_id, bool) or not isinstance(event_id, (str, int)):
         raise ServiceError(f"must be a string or a whole number, got {type(event_id).__name__}", field="id")
-    text = str(event_id).strip()
+    text = check_text(str(event_id).strip(), field="id")  # a lone surrogate is no text
     if not text or len(text) > 200 or any(ord(c) < 32 for c in text):
         raise ServiceError("must be 1-200 printable characters", field="id")
     return text

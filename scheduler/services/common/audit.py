@@ -17,6 +17,7 @@ from scheduler.models import ActorKind, AuditEntry, RefusalCount, Team
 from scheduler.models.audit import audit_counted
 from scheduler.permissions import owner_id_of
 from scheduler.services.common import bulk
+from scheduler.core.userdata import storable
 from scheduler.services.common.errors import check_text
 
 
@@ -76,6 +77,10 @@ def audit_build(
 ) -> AuditEntry:
     """One unsaved audit entry (audit_record saves it; audit_record_many saves many at once)."""
     name, kind = actor_name(actor)
+    if reason and not storable(reason.replace("\x00", "")):
+        # a lone surrogate can be written by neither database (no UTF-8 holds one): refused, named, at the last door
+        # before the row, for a door that forgot (NUL is left as it was: SQLite stores it)
+        check_text(reason.replace("\x00", ""), field="reason")
     team_id = target.pk if isinstance(target, Team) else owner_id_of(target)
     if isinstance(target, models.Model):
         target_type = target._meta.model_name

@@ -2,6 +2,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from scheduler.core import ConfigError, EtlError
+from scheduler.core.userdata import check_surrogates, text_problem
 
 
 class ServiceError(EtlError):
@@ -88,10 +89,13 @@ __all__ = [
 
 
 def check_text(value: object, *, field: str, max_length: int | None = None) -> str:
-    """Free text from a caller: PostgreSQL cannot store NUL, and an over-long value must not become a 500."""
+    """Free text from a caller: PostgreSQL cannot store NUL, a lone surrogate is no text (it cannot be written as
+    UTF-8: SQLite refuses it, and a stored one breaks every page that shows it), and an over-long value must not
+    become a 500."""
     text = "" if value is None else str(value)
-    if "\x00" in text:
-        raise ServiceError("must not contain the NUL character", field=field)
+    problem = text_problem(text)
+    if problem:
+        raise ServiceError(problem, field=field)
     if max_length is not None and len(text) > max_length:
         raise ServiceError(f"must be at most {max_length} characters, got {len(text)}", field=field)
     return text
@@ -125,7 +129,12 @@ def _has_nul(value: object) -> bool:
 
 
 def check_storable(payload: dict, *, field: str) -> dict:
-    """PostgreSQL's jsonb cannot hold the NUL character: refuse it here, naming the field, not with a 500."""
+    """PostgreSQL's jsonb cannot hold the NUL character, nor any JSON a lone surrogate: refuse them here, naming the
+    field (the key where the surrogate is), not with a 500."""
     if _has_nul(payload):
         raise ServiceError("must not contain the NUL character (\\u0000)", field=field)
+    try:
+        check_surrogates(payload, field=field)
+    except ConfigError as exc:
+        raise ServiceError(exc.problem, field=exc.field) from None
     return payload

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from scheduler.core import ConfigError, WatermarkConfig, validate_timezone
 from scheduler.core.limits import MAX_SECONDS
+from scheduler.core.userdata import storable
 from scheduler.models import (
     CatchupPolicy,
     Condition,
@@ -280,7 +281,7 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
             if isinstance(item, Schedule):
                 upstreams.append(item)
                 continue
-            if not isinstance(item, str) or "\x00" in item:
+            if not isinstance(item, str) or not storable(item):
                 raise ServiceError(f"unknown schedule {item!r}", field="depends_on")
             found = Schedule.objects.filter(name=item).first()
             if found is None:
@@ -288,7 +289,7 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
             upstreams.append(found)
     wc = data.get("workload_class")
     if isinstance(wc, str):
-        found = WorkloadClass.objects.filter(name=wc).first()
+        found = WorkloadClass.objects.filter(name=wc).first() if storable(wc) else None
         if found is None:
             raise ServiceError(f"unknown workload class '{wc}'", field="workload_class")
         data["workload_class"] = found
@@ -296,7 +297,7 @@ def _resolve(data: dict) -> tuple[dict, list[Schedule] | None]:
         raise ServiceError(f"must be a workload class name, got {wc!r}", field="workload_class")
     owner = data.get("owner")
     if isinstance(owner, str):
-        found = Team.objects.filter(name=owner).first() if "\x00" not in owner else None
+        found = Team.objects.filter(name=owner).first() if storable(owner) else None
         if found is None:
             known = ", ".join(Team.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
             raise ServiceError(f"unknown team '{owner}' (known: {known})", field="owner")

@@ -4,13 +4,15 @@ The audit log is append-only (models/audit.py refuses every update and delete). 
 the prune writes old entries to <dir>/audit-YYYY-MM.jsonl.gz, flushes and fsyncs the file (and the directory
 when the file is new), and only then deletes those rows; without the setting the log is never pruned. A crash
 between the fsync and the delete writes the same entries again on the next pass: readers keep the first line
-of each id (`audit_archive_read`).
+of each id (`audit_archive_read`). The archive holds what the audit log holds (names, reasons, before/after):
+its files are written 0600 in a directory of mode 0700, whatever the umask, so only the server's user reads them.
 """
 from __future__ import annotations
 
 import gzip
 import json
 import os
+import stat
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -42,10 +44,29 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def _private_dir(target: Path) -> None:
+    """Create the archive directory 0700, or take group and others' access away from an existing one."""
+    try:
+        target.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        if stat.S_IMODE(target.stat().st_mode) & 0o077:
+            os.chmod(target, stat.S_IMODE(target.stat().st_mode) & ~0o077)
+    except OSError as exc:
+        raise ServiceError(f"cannot create the archive directory {target} (mode 0700): {exc.strerror}",
+                           field="ETL_AUDIT_ARCHIVE_DIR") from None
+
+
 def _append(path: Path, records: list[dict[str, Any]]) -> None:
     """Append one gzip member (readers see the members as one stream) and make it durable before returning."""
     new = not path.exists()
-    with open(path, "ab") as raw:
+    # 0600 from the first byte (never a moment readable by others), and a file of an older version made 0600 too
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
+        os.fchmod(fd, FILE_MODE)
+    with os.fdopen(fd, "ab") as raw:
         with gzip.GzipFile(fileobj=raw, mode="ab") as gz:
             for record in records:
                 gz.write((json.dumps(record, sort_keys=True, default=str) + "\n").encode())
@@ -61,11 +82,7 @@ def audit_archive_batch(*, cutoff: datetime, batch: int, directory: str | Path, 
     if not entries or dry_run:
         return len(entries)
     target = Path(directory)
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ServiceError(f"cannot create the archive directory {target}: {exc.strerror}",
-                           field="ETL_AUDIT_ARCHIVE_DIR") from None
+    _private_dir(target)
     ids = [entry.pk for entry in entries]
     # a refusal entry's repeats (RefusalCount) are part of its record: archived with it, and removed with it
     refusals = dict(RefusalCount.objects.filter(audit_entry_id__in=ids).values_list("audit_entry_id", "count"))

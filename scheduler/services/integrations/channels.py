@@ -21,9 +21,16 @@ host we connect to (json, xml, form, ntfy with a host, gotify, workflows,
 etlhook, a mailto with an SMTP login, ...): the host comes from the parsed
 Apprise plugin, judged when saved and again, after name resolution, right
 before sending. URLs are shown masked everywhere (`mask_url`).
+
+Channels that notify on the server itself rather than over the network (the
+host's syslog, its desktop through D-Bus / GLib / GNOME / macOS / Windows, a
+USB light) and URLs that name a file on the server (`keyfile=`, `subfile=`) are
+refused, at save and before sending, unless ETL_ALERT_ALLOW_LOCAL_CHANNELS is on:
+a team's channel must not write into the host's logs or read its files.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import urllib.parse
@@ -50,6 +57,11 @@ SIGNED_SCHEMES = ("etlhook", "etlhooks")
 # Apprise's generic query keys, dropped from what is shown (they are the defaults and only make URLs long)
 _NOISE = {"overflow", "retry", "wait", "optional", "cto", "format", "emojis", "tz", "method", "verify", "rto"}
 _PASSWORD_RE = re.compile(r"(://[^/:@\s]*:)[^@/\s]*@")
+# Apprise's plugins that notify on this machine, not over the network (their schemes are read from Apprise, so an
+# alias such as kde:// or qt:// is one of them too)
+LOCAL_PLUGINS = ("NotifySyslog", "NotifyDBus", "NotifyGLib", "NotifyGnome", "NotifyMacOSX", "NotifyWindows",
+                 "NotifyBlink1")
+LOCAL_FILE_ARGS = ("keyfile", "subfile")  # a path on this machine a plugin reads (FCM's and VAPID's keys)
 
 # --- the signed webhook: Apprise's JSON plugin with our body and signature -------------------
 
@@ -193,10 +205,38 @@ def instantiate(url: str):
     return plugin
 
 
+@functools.cache
+def local_schemes() -> frozenset[str]:
+    """The schemes of Apprise's local-only plugins, those Apprise disabled on this machine too."""
+    found: set[str] = set()
+    for plugin in N_MGR.plugins(include_disabled=True):
+        if plugin.__name__ in LOCAL_PLUGINS:
+            for protocol in (plugin.protocol, plugin.secure_protocol):
+                found.update([protocol] if isinstance(protocol, str) else protocol or ())
+    return frozenset(p.lower() for p in found)
+
+
+def check_not_local(url: str, *, field: str) -> None:
+    """Refuse a channel that notifies on this machine or reads one of its files (unless the setting allows it)."""
+    if settings.ETL_ALERT_ALLOW_LOCAL_CHANNELS:
+        return
+    scheme = url.split("://", 1)[0].strip().lower()
+    if scheme in local_schemes() or scheme == "file":
+        raise ServiceError(f"{scheme}:// notifies on the scheduler's own machine, not over the network; set "
+                           "ETL_ALERT_ALLOW_LOCAL_CHANNELS=true to allow local channels", field=field)
+    keys = {urllib.parse.unquote(k).lower() for k, _v in urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query,
+                                                                                keep_blank_values=True)}
+    named = sorted(keys & set(LOCAL_FILE_ARGS))
+    if named:
+        raise ServiceError(f"{named[0]}= names a file on the scheduler's own machine; set "
+                           "ETL_ALERT_ALLOW_LOCAL_CHANNELS=true to allow it", field=field)
+
+
 def parse_channel(url: str, *, field: str):
     """The plugin for `url`; ServiceError naming the field and the URL when Apprise cannot use it."""
     if "\x00" in url or len(url) > MAX_URL_LENGTH:
         raise ServiceError(f"a channel URL must be at most {MAX_URL_LENGTH} characters without NUL", field=field)
+    check_not_local(url, field=field)
     plugin = instantiate(url)
     if plugin is None:
         raise ServiceError(f"{_shown_raw(url)!r} is not a URL Apprise can send to (see docs/notifications.md for "

@@ -16,6 +16,7 @@ from scheduler.models import Run, RunStatus
 from scheduler.services.common.errors import Conflict
 from scheduler.services.runs.stop import run_cancel
 from scheduler.services.access.teams import authorize
+from scheduler.services.common.errors import check_text
 
 CANCELLED = "cancelled"  # it had not begun: CANCELLED now
 STOPPING = "stopping"  # its code was asked to stop (force: its process is being killed)
@@ -35,6 +36,7 @@ def run_cancel_as(*, run: Run, actor: Any, reason: str = "", force: bool = False
     cannot be cancelled.
     """
     authorize(actor=actor, perm="scheduler.cancel_run", obj=run)
+    check_text(reason, field="reason")  # it becomes the run's reason before any audit entry is written
     done = run_cancel(run=run, actor=actor, reason=reason, now=now, force=force)
     run.refresh_from_db(fields=OUTCOME_FIELDS)
     if done:

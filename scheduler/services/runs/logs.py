@@ -1,5 +1,8 @@
 """Per-run logs: what a run printed while a worker executed it, capped, stored, read by the run page.
 
+The cap is both bytes (ETL_RUN_LOG_MAX_BYTES) and lines (ETL_RUN_LOG_MAX_LINES): each line is a row, so an
+empty line costs what any other does.
+
 A `RunLogCapture` is a logging handler on the root logger for the time one
 run executes. It keeps only records of the worker thread that runs it (the
 heartbeat pump and anything else in the process log elsewhere), adds the
@@ -25,7 +28,8 @@ from django.utils import timezone
 from scheduler.models import Run, RunLogLine, RunStatus
 
 SCHEDULER = "scheduler"
-ATTEMPT_SEQ_SPAN = 1 << 20  # lines a run's attempt may number (the byte cap keeps far fewer)
+ATTEMPT_SEQ_SPAN = 1 << 20  # lines a run's attempt may number (the line cap keeps far fewer)
+MAX_LINES = 10_000  # ETL_RUN_LOG_MAX_LINES' default
 log = logging.getLogger(__name__)
 
 _active: dict[int, "RunLogCapture"] = {}
@@ -36,11 +40,14 @@ class RunLogCapture(logging.Handler):
     """Collects one run's log lines up to a byte cap; `save()` writes what is pending."""
 
     def __init__(self, run_id: int, *, max_bytes: int, max_line: int, level: int,
-                 clock: Callable[[], datetime] = timezone.now, attempt: int = 1) -> None:
+                 clock: Callable[[], datetime] = timezone.now, attempt: int = 1,
+                 max_lines: int = MAX_LINES) -> None:
         super().__init__(level)
         self.run_id = run_id
         self.thread = threading.get_ident()
         self.max_bytes = max_bytes
+        # every line is a row, an empty one too: bytes alone let 300,000 empty lines through (issue 33)
+        self.max_lines = min(max_lines, ATTEMPT_SEQ_SPAN - 100)
         self.max_line = max_line
         self.clock = clock
         self.setFormatter(logging.Formatter("%(message)s"))
@@ -50,6 +57,8 @@ class RunLogCapture(logging.Handler):
         # next attempt's never take each other's (run, seq), and the log reads attempt after attempt
         self._seq = (max(1, attempt) - 1) * ATTEMPT_SEQ_SPAN
         self._bytes = 0
+        self._lines = 0
+        self._capped_by = ""  # "bytes" or "lines": the cap the first dropped line met
         self._closed = False  # the closing notes are written (close_notes)
         self.dropped = 0
         # the workflow node running now (set by the executor's node hook): its lines are filed under it
@@ -79,10 +88,12 @@ class RunLogCapture(logging.Handler):
             message = message[: self.max_line] + f" … [{len(message) - self.max_line} characters cut]"
         size = len(message.encode("utf-8", "replace"))
         with self._mutex:
-            if self._bytes + size > self.max_bytes and not force:
+            if not force and (self._bytes + size > self.max_bytes or self._lines >= self.max_lines):
+                self._capped_by = self._capped_by or ("lines" if self._lines >= self.max_lines else "bytes")
                 self.dropped += 1
                 return
             self._bytes += size
+            self._lines += 1
             self._seq += 1
             self._pending.append(RunLogLine(
                 run_id=self.run_id, seq=self._seq, at=at, level=level[:8], source=source[:100],
@@ -128,7 +139,8 @@ class RunLogCapture(logging.Handler):
             self.note(_outcome_text(row), level="ERROR" if row["status"] == RunStatus.FAILED else "INFO", force=True,
                       node="")
         if self.dropped:
-            self.note(f"log cap of {self.max_bytes} bytes reached: {self.dropped} later line(s) not kept",
+            cap = f"{self.max_lines} lines" if self._capped_by == "lines" else f"{self.max_bytes} bytes"
+            self.note(f"log cap of {cap} reached: {self.dropped} later line(s) not kept",
                       level="WARNING", force=True, node="")
 
     def take(self) -> list[RunLogLine]:
@@ -213,7 +225,7 @@ def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now,
     level = logging.getLevelName(settings.ETL_RUN_LOG_LEVEL)
     capture = RunLogCapture(
         run.pk, max_bytes=settings.ETL_RUN_LOG_MAX_BYTES, max_line=settings.ETL_RUN_LOG_MAX_LINE,
-        level=level, clock=clock, attempt=run.attempt,
+        max_lines=settings.ETL_RUN_LOG_MAX_LINES, level=level, clock=clock, attempt=run.attempt,
     )
     root = logging.getLogger()
     old_level = root.level

@@ -21,6 +21,7 @@ from scheduler.pipelines.params import check_params
 from scheduler.pipelines.registry import get_target, is_registered
 from scheduler.services.common.audit import actor_name, audit_record
 from scheduler.services.common.errors import Conflict, NotFound, ServiceError, check_json_depth, check_text
+from scheduler.core.userdata import check_surrogates
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -80,6 +81,11 @@ def validate_params(params: Any, *, field: str = "params") -> dict:
     if "\\u0000" in encoded:
         # PostgreSQL's jsonb cannot store NUL; refuse it here rather than fail with a 500 later
         raise ServiceError("must not contain NUL (\\u0000) characters", field=field)
+    if "\\ud" in encoded:  # a surrogate, paired (a character past U+FFFF) or lone (no character: refused)
+        try:
+            check_surrogates(params, field=field)
+        except ConfigError as exc:
+            raise ServiceError(exc.problem, field=exc.field) from None
     if len(encoded) > 256 * 1024:
         raise ServiceError("is larger than 256 KiB", field=field)
     return params
@@ -219,6 +225,8 @@ def schedule_get(name_or_id: Any) -> Schedule:
         return name_or_id
     if isinstance(name_or_id, int) or (isinstance(name_or_id, str) and name_or_id.isdigit()):
         found = qs.filter(pk=int(name_or_id)).first()
+    if isinstance(name_or_id, str):
+        check_text(name_or_id, field="schedule")  # NUL or a lone surrogate: no name holds one, SQLite cannot look
     if found is None and isinstance(name_or_id, str):
         found = qs.filter(name=name_or_id).first()
     if found is None:

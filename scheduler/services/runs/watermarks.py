@@ -55,6 +55,8 @@ def decode_value(config: WatermarkConfig, text: str) -> Any:
 
 def parse_user_value(config: WatermarkConfig, text: Any, *, field: str = "value") -> Any:
     """A value typed by a person or a script, checked against the mark's type."""
+    if isinstance(text, str):
+        check_text(text, field=field)  # a lone surrogate: say so rather than "not a number"
     if config.is_datetime:
         if isinstance(text, datetime):
             value = text
