@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 CANCEL, TIMEOUT, FENCE, TERMINATE = "cancel", "timeout", "fence", "terminate"
-STOP_KINDS = (CANCEL, TIMEOUT, FENCE, TERMINATE)
+CANCEL_OTHER, SHUTDOWN = "cancel_other", "shutdown"
+STOP_KINDS = (CANCEL, CANCEL_OTHER, TIMEOUT, FENCE, SHUTDOWN, TERMINATE)
 
 
 class RunStopped(BaseException):
@@ -145,6 +146,6 @@ def activate(token: StopToken) -> Iterator[StopToken]:
 
 
 __all__ = [
-    "CANCEL", "FENCE", "RunStopped", "STOP_KINDS", "StopRequest", "StopToken", "TERMINATE", "TIMEOUT",
+    "CANCEL", "CANCEL_OTHER", "FENCE", "SHUTDOWN", "RunStopped", "STOP_KINDS", "StopRequest", "StopToken", "TERMINATE", "TIMEOUT",
     "activate", "cancelled", "check", "current",
 ]

@@ -41,7 +41,7 @@ from typing import Callable, Iterator
 from django.conf import settings
 
 from scheduler.core import stop
-from scheduler.core.stop import CANCEL, FENCE, TERMINATE, TIMEOUT, StopToken
+from scheduler.core.stop import CANCEL, CANCEL_OTHER, FENCE, SHUTDOWN, TERMINATE, TIMEOUT, StopToken
 from scheduler.core.timing import LAST_WORDS_SECONDS, SUPERVISOR_TICK, fence_grace
 from scheduler.services.common.singleton import PerProcessThread
 
@@ -131,7 +131,7 @@ class Supervisor(PerProcessThread):
         if recorded:
             control.recorded = True
         first = control.stop.request(kind, reason)
-        if not first and kind == TERMINATE and control.requested.kind in (CANCEL, TIMEOUT):
+        if not first and kind == TERMINATE and control.requested.kind in (CANCEL, CANCEL_OTHER, SHUTDOWN, TIMEOUT):
             control.stop.request_ = stop.StopRequest(TERMINATE, reason, time.monotonic())  # escalate: no grace
             first = True
         if first:
