@@ -15,6 +15,11 @@ install: $(PY)
 
 install-test: $(PY)
 	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(VENV)/.installed-test
+
+# the inner loop installs only when pyproject.toml changed (pip takes ~40 s even with nothing to do)
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(MAKE) --no-print-directory install-test
 
 run: install
 	$(PY) manage.py migrate --noinput
@@ -26,7 +31,7 @@ run: install
 # side, as most of a pass's time is spent waiting on the processes its tests start: the SQLite pass prints as it
 # goes, the PostgreSQL pass into var/test-postgres.log, printed after it; it fails when either pass fails.
 WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist worksteal
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test: install-test
 	@mkdir -p var; $(MAKE) --no-print-directory test-postgres > var/test-postgres.log 2>&1 & pg=$$!; \
@@ -37,7 +42,7 @@ test: install-test
 	[ $$sqlite -eq 0 ] && [ $$postgres -eq 0 ]
 
 # the inner loop: the pure core, the services and the views, on SQLite (docs/testing.md)
-test-fast: install-test
+test-fast: $(VENV)/.installed-test
 	$(PYTEST) tests/core tests/services tests/views
 
 test-sqlite:
