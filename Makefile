@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: run test test-sqlite test-postgres install install-test install-bench bench bench-peers soak clean
+.PHONY: run test test-fast test-sqlite test-postgres install install-test install-bench bench bench-peers soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -15,21 +15,41 @@ install: $(PY)
 
 install-test: $(PY)
 	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(VENV)/.installed-test
+
+# the inner loop installs only when pyproject.toml changed (pip takes ~40 s even with nothing to do)
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(MAKE) --no-print-directory install-test
 
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py setup_demo
 	$(PY) manage.py serve
 
+# Each pass runs on WORKERS pytest-xdist workers, each with its own test database (pytest-django adds _gw0, _gw1 to
+# its name), temporary directories and block of ports (tests/throwaway.py). `make test` runs the two passes side by
+# side, as most of a pass's time is spent waiting on the processes its tests start: the SQLite pass prints as it
+# goes, the PostgreSQL pass into var/test-postgres.log, printed after it; it fails when either pass fails.
+WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist worksteal $(PYTEST_ARGS)
+
 test: install-test
-	$(MAKE) test-sqlite
-	$(MAKE) test-postgres
+	@mkdir -p var; $(MAKE) --no-print-directory test-postgres > var/test-postgres.log 2>&1 & pg=$$!; \
+	$(MAKE) --no-print-directory test-sqlite; sqlite=$$?; \
+	wait $$pg; postgres=$$?; \
+	echo "=== SQLite pass: exit $$sqlite; PostgreSQL pass: exit $$postgres. The PostgreSQL pass's output:"; \
+	cat var/test-postgres.log; \
+	[ $$sqlite -eq 0 ] && [ $$postgres -eq 0 ]
+
+# the inner loop: the pure core, the services and the views, on SQLite (docs/testing.md)
+test-fast: $(VENV)/.installed-test
+	$(PYTEST) tests/core tests/services tests/views
 
 test-sqlite:
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PYTEST)
 
 test-postgres:
-	DATABASE_URL=$(PG_URL) $(PY) -m pytest -q -p no:cacheprovider
+	DATABASE_URL=$(PG_URL) $(PYTEST)
 
 install-bench: $(PY)
 	$(PY) -m pip install --quiet -e ".[test,bench]"
@@ -46,4 +66,4 @@ soak: install-test
 	$(PY) scripts/soak.py --duration 600
 
 clean:
-	rm -rf var/test_*.sqlite3* .pytest_cache
+	rm -rf var/test_*.sqlite3* var/test-postgres.log .pytest_cache

@@ -5,6 +5,8 @@ runs; set DATABASE_URL (PostgreSQL) and REDIS_URL (Redis broker) to scale out.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import secrets
 from pathlib import Path
@@ -28,8 +30,13 @@ if not SECRET_KEY:
     # sessions survive restarts; production must set SECRET_KEY.
     _key_file = VAR_DIR / "secret_key"
     if not _key_file.exists():
-        _key_file.write_text(secrets.token_urlsafe(50))
-        _key_file.chmod(0o600)
+        # linked into place: of processes starting together (test passes side by side) the first wins, all read it
+        _tmp = VAR_DIR / f"secret_key.{os.getpid()}"
+        _tmp.write_text(secrets.token_urlsafe(50))
+        _tmp.chmod(0o600)
+        with contextlib.suppress(FileExistsError):
+            os.link(_tmp, _key_file)
+        _tmp.unlink()
     SECRET_KEY = _key_file.read_text().strip()
 elif len(SECRET_KEY) < 32:
     raise ImproperlyConfigured("SECRET_KEY: must be at least 32 characters long")
@@ -105,6 +112,10 @@ elif _db["ENGINE"] == "django.db.backends.postgresql":
     _db["TEST"] = {"NAME": envstr("ETL_TEST_DB_NAME", "test_etl_scheduler")}
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Under pytest (PYTEST_VERSION, inherited by the servers tests start) MD5: PBKDF2 costs ~0.3 s a user. Never otherwise.
+if envstr("PYTEST_VERSION", ""):
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -43,6 +43,29 @@ def restore_migration_data() -> None:
         WorkloadClass.objects.get_or_create(name=name, defaults={"concurrency_limit": limit})
 
 
+def pytest_configure(config):
+    _flush_postgresql_by_delete()
+
+
+def _flush_postgresql_by_delete() -> None:
+    """A transactional test's flush empties every table with DELETE on PostgreSQL, not Django's TRUNCATE.
+
+    The end is the same (every table empty, sequences left as they are), but TRUNCATE of some fifty tables costs about
+    a second a test (a new file per table, an exclusive lock on each), DELETE of a test's few rows a tenth of that:
+    minutes of the PostgreSQL pass. The foreign keys Django makes are deferrable, so the order does not matter.
+    """
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or allow_cascade or not tables:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        return ["SET CONSTRAINTS ALL DEFERRED;", *(f"DELETE FROM {self.quote_name(table)};" for table in tables)]
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
 @pytest.fixture(autouse=True)
 def _migration_data(request):
     """Tests that use the database always see the data the migrations create."""

@@ -62,3 +62,27 @@ def test_a_throwaway_redis_runs_on_its_own_port_and_a_restart_empties_it(throwaw
     assert client.get("k") is None
     with socket.create_connection(("127.0.0.1", throwaway_redis.port), timeout=5):
         pass
+
+
+def _ports(monkeypatch, worker: str, database_url: str, count: int = 5) -> list[int]:
+    from tests import throwaway
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setattr(throwaway, "_next_port", [])
+    return [throwaway.free_port() for _ in range(count)]
+
+
+def test_each_xdist_worker_and_each_database_pass_hands_out_ports_of_its_own_block(monkeypatch):
+    """Two workers, or the SQLite and PostgreSQL passes side by side, never hand out the same port; a worker never
+    hands out a port twice running (one handed out may not be bound yet), nor one in the kernel's ephemeral range."""
+    sqlite_0 = _ports(monkeypatch, "gw0", "sqlite:///x.sqlite3")
+    sqlite_1 = _ports(monkeypatch, "gw1", "sqlite:///x.sqlite3")
+    postgres_0 = _ports(monkeypatch, "gw0", "postgres://postgres@127.0.0.1:5432/test")
+    blocks = [{p // 400 for p in ports} for ports in (sqlite_0, sqlite_1, postgres_0)]
+    assert all(len(ports) == len(set(ports)) == 5 for ports in (sqlite_0, sqlite_1, postgres_0))
+    assert all(len(block) == 1 for block in blocks) and len(set.union(*blocks)) == 3
+    assert all(20000 <= p < 32768 for p in sqlite_0 + sqlite_1 + postgres_0)
+    for port in sqlite_0:  # each one is free to bind
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))

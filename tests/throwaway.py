@@ -23,10 +23,46 @@ class Unavailable(RuntimeError):
     """The binaries or the user needed to start a throwaway server are missing (the test skips)."""
 
 
-def free_port() -> int:
+# Ports a test process hands to the servers it starts. Under pytest-xdist each worker has a block of its own (and the
+# PostgreSQL pass other blocks than the SQLite pass, as `make test` runs them side by side), below the kernel's
+# ephemeral range (32768+), so neither another worker nor an outgoing connection takes the port between our probe
+# and the server's bind. A run without xdist asks the kernel, as before.
+PORT_BLOCK, PORT_BLOCKS_FROM = 400, 20000
+_next_port: list[int] = []
+
+
+def _port_block() -> range | None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    slot = int(worker[2:]) % 14 + (14 if os.environ.get("DATABASE_URL", "").startswith("postgres") else 0)
+    start = PORT_BLOCKS_FROM + slot * PORT_BLOCK
+    return range(start, start + PORT_BLOCK)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    block = _port_block()
+    if block is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    if not _next_port:
+        _next_port.append(block.start + os.getpid() % PORT_BLOCK)  # a restarted worker starts elsewhere
+    for _ in range(PORT_BLOCK):  # each call moves on, so a port handed out but not bound yet is not handed out again
+        port = block.start + (_next_port[0] - block.start) % PORT_BLOCK
+        _next_port[0] = port + 1
+        if _bindable(port):
+            return port
+    raise RuntimeError(f"no free port in {block.start}-{block.stop - 1}")
 
 
 def _wait(predicate, *, timeout: float, what: str) -> None:
