@@ -26,7 +26,7 @@ from scheduler.models.failure import FailureAck
 from scheduler.models.event import Event, EventToken, WebhookDelivery, WebhookRefusal
 from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
-from scheduler.models.ops import Alert, GovernanceTick, LoopLease, RunHourCount, RunTally
+from scheduler.models.ops import Alert, Cluster, GovernanceTick, LoopLease, RunHourCount, RunTally
 from scheduler.models.outcome import LatestOutcome
 from scheduler.models.run import Run, RunUpstream
 from scheduler.models.runlog import RunLogLine
@@ -38,7 +38,7 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditCount", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "FreshnessMeasure",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "Cluster", "CatchupPolicy", "Condition", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
     "GovernanceTick", "LatestOutcome", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord",
     "Run", "RunHourCount", "RunLogLine", "RunStatus", "RunTally", "RunUpstream", "Schedule", "StopKind", "TargetKind",

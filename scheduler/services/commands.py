@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 from collections import deque
@@ -111,10 +112,20 @@ def command_argv(spec: dict) -> list[str]:
     return list(spec["argv"]) if "argv" in spec else ["/bin/sh", "-c", spec["shell"]]
 
 
+def command_path(path: str | None = None) -> str:
+    """The PATH a command is looked up in: the worker's, then the scheduler's own environment's scripts (so a
+    console script of a package installed beside the scheduler runs by its name, even when that environment
+    is not activated); a program of the same name earlier on PATH still wins."""
+    path = os.environ.get("PATH", os.defpath) if path is None else path
+    beside = os.path.dirname(sys.executable)
+    return path if beside in path.split(os.pathsep) else os.pathsep.join(p for p in (path, beside) if p)
+
+
 def run_env(*, run_id: int, schedule: str, logical_time: datetime | None, window_low: str, window_high: str,
             params: dict, attempt: int, backfill: int | None, result_file: str, extra: dict[str, str]) -> dict[str, str]:
     """The worker's environment, the schedule's `env`, then the run's facts (which nothing overrides)."""
     env = {**os.environ, **extra}
+    env["PATH"] = command_path(env.get("PATH"))
     env.update({
         "ETL_RUN_ID": str(run_id),
         "ETL_SCHEDULE": schedule,
@@ -250,5 +261,5 @@ def command_mark(config, window: Window | None, reported: Any) -> tuple[Window |
     return window, value
 
 
-__all__ = ["CommandFailed", "CommandResult", "command_argv", "command_execute", "command_mark", "command_spec_check",
-           "run_env"]
+__all__ = ["CommandFailed", "CommandResult", "command_argv", "command_execute", "command_mark", "command_path",
+           "command_spec_check", "run_env"]

@@ -21,6 +21,7 @@ from scheduler.pipelines.registry import get_workflow
 from scheduler.services import dispatch
 from scheduler.services.errors import ServiceError
 from scheduler.services.cancels import ALREADY_STOPPING, CANCELLED, run_cancel_as
+from scheduler.services.code_versions import code_before
 from scheduler.services.finish import stop_outcome
 from scheduler.services.nodes import RERUNNABLE, node_records_shown, run_rerun_from_failure
 from scheduler.services.reruns import rerun_offers
@@ -130,6 +131,7 @@ def run_detail(request, run_id: int):
     if run.stopping:
         context["stop"] = _stop_context(run)
     context["timed_out"] = timed_out(run)
+    context["code_before"] = code_before(run)
     if run.schedule.target_kind == TargetKind.COMMAND:
         context["command"] = command_context(run.schedule.command)
     elif run.schedule.target_kind == TargetKind.DBT:
