@@ -16,10 +16,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.models import Cluster, Run, TargetKind
+from scheduler.models import Cluster, Run, RunStatus, TargetKind
 from scheduler.pipelines.registry import is_registered
 from scheduler.services.audit import audit_record
 from scheduler.services.errors import ServiceError, check_text
+from scheduler.services.finish import run_finish
 
 LIVE_BEATS = 3  # beats a cluster may miss before it counts as gone (a slow beat is not a dead cluster)
 FORGET_AFTER = timedelta(days=1)  # rows of clusters gone (killed, never said goodbye) kept this long for the record
@@ -81,6 +82,14 @@ def clusters_live(*, now: datetime) -> list[Cluster]:
 def clusters_disagree(clusters: list[Cluster]) -> bool:
     """True when the running clusters do not all run the same code."""
     return len({c.code_version for c in clusters}) > 1
+
+
+def clusters_context(now: datetime) -> dict:
+    """What the overview shows of the clusters: each with its code, and whether they disagree (one read)."""
+    clusters = clusters_live(now=now)
+    versions = sorted({c.code_version for c in clusters})
+    return {"clusters": clusters, "code_versions": versions, "clusters_disagree": len(versions) > 1,
+            "cluster_window": LIVE_BEATS * settings.ETL_CODE_CHECK_SECONDS}
 
 
 def clusters_reload(*, actor: Any, now: datetime | None = None, name: str | None = None,
@@ -145,12 +154,23 @@ def unknown_target_deadline(run: Run) -> datetime:
     return run.queued_at + timedelta(seconds=settings.ETL_UNKNOWN_TARGET_SECONDS)
 
 
+def run_wait_for_code(*, run: Run, why: str, now: datetime) -> None:
+    """No running cluster knows the run's pipeline yet (new code not rolled out): it stays QUEUED saying so, and
+    fails with that reason once ETL_UNKNOWN_TARGET_SECONDS have passed since it was queued; never at once."""
+    if now >= unknown_target_deadline(run):
+        waited = f"{settings.ETL_UNKNOWN_TARGET_SECONDS:g} s"
+        run_finish(run=run, status=RunStatus.FAILED, now=now,
+                   reason=f"{why} (waited {waited} for a cluster that does)")
+    elif run.reason != why and Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(reason=why):
+        run.reason = why  # written once; the ticks after read it and change nothing
+
+
 def is_unknown_target_reason(reason: str) -> bool:
     """A reason written by `unknown_target_reason` or by a worker that handed its run back (code_versions.py)."""
     return reason.startswith(UNKNOWN_PREFIX) or " does not know " in reason
 
 
 __all__ = ["LIVE_BEATS", "UNKNOWN_PREFIX", "cluster_beat", "cluster_draining", "cluster_join", "cluster_leave",
-           "cluster_restarted", "clusters_disagree", "clusters_live", "clusters_reload", "forget_known_targets",
-           "is_unknown_target_reason", "known_targets", "live_since", "target_key", "unknown_target_deadline",
+           "cluster_restarted", "clusters_context", "clusters_disagree", "clusters_live", "clusters_reload", "forget_known_targets",
+           "is_unknown_target_reason", "known_targets", "live_since", "run_wait_for_code", "target_key", "unknown_target_deadline",
            "unknown_target_reason"]

@@ -21,6 +21,7 @@ from scheduler.pipelines.registry import get_workflow
 from scheduler.services import dispatch
 from scheduler.services.errors import ServiceError
 from scheduler.services.cancels import ALREADY_STOPPING, CANCELLED, run_cancel_as
+from scheduler.services.clusters import clusters_context
 from scheduler.services.code_versions import code_before
 from scheduler.services.finish import stop_outcome
 from scheduler.services.nodes import RERUNNABLE, node_records_shown, run_rerun_from_failure
@@ -50,7 +51,7 @@ def overview(request):
     scope = team_scope(request)
     now = timezone.now()
     context = {**oncall.overview(now, team_ids=scope["team_ids"]),
-               "failures": failure_worklist(now, team_ids=scope["team_ids"]), **scope}
+               "failures": failure_worklist(now, team_ids=scope["team_ids"]), **scope, **clusters_context(now)}
     if not request.htmx:  # the live part polls; the retention in force is read once per page
         context["retention"] = retention_summary()
     return render(request, partial(request, "scheduler/overview.html", "live"), context)
