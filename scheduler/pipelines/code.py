@@ -80,7 +80,7 @@ def file_digest(path: str | os.PathLike) -> str:
         st = os.stat(path)
     except OSError:
         return ""
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     found = _file_digests.get(key)
     if found is not None:
         return found
