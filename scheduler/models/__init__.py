@@ -38,7 +38,8 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditCount", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "Cluster", "CatchupPolicy", "Condition", "FreshnessMeasure",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Cluster", "Condition",
+    "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
     "GovernanceTick", "LatestOutcome", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord",
     "Run", "RunHourCount", "RunLogLine", "RunStatus", "RunTally", "RunUpstream", "Schedule", "StopKind", "TargetKind",

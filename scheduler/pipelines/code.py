@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata as metadata
 import importlib.util
 import os
 import shutil
@@ -28,6 +27,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 

@@ -79,11 +79,6 @@ def clusters_live(*, now: datetime) -> list[Cluster]:
     return list(Cluster.objects.filter(seen_at__gte=live_since(now)).defer("targets"))
 
 
-def clusters_disagree(clusters: list[Cluster]) -> bool:
-    """True when the running clusters do not all run the same code."""
-    return len({c.code_version for c in clusters}) > 1
-
-
 def clusters_context(now: datetime) -> dict:
     """What the overview shows of the clusters: each with its code, and whether they disagree (one read)."""
     clusters = clusters_live(now=now)
@@ -170,7 +165,9 @@ def is_unknown_target_reason(reason: str) -> bool:
     return reason.startswith(UNKNOWN_PREFIX) or " does not know " in reason
 
 
-__all__ = ["LIVE_BEATS", "UNKNOWN_PREFIX", "cluster_beat", "cluster_draining", "cluster_join", "cluster_leave",
-           "cluster_restarted", "clusters_context", "clusters_disagree", "clusters_live", "clusters_reload", "forget_known_targets",
-           "is_unknown_target_reason", "known_targets", "live_since", "run_wait_for_code", "target_key", "unknown_target_deadline",
-           "unknown_target_reason"]
+__all__ = [
+    "LIVE_BEATS", "UNKNOWN_PREFIX", "cluster_beat", "cluster_draining", "cluster_join", "cluster_leave",
+    "cluster_restarted", "clusters_context", "clusters_live", "clusters_reload",
+    "forget_known_targets", "is_unknown_target_reason", "known_targets", "live_since", "run_wait_for_code",
+    "target_key", "unknown_target_deadline", "unknown_target_reason",
+]

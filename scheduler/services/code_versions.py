@@ -84,7 +84,8 @@ def run_hand_back(*, run: Run, token: str, now: datetime, cluster: str) -> bool:
     kind, target = run.schedule.target_kind, run.schedule.target_id
     reason = f"cluster {cluster} does not know {kind} {target} yet (older code): back to the queue for another"
     with transaction.atomic():
-        changed = Run.objects.filter(pk=run.pk, status=S.RUNNING, dispatch_token=token, started_at__isnull=True).update(
+        unclaimed = Run.objects.filter(pk=run.pk, status=S.RUNNING, dispatch_token=token, started_at__isnull=True)
+        changed = unclaimed.update(
             status=S.QUEUED, admitted_at=None, heartbeat_at=None, dispatch_token="", worker_id="", reason=reason[:500],
             not_before=now + HAND_BACK_DELAY)
         if changed:

@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 
 from scheduler.pipelines import code, registry
-from scheduler.pipelines.code import (code_changes, code_summary, dbt_project_code, executable_code, file_digest,
-                                      installed_code, loaded_code)
+from scheduler.pipelines.code import (
+    code_changes,
+    code_summary,
+    dbt_project_code,
+    executable_code,
+    file_digest,
+    installed_code,
+    loaded_code,
+)
 from tests.pipelines.test_django_boundary import run_python
 
 PIPELINES = """\
@@ -92,7 +99,8 @@ def test_without_the_setting_the_built_in_pipelines_are_there(tmp_path):
         autodiscover()
         demo = ['customers_sync', 'orders_sync', 'revenue_transform', 'daily_report', 'order_confirmed',
                 'webhook_ingest', 'flaky', 'noop']  # what setup_demo's schedules run
-        print([p for p in demo if not is_registered('pipeline', 'demo.' + p)], is_registered('workflow', 'demo.nightly'))
+        missing = [p for p in demo if not is_registered('pipeline', 'demo.' + p)]
+        print(missing, is_registered('workflow', 'demo.nightly'))
         """, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[] True"

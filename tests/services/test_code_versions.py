@@ -53,7 +53,7 @@ def test_a_pipeline_run_records_its_module_digest_with_the_claim(make_schedule, 
     assert run.status == S.SUCCEEDED
     assert run.code_version == file_digest(module_file(HERE))  # no installed distribution holds the tests
     assert len(run.code_version) == 12
-    writes = [q["sql"] for q in queries if "code_version" in q["sql"] and q["sql"].lstrip().upper().startswith("UPDATE")]
+    writes = [q["sql"] for q in queries if "code_version" in q["sql"] and q["sql"].lstrip().startswith("UPDATE")]
     assert len(writes) == 1 and "started_at" in writes[0], "written by the claim itself"
 
 
@@ -119,7 +119,7 @@ def test_a_shell_command_records_no_digest(make_schedule, now):
 
 def test_an_audit_entry_about_a_run_names_the_code_it_ran(make_schedule, team_pipeline, now):
     run = run_trigger_manual(schedule=make_schedule("sync", target_id=team_pipeline), actor="tests", now=now)
-    ((run_id, token),) = tick(now)
+    ((run_id, _token),) = tick(now)
     Run.objects.filter(pk=run_id).update(started_at=now, code_version="team-etl 1.0.0 · 0123456789ab")
     run.refresh_from_db()
     run_cancel(run=run, actor="user:olivia", reason="wrong day", now=now)
