@@ -113,7 +113,8 @@ class Rollout:
                 return f"asked by reload_workers: {row.reload_reason or 'no reason given'}"
         except Exception:
             log.warning("cluster beat failed", exc_info=True)
-            connection.close()
+        finally:
+            connection.close()  # one short session per look, not one held open by every cluster's main process
         return ""
 
     def check(self) -> str:

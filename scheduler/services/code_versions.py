@@ -17,6 +17,7 @@ from django.db import transaction
 from scheduler.models import Run, RunStatus, TargetKind
 from scheduler.pipelines.code import CodeVersion, dbt_project_code, executable_code
 from scheduler.pipelines.registry import get_target, is_registered
+from scheduler.services.audit import audit_record
 from scheduler.services.breakers import breaker_trial_released
 from scheduler.services.commands import command_path
 
@@ -91,6 +92,8 @@ def run_hand_back(*, run: Run, token: str, now: datetime, cluster: str) -> bool:
         if changed:
             # an admission as the breaker's test run must not keep the breaker's trial slot taken
             breaker_trial_released(schedule_id=run.schedule_id, run_id=run.pk, now=now)
+            audit_record(actor="worker", action="run.handed_back", target=run, before={"status": S.RUNNING},
+                         after={"status": S.QUEUED, "worker": cluster}, reason=reason, at=now)
     if changed:
         log.warning("run %s: this cluster does not know %s %s yet; handed back to the queue", run.pk, kind, target)
     return bool(changed)

@@ -136,7 +136,8 @@ def test_a_worker_that_does_not_know_the_pipeline_hands_the_run_back(make_schedu
     assert (run.status, run.attempt, run.started_at, run.dispatch_token) == (S.QUEUED, 1, None, "")
     assert run.reason.startswith("cluster ") and "does not know pipeline team.sync yet" in run.reason
     assert run.not_before == now + code_versions.HAND_BACK_DELAY
-    assert not AuditEntry.objects.filter(action__startswith="alert").exists()
+    entry = AuditEntry.objects.get(action="run.handed_back")
+    assert (entry.target_id, entry.after["status"], entry.reason) == (str(run.pk), S.QUEUED, run.reason)
 
 
 def test_a_batch_hands_back_only_the_runs_it_does_not_know(make_schedule, team_pipeline, now):
