@@ -12,12 +12,15 @@ in every process that autodiscovers (the web side, each cluster, each command), 
 from __future__ import annotations
 
 import logging
+import re
 from importlib.metadata import entry_points
 from types import ModuleType
 
 from .code import ENTRY_POINT_GROUP, remember_distribution
 
 log = logging.getLogger(__name__)
+# a URL's password in an import error's text (a module that connects as it is imported) is not shown on a page
+_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@")
 
 #: what autodiscover could not load: (where, the error), shown on the overview with the cluster that met it
 load_problems: list[tuple[str, str]] = []
@@ -42,7 +45,8 @@ def load_entry_points() -> list[str]:
                 target()
         except Exception as exc:  # one team's broken package must not stop the others' pipelines
             log.exception("pipelines of entry point %s = %s failed to load", ep.name, ep.value)
-            load_problems.append((f"{ENTRY_POINT_GROUP}: {ep.name} = {ep.value}", f"{type(exc).__name__}: {exc}"))
+            error = _PASSWORD.sub(r"\1***@", f"{type(exc).__name__}: {exc}")[:500]
+            load_problems.append((f"{ENTRY_POINT_GROUP}: {ep.name} = {ep.value}", error))
             continue
         loaded.append(ep.name)
     return loaded
