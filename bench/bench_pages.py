@@ -36,7 +36,7 @@ def main() -> None:
     from django.utils import timezone
 
     from scheduler.models import Run, RunStatus, Schedule, TriggerKind, WorkloadClass
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     call_command("migrate", verbosity=0)
     if not Schedule.objects.exists():

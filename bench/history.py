@@ -36,11 +36,11 @@ from django.db import connection, transaction
 from django.db.models import Count
 
 from scheduler.models import Run, RunHourCount, RunStatus, RunTally, Schedule, Team, WorkloadClass
-from scheduler.services.audit_counts import audit_counts_from_log
-from scheduler.services.hour_counts import count_select
-from scheduler.services.outcomes import outcomes_rebuild
-from scheduler.services.schedules import schedule_save
-from scheduler.services.teams import team_save
+from scheduler.services.history.audit_counts import audit_counts_from_log
+from scheduler.services.history.hour_counts import count_select
+from scheduler.services.history.outcomes import outcomes_rebuild
+from scheduler.services.definitions.schedules import schedule_save
+from scheduler.services.access.teams import team_save
 
 SCHEDULES = 200
 TEAMS = 5

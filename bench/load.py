@@ -269,8 +269,8 @@ def _runs_facts(runs: list) -> dict:
 
 def path_incremental(target_id: str, name: str, low: datetime, high: datetime, days: float) -> dict:
     from scheduler.models import Run, RunStatus, WatermarkState
-    from scheduler.services.runs import run_trigger_manual
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.runs.queue import run_trigger_manual
+    from scheduler.services.definitions.schedules import schedule_save
 
     schedule = schedule_save(data={
         "name": name, "target_id": target_id, "trigger_kind": "manual", "retry_max_attempts": 1,
@@ -295,8 +295,8 @@ def path_incremental(target_id: str, name: str, low: datetime, high: datetime, d
 
 def path_backfill(name: str, low: datetime, high: datetime, days: float, parallel: int) -> dict:
     from scheduler.models import Backfill, BackfillStatus, Run, RunStatus
-    from scheduler.services.backfills import backfill_submit
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.admission.backfills import backfill_submit
+    from scheduler.services.definitions.schedules import schedule_save
 
     schedule = schedule_save(data={
         "name": name, "target_id": "bench.flights_backfill", "trigger_kind": "manual",
@@ -357,10 +357,10 @@ def profile_chain(low: datetime, days: float, windows: int = 10) -> dict:
     from django.test.utils import CaptureQueriesContext
 
     from scheduler.models import Run, RunStatus
-    from scheduler.services.dispatch import admit_runs
-    from scheduler.services.execution import execute_run
-    from scheduler.services.runs import run_trigger_manual
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.admission.dispatch import admit_runs
+    from scheduler.services.cluster.execution import execute_run
+    from scheduler.services.runs.queue import run_trigger_manual
+    from scheduler.services.definitions.schedules import schedule_save
 
     fresh_target("flights_live")
     high = low + timedelta(days=days * windows)
@@ -538,8 +538,8 @@ def main() -> int:
 def warm_up(log: Path) -> None:
     """One noop run through the cluster, so its workers and loops are up before anything is timed."""
     from scheduler.models import Run, RunStatus
-    from scheduler.services.runs import run_trigger_manual
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.runs.queue import run_trigger_manual
+    from scheduler.services.definitions.schedules import schedule_save
 
     schedule = schedule_save(data={"name": "warm-up", "target_id": "demo.noop", "trigger_kind": "manual"},
                              actor="bench")

@@ -120,7 +120,7 @@ def _delete_runs(runs) -> None:
     as a prune does, so the timeline's counts keep matching the ledger."""
     from django.db import transaction
 
-    from scheduler.services.hour_counts import runs_uncounted
+    from scheduler.services.history.hour_counts import runs_uncounted
 
     with transaction.atomic():
         runs_uncounted(list(runs.values_list("pk", flat=True)))
@@ -142,11 +142,11 @@ def time_ticks(ticks: int, budget_s: float) -> dict:
 
     from django.utils import timezone as tz
 
-    from scheduler.services.dispatch import dispatch_tick
-    from scheduler.services.governance import governance_tick
+    from scheduler.services.admission.dispatch import dispatch_tick
+    from scheduler.services.cluster.governance import governance_tick
 
     out: dict = {}
-    with mock.patch("scheduler.services.dispatch.enqueue_execution"):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution"):
         times, fired, queries, budget = [], [], 0, time.monotonic() + budget_s
         for i in range(ticks + 2):  # two warm-ups
             if i >= 2 + MIN_REQUESTS and time.monotonic() > budget:
@@ -319,7 +319,7 @@ def prune_sample(args: argparse.Namespace, url: str, index: int) -> list[dict]:
     from django.utils import timezone as tz
 
     from scheduler.models import Run
-    from scheduler.services.dispatch import dispatch_tick
+    from scheduler.services.admission.dispatch import dispatch_tick
 
     total = Run.objects.count()
     # older than the args.prune-th oldest run (ids grow with time): about args.prune runs to delete
@@ -336,7 +336,7 @@ def prune_sample(args: argparse.Namespace, url: str, index: int) -> list[dict]:
     times: list[float] = []
     failed: list[str] = []
     stop_at = time.monotonic() + args.prune_seconds
-    with mock.patch("scheduler.services.dispatch.enqueue_execution"):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution"):
         while proc.poll() is None:
             if time.monotonic() > stop_at:  # long enough beside it: stop the prune (a batch is one transaction)
                 proc.terminate()  # SIGTERM: a background job ignores SIGINT

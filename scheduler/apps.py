@@ -45,7 +45,7 @@ class SchedulerConfig(AppConfig):
         from scheduler.triggers.registry import load_entry_point_plugins
 
         from scheduler import permissions  # noqa: F401  registers the team rules (django-rules)
-        from scheduler.services import alerts  # noqa: F401  connects the alert signal receivers
+        from scheduler.services.oversight import alerts  # noqa: F401  connects the alert signal receivers
 
         connection_created.connect(sqlite_bound_parameters, dispatch_uid="scheduler.sqlite_bound_parameters")
         post_migrate.connect(sqlite_statistics_after_migrate, sender=self,

@@ -21,7 +21,7 @@ from scheduler.core import EtlError
 from scheduler.loops import start_loops, stop_loops
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, Schedule, WatermarkHistory
 from scheduler.pipelines import registry
-from scheduler.services.backfills import (
+from scheduler.services.admission.backfills import (
     backfill_cancel,
     backfill_pause,
     backfill_progress,
@@ -29,19 +29,19 @@ from scheduler.services.backfills import (
     backfill_retry_failed,
     backfill_submit,
 )
-from scheduler.services.breakers import breaker_reset
-from scheduler.services.cancels import run_cancel_as
-from scheduler.services.channel_tests import channel_test_send
-from scheduler.services.channels import mask_url
-from scheduler.services.errors import NotFound, ServiceError
-from scheduler.services.firing import compute_next_fire
-from scheduler.services.freshness import freshness_status
-from scheduler.services.nodes import run_rerun_from_failure
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedule_files import Plan, schedules_apply, schedules_export
-from scheduler.services.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
-from scheduler.services.teams import authorize, authorize_owner_change, owner_for_create, team_get
-from scheduler.services.watermarks import encode_value, watermark_reset, watermark_set, watermark_state
+from scheduler.services.runs.breakers import breaker_reset
+from scheduler.services.runs.cancel import run_cancel_as
+from scheduler.services.oversight.channel_probe import channel_test_send
+from scheduler.services.integrations.channels import mask_url
+from scheduler.services.common.errors import NotFound, ServiceError
+from scheduler.services.admission.firing import compute_next_fire
+from scheduler.services.oversight.freshness import freshness_status
+from scheduler.services.runs.nodes import run_rerun_from_failure
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedule_files import Plan, schedules_apply, schedules_export
+from scheduler.services.definitions.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
+from scheduler.services.access.teams import authorize, authorize_owner_change, owner_for_create, team_get
+from scheduler.services.runs.watermarks import encode_value, watermark_reset, watermark_set, watermark_state
 from scheduler.triggers.registry import get_trigger
 
 log = logging.getLogger(__name__)

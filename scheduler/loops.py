@@ -19,13 +19,13 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from scheduler.services.alerts import alerts_shutdown, alerts_tick
-from scheduler.services.dispatch import dispatch_tick
-from scheduler.services.lineage_send import lineage_tick
-from scheduler.services.governance import governance_tick, stopped_runs_of_dead_workers
-from scheduler.services.retention import prune_tick
-from scheduler.services.supervisor import kill_run_processes, pid_alive
-from scheduler.services.leases import lease_acquire, lease_release
+from scheduler.services.oversight.alerts import alerts_shutdown, alerts_tick
+from scheduler.services.admission.dispatch import dispatch_tick
+from scheduler.services.integrations.lineage_send import lineage_tick
+from scheduler.services.cluster.governance import governance_tick, stopped_runs_of_dead_workers
+from scheduler.services.history.prune import prune_tick
+from scheduler.services.worker.supervisor import kill_run_processes, pid_alive
+from scheduler.services.common.leases import lease_acquire, lease_release
 
 log = logging.getLogger(__name__)
 

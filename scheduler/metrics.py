@@ -19,10 +19,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from scheduler.models import BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, Team, WorkloadClass
-from scheduler.services.freshness import freshness_status
-from scheduler.services.lineage_send import lineage_backlog
-from scheduler.services.retention import history_status
-from scheduler.services.tally import tally_totals
+from scheduler.services.oversight.freshness import freshness_status
+from scheduler.services.integrations.lineage_send import lineage_backlog
+from scheduler.services.history.prune import history_status
+from scheduler.services.history.tally import tally_totals
 
 DURATION_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, float("inf"))
 LATENCY_BUCKETS = (0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, float("inf"))

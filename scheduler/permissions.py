@@ -9,7 +9,7 @@ Reading another team's objects is allowed while ETL_TEAMS_VIEW_ALL is on.
 
 `request.user.has_perm(perm)` (no object) still answers the model question;
 `request.user.has_perm(perm, obj)` answers the team question. Every entry point
-asks the second one through `scheduler.services.teams.authorize` or the views'
+asks the second one through `scheduler.services.access.teams.authorize` or the views'
 `action` / `page` decorators.
 """
 from __future__ import annotations

@@ -33,7 +33,7 @@ from scheduler.loops import holder_id
 from scheduler.pipelines.code import code_changes, code_summary, installed_code, loaded_code
 from scheduler.pipelines.entrypoints import load_problems
 from scheduler.pipelines.registry import all_pipelines, all_workflows, registered_modules
-from scheduler.services.clusters import (
+from scheduler.services.admission.clusters import (
     cluster_beat,
     cluster_draining,
     cluster_join,

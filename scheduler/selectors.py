@@ -30,8 +30,8 @@ from scheduler.models import (
     WindowStatus,
     WorkloadClass,
 )
-from scheduler.services.dependencies import verdict_for
-from scheduler.services.tally import tally_totals
+from scheduler.services.runs.dependencies import verdict_for
+from scheduler.services.history.tally import tally_totals
 from scheduler.triggers.registry import get_trigger
 
 

@@ -1,6 +1,6 @@
 """django-q2 entry points: thin, ids in, call a service."""
-from scheduler.services.execution import execute_run as _execute_run
-from scheduler.services.execution import execute_runs as _execute_runs
+from scheduler.services.cluster.execution import execute_run as _execute_run
+from scheduler.services.cluster.execution import execute_runs as _execute_runs
 
 
 def execute_run(run_id: int, token: str) -> str:

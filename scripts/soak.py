@@ -113,7 +113,7 @@ def main() -> int:
     from django.db.models import Count, Max
 
     from scheduler.models import Run, RunStatus, Schedule, WorkloadClass
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     rng = random.Random(7)
     classes = list(WorkloadClass.objects.values_list("name", flat=True))

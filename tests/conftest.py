@@ -73,7 +73,7 @@ def standard_class(db):
 @pytest.fixture
 def make_schedule(db, standard_class):
     """make_schedule(name, **fields) -> Schedule, saved through the service like every entry point."""
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     def make(name: str = "s1", **fields):
         data = {"name": name, "target_id": fields.pop("target_id", "demo.noop"), "trigger_kind": "manual", **fields}

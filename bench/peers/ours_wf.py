@@ -24,9 +24,9 @@ if __name__ == "__main__":
 
     from bench import workflows
     from scheduler.models import Run, RunStatus, TargetKind
-    from scheduler.services.execution import execute_run
-    from scheduler.services.runs import run_enqueue, run_transition
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.cluster.execution import execute_run
+    from scheduler.services.runs.queue import run_enqueue, run_transition
+    from scheduler.services.definitions.schedules import schedule_save
 
     t0 = time.perf_counter()
     workflow_id = workflows.register(SHAPE, N)

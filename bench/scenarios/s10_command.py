@@ -51,7 +51,7 @@ WARM_UP = 3
 
 def _schedules():
     from scheduler.models import Schedule
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     def get(name: str, **data):
         return Schedule.objects.filter(name=name).first() or schedule_save(
@@ -67,9 +67,9 @@ def one_run(schedule) -> tuple[float, float]:
     from django.utils import timezone
 
     from scheduler.models import Run
-    from scheduler.services.dispatch import admit_runs
-    from scheduler.services.execution import execute_run
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.admission.dispatch import admit_runs
+    from scheduler.services.cluster.execution import execute_run
+    from scheduler.services.runs.queue import run_trigger_manual
 
     run = run_trigger_manual(schedule=schedule, actor="bench")
     t0 = time.perf_counter()
@@ -112,7 +112,7 @@ def in_process(runs: int, *, profile: bool = False) -> dict:
 
 def on_cluster(url: str, runs: int, extra: dict) -> dict:
     from scheduler.models import LoopLease, Run
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.runs.queue import run_trigger_manual
 
     command, noop = _schedules()
     if extra.get("REDIS_URL"):

@@ -59,7 +59,7 @@ def _status_kb(field: str) -> int:
 
 def _schedule(lines: int):
     from scheduler.models import Schedule
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     name = f"bench-lines-{lines}"
     return Schedule.objects.filter(name=name).first() or schedule_save(data={
@@ -72,8 +72,8 @@ def measure(lines: int) -> dict:
     from django.utils import timezone
 
     from scheduler.models import RunLogLine, RunStatus
-    from scheduler.services.execution import execute_run
-    from scheduler.services.runs import run_enqueue, run_transition
+    from scheduler.services.cluster.execution import execute_run
+    from scheduler.services.runs.queue import run_enqueue, run_transition
 
     schedule = _schedule(lines)
     now = timezone.now()

@@ -145,8 +145,8 @@ def profile_in_process(n: int) -> None:
 
     from bench.common import maybe_profile
     from scheduler.models import Run, RunStatus, Schedule, WorkloadClass
-    from scheduler.services.dispatch import dispatch_tick
-    from scheduler.services.execution import execute_runs
+    from scheduler.services.admission.dispatch import dispatch_tick
+    from scheduler.services.cluster.execution import execute_runs
 
     wc = WorkloadClass.objects.get(name="standard")
     schedule = Schedule.objects.get(name="bench-noop")
@@ -157,8 +157,8 @@ def profile_in_process(n: int) -> None:
     ])
     sent: list = []
     with maybe_profile("s1-path-in-process", True), mock.patch(
-        "scheduler.services.dispatch.enqueue_execution", lambda rid, tok: sent.append([(rid, tok)])
-    ), mock.patch("scheduler.services.dispatch.enqueue_executions", sent.append):
+        "scheduler.services.admission.dispatch.enqueue_execution", lambda rid, tok: sent.append([(rid, tok)])
+    ), mock.patch("scheduler.services.admission.dispatch.enqueue_executions", sent.append):
         while Run.objects.filter(status=RunStatus.QUEUED).exists():
             dispatch_tick(now=timezone.now(), holder="bench")
             for message in sent:
@@ -170,7 +170,7 @@ def profile_in_process(n: int) -> None:
 def run(url: str, runs: int = 5000, db: str = "-", extra: dict | None = None, profile: bool = False,
         samples: int = 1) -> Result:
     from scheduler.models import WorkloadClass
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     extra = extra or {}
     result = Result(1, TITLE, db)

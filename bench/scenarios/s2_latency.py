@@ -37,8 +37,8 @@ SIZES = {"manual": 40, "cron_seconds": 30}
 
 def run(url: str, manual: int = 40, cron_seconds: int = 30, db: str = "-", extra: dict | None = None) -> Result:
     from scheduler.models import LoopLease, Run, RunStatus, Schedule
-    from scheduler.services.runs import run_trigger_manual
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.runs.queue import run_trigger_manual
+    from scheduler.services.definitions.schedules import schedule_save
 
     extra = extra or {}
     result = Result(2, TITLE, db)

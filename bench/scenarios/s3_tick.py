@@ -79,7 +79,7 @@ def distinct_expressions(due: int) -> None:
 
 
 def measure_fire(due: int, repeat: int) -> dict:
-    from scheduler.services.firing import fire_due_schedules
+    from scheduler.services.admission.firing import fire_due_schedules
 
     fire_ms, fire_q = [], []
     for _ in range(repeat):
@@ -93,8 +93,8 @@ def measure_fire(due: int, repeat: int) -> dict:
 
 def measure(label: str, due: int, repeat: int, profile: bool) -> dict:
     from scheduler.models import Run
-    from scheduler.services.dispatch import dispatch_tick
-    from scheduler.services.firing import fire_due_schedules
+    from scheduler.services.admission.dispatch import dispatch_tick
+    from scheduler.services.admission.firing import fire_due_schedules
 
     out: dict = {}
     fire_ms, fire_q, tick_ms, tick_q = [], [], [], []
@@ -108,7 +108,7 @@ def measure(label: str, due: int, repeat: int, profile: bool) -> dict:
         reset(due)
         with maybe_profile(f"s3-fire-{label}", True):  # an extra, untimed tick
             fire_due_schedules(now=NOW)
-    with mock.patch("scheduler.services.dispatch.enqueue_execution"):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution"):
         for _ in range(repeat):
             reset(due)
             q, s, _ = count_queries(lambda: dispatch_tick(now=NOW, holder="bench"))

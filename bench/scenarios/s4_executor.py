@@ -28,7 +28,7 @@ SIZES = {"max_nodes": 1000, "repeat": 5}
 
 def _schedule(workflow_id: str):
     from scheduler.models import Schedule, TargetKind
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     existing = Schedule.objects.filter(name=workflow_id.replace(".", "-")).first()
     if existing:
@@ -42,7 +42,7 @@ def _admitted_run(schedule) -> tuple[int, str]:
     from django.utils import timezone
 
     from scheduler.models import RunStatus
-    from scheduler.services.runs import run_enqueue, run_transition
+    from scheduler.services.runs.queue import run_enqueue, run_transition
 
     now = timezone.now()
     run = run_enqueue(schedule=schedule, trigger_kind="manual", trigger_key=f"bench:{uuid.uuid4().hex}", now=now)
@@ -52,7 +52,7 @@ def _admitted_run(schedule) -> tuple[int, str]:
 
 
 def execute_path(schedule) -> None:
-    from scheduler.services.execution import execute_run
+    from scheduler.services.cluster.execution import execute_run
 
     run_id, token = _admitted_run(schedule)
     assert execute_run(run_id, token) == "SUCCEEDED"
@@ -63,7 +63,7 @@ def executor_only(schedule, workflow_id: str) -> None:
     from scheduler.models import Run
     from scheduler.pipelines.context import RunContext
     from scheduler.pipelines.registry import get_workflow
-    from scheduler.services.nodes import NodeLedger
+    from scheduler.services.runs.nodes import NodeLedger
 
     workflow = get_workflow(workflow_id)
     run = Run.objects.get(pk=_admitted_run(schedule)[0])
@@ -83,7 +83,7 @@ def node_records_only(schedule, n: int) -> None:
 
     from scheduler.core import Outcome, RunRecord
     from scheduler.models import Run
-    from scheduler.services.nodes import NodeLedger
+    from scheduler.services.runs.nodes import NodeLedger
 
     ledger = NodeLedger(Run.objects.get(pk=_admitted_run(schedule)[0]))
     now = timezone.now()

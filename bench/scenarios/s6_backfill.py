@@ -25,8 +25,8 @@ START = datetime(2015, 1, 1, tzinfo=timezone.utc)
 
 def run(windows: int = 87_600, repeat: int = 3, profile: bool = False, db: str = "-") -> Result:
     from scheduler.models import BackfillWindow
-    from scheduler.services.backfills import backfill_submit
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.admission.backfills import backfill_submit
+    from scheduler.services.definitions.schedules import schedule_save
 
     result = Result(6, TITLE, db)
     schedule = schedule_save(data={

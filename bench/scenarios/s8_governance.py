@@ -58,7 +58,7 @@ def run(runs: int = 10_000, repeat: int = 10, profile: bool = False, db: str = "
     from django.db import connection
 
     from scheduler.models import Run, RunStatus
-    from scheduler.services.governance import governance_tick
+    from scheduler.services.cluster.governance import governance_tick
 
     result = Result(8, TITLE, db)
     seed(runs)

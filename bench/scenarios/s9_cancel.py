@@ -72,8 +72,8 @@ def _cancel_one(schedule, *, marker: str | None, log: Path) -> dict:
     from django.utils import timezone
 
     from scheduler.models import Run, RunStatus
-    from scheduler.services.finish import run_cancel
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.runs.end import run_cancel
+    from scheduler.services.runs.queue import run_trigger_manual
 
     run = run_trigger_manual(schedule=schedule, actor="bench")
     wait_until(lambda: Run.objects.filter(pk=run.pk, started_at__isnull=False).exists(), timeout=60,
@@ -97,7 +97,7 @@ def _cancel_one(schedule, *, marker: str | None, log: Path) -> dict:
 
 def run(url: str, cancels: int = 20, db: str = "-", extra: dict | None = None) -> Result:
     from scheduler.models import LoopLease
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     extra = extra or {}
     result = Result(9, TITLE, db)

@@ -7,7 +7,7 @@ from django.db import models
 from scheduler import audit_reads
 from scheduler.admin.common import ReadOnlyAdmin
 from scheduler.models import AuditEntry, GovernanceTick, RefusalCount, Schedule, WebhookRefusal
-from scheduler.services import teams as team_services
+from scheduler.services.access import teams as team_services
 
 
 @admin.register(AuditEntry)

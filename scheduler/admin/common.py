@@ -6,9 +6,9 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 
 from scheduler.models import Schedule, Team
-from scheduler.services import teams as team_services
-from scheduler.services.channels import channels_text, mask_url, split_channels, unmask_channels
-from scheduler.services.errors import ServiceError
+from scheduler.services.access import teams as team_services
+from scheduler.services.integrations.channels import channels_text, mask_url, split_channels, unmask_channels
+from scheduler.services.common.errors import ServiceError
 
 
 def visible(queryset, user, team_field: str):

@@ -5,9 +5,9 @@ from django.contrib import admin, messages
 
 from scheduler.admin.common import ReadOnlyAdmin, ScopedChoicesMixin, permitted, visible
 from scheduler.models import Backfill, Run, RunStatus
-from scheduler.services.errors import ServiceError
-from scheduler.services.finish import run_cancel
-from scheduler.services.nodes import run_rerun_from_failure
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.nodes import run_rerun_from_failure
 
 
 class AttentionFilter(admin.SimpleListFilter):

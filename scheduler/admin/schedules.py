@@ -11,13 +11,13 @@ from scheduler.admin.common import MaskedChannelsMixin, ScopedChoicesMixin, allo
 from scheduler.core import ConfigError
 from scheduler.core.userdata import parse_json
 from scheduler.models import Schedule, TargetKind, Team, WorkloadClass
-from scheduler.services import schedules as schedule_services
-from scheduler.services import teams as team_services
-from scheduler.services.audit import audit_record
-from scheduler.services.breakers import breaker_reset
-from scheduler.services.errors import ServiceError
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedule_files import schedules_export
+from scheduler.services.definitions import schedules as schedule_services
+from scheduler.services.access import teams as team_services
+from scheduler.services.common.audit import audit_record
+from scheduler.services.runs.breakers import breaker_reset
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedule_files import schedules_export
 
 
 SCHEDULE_STATE_FIELDS = (

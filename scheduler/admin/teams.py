@@ -6,9 +6,9 @@ from django.contrib import admin, messages
 
 from scheduler.admin.common import MaskedChannelsMixin, visible
 from scheduler.models import Team
-from scheduler.services import teams as team_services
-from scheduler.services.channels import mask_url, split_channels
-from scheduler.services.errors import ServiceError
+from scheduler.services.access import teams as team_services
+from scheduler.services.integrations.channels import mask_url, split_channels
+from scheduler.services.common.errors import ServiceError
 
 
 class TeamForm(MaskedChannelsMixin, forms.ModelForm):

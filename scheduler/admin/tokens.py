@@ -5,9 +5,9 @@ from django.contrib import admin, messages
 from django.utils import timezone
 
 from scheduler.models import ApiToken, EventToken
-from scheduler.services.event_tokens import event_token_revoke
-from scheduler.services.teams import visible_team_ids
-from scheduler.services.tokens import token_revoke
+from scheduler.services.access.event_tokens import event_token_revoke
+from scheduler.services.access.teams import visible_team_ids
+from scheduler.services.access.tokens import token_revoke
 
 
 @admin.register(ApiToken)

@@ -7,8 +7,8 @@ from django.db import transaction
 
 from scheduler.admin.common import ScopedChoicesMixin, allowed, refuse_unless, visible
 from scheduler.models import WatermarkState
-from scheduler.services.errors import ServiceError
-from scheduler.services.watermarks import watermark_set
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.watermarks import watermark_set
 
 
 class WatermarkForm(forms.ModelForm):

@@ -14,8 +14,8 @@ from ninja.utils import check_csrf
 
 from django.conf import settings
 
-from scheduler.services.audit import audit_via_set
-from scheduler.services.tokens import token_authenticate
+from scheduler.services.common.audit import audit_via_set
+from scheduler.services.access.tokens import token_authenticate
 
 
 class TokenAuth(HttpBearer):

@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 
 from scheduler.api.schemas import Problem
 from scheduler.models import Backfill, Run, Schedule
-from scheduler.services.errors import NotFound, ServiceError
-from scheduler.services.teams import authorize, team_get, visible_team_ids
+from scheduler.services.common.errors import NotFound, ServiceError
+from scheduler.services.access.teams import authorize, team_get, visible_team_ids
 
 MAX_LIMIT = 200
 # what any operation may answer besides its success; declared so the schema tells the truth

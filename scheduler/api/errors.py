@@ -20,10 +20,10 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from scheduler.api.parser import BodyUnreadable, UnsupportedMediaType
 from scheduler.core import ConfigError
-from scheduler.services.audit import audit_via_reset, audit_via_set
-from scheduler.services.errors import NotFound, ServiceError
-from scheduler.services.teams import PermissionRefused
-from scheduler.services.tokens import TokenRefused
+from scheduler.services.common.audit import audit_via_reset, audit_via_set
+from scheduler.services.common.errors import NotFound, ServiceError
+from scheduler.services.access.teams import PermissionRefused
+from scheduler.services.access.tokens import TokenRefused
 
 PREFIX = "/api/v1/"
 CONTENT_TYPE = "application/problem+json"

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from scheduler import audit_reads
 from scheduler.views.common import int_or_none, page
-from scheduler.services.teams import visible_team_ids
+from scheduler.services.access.teams import visible_team_ids
 from scheduler.views.forms import AuditFilterForm, scoped
 
 PAGE_SIZE = 100

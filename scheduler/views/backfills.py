@@ -18,8 +18,8 @@ from scheduler import selectors
 from scheduler import backfill_report
 from scheduler.core import ConfigError, split_windows
 from scheduler.models import Backfill, BackfillStatus, Schedule, WindowStatus
-from scheduler.services import backfills as backfill_services
-from scheduler.services.errors import ServiceError
+from scheduler.services.admission import backfills as backfill_services
+from scheduler.services.common.errors import ServiceError
 from scheduler.views.common import action, can, int_or_none, page, partial, require, team_scope
 from scheduler.views.forms import BackfillForm, ReasonForm, ScheduleBackfillForm, scoped
 

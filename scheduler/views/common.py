@@ -13,9 +13,9 @@ from django.views.decorators.http import require_POST, require_safe
 
 from scheduler.models import Backfill, Run, Schedule, Team
 from scheduler.permissions import member_team_ids
-from scheduler.services.dbt import dbt_argv, dbt_spec_check
-from scheduler.services.errors import ServiceError
-from scheduler.services.teams import PermissionRefused, authorize, visible_team_ids
+from scheduler.services.worker.dbt import dbt_argv, dbt_spec_check
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.teams import PermissionRefused, authorize, visible_team_ids
 
 # URL keyword -> the model whose owning team decides an object permission
 TARGETS = {"schedule_id": Schedule, "run_id": Run, "backfill_id": Backfill}

@@ -7,8 +7,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from scheduler.models import Schedule
-from scheduler.services.errors import ServiceError
-from scheduler.services.failures import ACK_PERM, failure_acknowledge
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.oversight.failures import ACK_PERM, failure_acknowledge
 from scheduler.views.common import action, page
 from scheduler.views.forms import AckForm
 from scheduler.worklist import COUNT_HOURS, failure_worklist

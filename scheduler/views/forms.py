@@ -12,7 +12,7 @@ from django.utils import timezone as django_timezone
 from scheduler.core import ConfigError
 from scheduler.core.userdata import parse_json
 from scheduler.models import RunStatus, Schedule, Team, TriggerKind, WorkloadClass
-from scheduler.services.teams import visible_team_ids
+from scheduler.services.access.teams import visible_team_ids
 
 _ONE_DAY = timedelta(days=1)
 

@@ -19,10 +19,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from scheduler.core import ConfigError
 from scheduler.core.userdata import parse_json
-from scheduler.services.errors import ServiceError
-from scheduler.services.event_tokens import EventTokenRefused, event_token_authenticate
-from scheduler.services.events import event_emit
-from scheduler.services.webhooks import (
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.event_tokens import EventTokenRefused, event_token_authenticate
+from scheduler.services.admission.events import event_emit
+from scheduler.services.admission.webhooks import (
     WebhookRefused,
     delivery_from_headers,
     webhook_audit_refusal,

@@ -18,16 +18,16 @@ from scheduler import oncall
 from scheduler import timeline as timeline_reads
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, TargetKind
 from scheduler.pipelines.registry import get_workflow
-from scheduler.services import dispatch
-from scheduler.services.errors import ServiceError
-from scheduler.services.cancels import ALREADY_STOPPING, CANCELLED, run_cancel_as
-from scheduler.services.clusters import clusters_context
-from scheduler.services.code_versions import code_before
-from scheduler.services.finish import stop_outcome
-from scheduler.services.nodes import RERUNNABLE, node_records_shown, run_rerun_from_failure
-from scheduler.services.reruns import rerun_offers
-from scheduler.services.retention import retention_summary, run_pruned_note
-from scheduler.services.reruns import run_rerun as run_rerun_service
+from scheduler.services.admission import dispatch
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.cancel import ALREADY_STOPPING, CANCELLED, run_cancel_as
+from scheduler.services.admission.clusters import clusters_context
+from scheduler.services.worker.code_versions import code_before
+from scheduler.services.runs.end import stop_outcome
+from scheduler.services.runs.nodes import RERUNNABLE, node_records_shown, run_rerun_from_failure
+from scheduler.services.runs.rerun import rerun_offers
+from scheduler.services.history.prune import retention_summary, run_pruned_note
+from scheduler.services.runs.rerun import run_rerun as run_rerun_service
 from scheduler.views import charts
 from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,

@@ -13,14 +13,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from scheduler import selectors
 from scheduler.models import Schedule, TargetKind
-from scheduler.services.breakers import breaker_forecast, breaker_reset
-from scheduler.services.errors import ServiceError
-from scheduler.services.freshness import freshness_status
-from scheduler.services.retention import schedule_runs_retention
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedules import schedule_set_enabled
-from scheduler.services.teams import actable_team_ids, visible_team_ids
-from scheduler.services.watermarks import watermark_config, watermark_preview, watermark_reset, watermark_set
+from scheduler.services.runs.breakers import breaker_forecast, breaker_reset
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.oversight.freshness import freshness_status
+from scheduler.services.history.prune import schedule_runs_retention
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedules import schedule_set_enabled
+from scheduler.services.access.teams import actable_team_ids, visible_team_ids
+from scheduler.services.runs.watermarks import watermark_config, watermark_preview, watermark_reset, watermark_set
 from scheduler.templatetags.scheduler_tags import mark_text
 from scheduler.views import charts
 from scheduler.views.common import action, command_context, dbt_command_context, page, team_scope

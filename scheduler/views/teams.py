@@ -7,10 +7,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from scheduler.models import Schedule, Team
-from scheduler.services.channel_tests import channel_test_send
-from scheduler.services.channels import mask_url, split_channels
-from scheduler.services.errors import ServiceError
-from scheduler.services.teams import visible_team_ids
+from scheduler.services.oversight.channel_probe import channel_test_send
+from scheduler.services.integrations.channels import mask_url, split_channels
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.teams import visible_team_ids
 from scheduler.views.common import action, page
 
 

@@ -8,8 +8,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from scheduler.models import ApiToken
-from scheduler.services.errors import ServiceError
-from scheduler.services.tokens import parse_expiry, token_create, token_get, token_revoke
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.tokens import parse_expiry, token_create, token_get, token_revoke
 from scheduler.views.common import partial
 
 TEMPLATE = "scheduler/tokens.html"

@@ -12,7 +12,7 @@ _keys = count(1)
 @pytest.fixture
 def make_token(db):
     """make_token(user, name="ci", expires_at=None) -> the plaintext token."""
-    from scheduler.services.tokens import token_create
+    from scheduler.services.access.tokens import token_create
 
     def make(user, name: str = "ci", **extra) -> str:
         return token_create(user=user, name=name, actor="tests", **extra).plaintext

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from scheduler.models import ApiToken, AuditEntry
-from scheduler.services.tokens import token_authenticate
+from scheduler.services.access.tokens import token_authenticate
 
 
 def run(*args) -> tuple[str, str]:

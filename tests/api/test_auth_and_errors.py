@@ -4,7 +4,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from scheduler.models import ApiToken, AuditEntry, Run
-from scheduler.services.tokens import token_create, token_revoke
+from scheduler.services.access.tokens import token_create, token_revoke
 from tests.api.conftest import problem_of
 
 
@@ -111,7 +111,7 @@ def test_an_unexpected_error_is_a_500_problem_without_traceback(api, op_token, m
 
 
 def test_the_via_context_never_outlives_its_request(api, op_token, operator, make_schedule):
-    from scheduler.services.audit import audit_record, audit_via
+    from scheduler.services.common.audit import audit_record, audit_via
 
     make_schedule("orders")
     assert api.post("/schedules/orders/runs", {}, token=op_token).status_code == 201

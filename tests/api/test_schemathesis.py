@@ -46,7 +46,7 @@ def keep_connection():
 def world(db, keep_connection, operator, make_schedule, make_token, make_user):
     """A schedule (with a watermark), a run of it, a backfill; an operator's and a viewer's token."""
     from scheduler.models import Run, RunStatus, TriggerKind
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
 
     schedule = make_schedule("orders", watermark_config=WM)
     Run.objects.create(schedule=schedule, status=RunStatus.SUCCEEDED, trigger_kind=TriggerKind.MANUAL,

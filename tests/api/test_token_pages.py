@@ -4,7 +4,7 @@ import re
 from django.test import Client
 
 from scheduler.models import ApiToken
-from scheduler.services.tokens import token_authenticate, token_create
+from scheduler.services.access.tokens import token_authenticate, token_create
 
 
 def test_preferences_links_to_the_tokens_page(client, operator):

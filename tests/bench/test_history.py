@@ -19,8 +19,8 @@ from scheduler.models import (
     RunStatus, Schedule,
 )
 from scheduler.models.audit import audit_hour
-from scheduler.services.outcomes import outcomes_stale
-from scheduler.services.tally import tally_totals
+from scheduler.services.history.outcomes import outcomes_stale
+from scheduler.services.history.tally import tally_totals
 from tests.services.test_hour_counts import keys, ledger_counts, rollup_counts, started
 
 RUNS = 500

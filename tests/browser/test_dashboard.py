@@ -9,7 +9,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from scheduler.models import BackfillWindow, BreakerStatus, GovernanceTick, Run, RunStatus, Schedule, WindowStatus
-from scheduler.services.execution import execute_run
+from scheduler.services.cluster.execution import execute_run
 from tests.browser.helpers import dispatch, mark_page, not_reloaded
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,9 +16,9 @@ from scheduler.models import (
 )
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services.execution import execute_run
+from scheduler.services.cluster.execution import execute_run
 from tests.browser.helpers import dispatch, mark_page, not_reloaded
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 
 pytestmark = pytest.mark.django_db(transaction=True)
 log = logging.getLogger("shop.orders")

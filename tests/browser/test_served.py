@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.models import RunStatus
-from scheduler.services.backfills import backfill_submit
+from scheduler.services.admission.backfills import backfill_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WM = {"type": "integer", "column": "id", "initial": 0}

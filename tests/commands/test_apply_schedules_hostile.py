@@ -94,7 +94,7 @@ def test_an_oversized_integer_in_a_file_is_refused_naming_the_line(tmp_path):
 
 
 def test_a_file_past_the_size_bound_is_refused_before_parsing(tmp_path, monkeypatch):
-    from scheduler.services import schedule_files
+    from scheduler.services.definitions import schedule_files
 
     monkeypatch.setattr(schedule_files.yaml, "load", lambda *a, **k: pytest.fail("the file was parsed"))
     path = tmp_path / "big.yaml"

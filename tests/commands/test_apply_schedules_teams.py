@@ -8,8 +8,8 @@ from django.core.management import CommandError, call_command
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Schedule
-from scheduler.services.schedule_files import schedules_apply
-from scheduler.services.teams import PermissionRefused, team_save, team_set_members
+from scheduler.services.definitions.schedule_files import schedules_apply
+from scheduler.services.access.teams import PermissionRefused, team_save, team_set_members
 
 pytestmark = pytest.mark.django_db
 

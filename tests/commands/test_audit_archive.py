@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from scheduler.models import AuditEntry
-from scheduler.services.audit import audit_record
+from scheduler.services.common.audit import audit_record
 
 pytestmark = pytest.mark.django_db
 

@@ -79,7 +79,7 @@ def test_a_malformed_param_names_the_option_and_creates_nothing(marked):
 
 def test_newest_first_queues_the_latest_window_first(marked, now):
     from scheduler.models import BackfillWindow
-    from scheduler.services.backfills import backfill_pump
+    from scheduler.services.admission.backfills import backfill_pump
 
     call_command("backfill", "marked", "--from", "0", "--to", "1000", "--window", "250", "--reason", "replay",
                  "--newest-first", stdout=StringIO())

@@ -4,7 +4,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.services.backfills import backfill_submit
+from scheduler.services.admission.backfills import backfill_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

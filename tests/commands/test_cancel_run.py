@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from scheduler.management.commands import cancel_run
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule, StopKind, Team
-from scheduler.services.finish import run_stop_settled
+from scheduler.services.runs.end import run_stop_settled
 from tests.views.conftest import make_run  # noqa: F401  (the run factory, shared)
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def failed_run(make_schedule, now):
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.runs.queue import run_trigger_manual
 
     schedule = make_schedule("wf", target_kind=TargetKind.WORKFLOW, target_id="demo.nightly")
     run = run_trigger_manual(schedule=schedule, actor="tests", now=now)

@@ -6,8 +6,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from scheduler.models import GovernanceTick
-from scheduler.services.leases import lease_acquire
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.common.leases import lease_acquire
+from scheduler.services.runs.queue import run_trigger_manual
 
 pytestmark = pytest.mark.django_db
 

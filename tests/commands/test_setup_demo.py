@@ -61,9 +61,9 @@ def test_no_admin_login_when_asked_for_none(demo_paths):
 
 def test_the_demo_has_a_command_target_that_runs_prints_and_reports_its_rows(demo_paths, now):
     from scheduler.models import RunLogLine, RunStatus
-    from scheduler.services.dispatch import admit_runs
-    from scheduler.services.execution import execute_run
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.admission.dispatch import admit_runs
+    from scheduler.services.cluster.execution import execute_run
+    from scheduler.services.runs.queue import run_trigger_manual
 
     call_command("setup_demo", "--no-kickoff", stdout=StringIO())
     schedule = Schedule.objects.get(name="warehouse_compact")

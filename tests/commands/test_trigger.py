@@ -50,7 +50,7 @@ def test_a_disabled_schedule_is_refused(make_schedule):
 def test_wait_returns_when_the_run_is_final_and_fails_for_a_failed_run(make_schedule, monkeypatch):
     make_schedule("s1")
     # A stand-in for the cluster: the run is final the first time the command looks.
-    from scheduler.services import runs
+    from scheduler.services.runs import queue as runs
 
     original = runs.run_trigger_manual
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from scheduler.models import Run, RunLogLine
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import execute_run
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.cluster.execution import execute_run
 
 PROJECT = Path(__file__).resolve().parent.parent / "dbt_project"
 

@@ -9,9 +9,9 @@ from django.urls import reverse
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Schedule
-from scheduler.services.errors import ServiceError
-from scheduler.services.schedule_files import ScheduleFileError, schedules_apply, schedules_export
-from scheduler.services.schedules import schedule_save
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.definitions.schedule_files import ScheduleFileError, schedules_apply, schedules_export
+from scheduler.services.definitions.schedules import schedule_save
 from tests.views.test_admin import ADD, _form
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from scheduler.models import Run, RunLogLine, RunStatus, Schedule
-from scheduler.services.errors import ServiceError
-from scheduler.services.finish import run_cancel
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.dbt.conftest import dbt_schedule
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 

@@ -16,9 +16,9 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from scheduler.models import AuditEntry, NodeRecord, Run, RunStatus, TriggerKind
-from scheduler.services.dbt import dbt_argv, dbt_rerun_select, dbt_spec_check, dbt_vars
-from scheduler.services.nodes import run_rerun_from_failure
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.worker.dbt import dbt_argv, dbt_rerun_select, dbt_spec_check, dbt_vars
+from scheduler.services.runs.nodes import run_rerun_from_failure
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.dbt.conftest import dbt_schedule, execute, log_of
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler.models import Alert, AlertKind, AlertStatus
-from scheduler.services import alerts
+from scheduler.services.oversight import alerts
 from tests.integration.cluster import kill_cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -16,7 +16,7 @@ from django.urls import reverse
 from scheduler.models import AuditEntry, Cluster, Run, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.code import file_digest
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

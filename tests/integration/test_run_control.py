@@ -19,10 +19,10 @@ import pytest
 
 import tests.integration.pipelines_for_tests  # noqa: F401  (registers the itest.* pipelines here too)
 from scheduler.models import AuditEntry, Run, RunLogLine, RunStatus, Schedule, WatermarkState, WorkloadClass
-from scheduler.services.errors import ServiceError
-from scheduler.services.finish import run_cancel
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.supervisor import pid_alive
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.worker.supervisor import pid_alive
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

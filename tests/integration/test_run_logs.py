@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.models import Run, RunLogLine, RunStatus
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 import tests.integration.pipelines_for_tests  # noqa: F401  (registers itest.gated here too)
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 

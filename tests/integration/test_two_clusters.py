@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from scheduler.models import LoopLease, Run, RunStatus, Schedule, WorkloadClass
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.integration import pipelines_for_tests  # noqa: F401  registers itest.record here too
 from tests.integration.cluster import kill_cluster, start_cluster, wait_until
 

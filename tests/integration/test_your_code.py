@@ -21,7 +21,7 @@ from django.utils import timezone
 from scheduler.models import Cluster, Run, RunStatus, Schedule
 from scheduler.pipelines.code import file_digest
 from scheduler.pipelines.values import iso_utc
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.integration.cluster import ROOT, child_database_url, start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

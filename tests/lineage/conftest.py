@@ -12,8 +12,8 @@ from openlineage.client.transport.file import FileConfig, FileTransport
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from scheduler.models import LineageEvent
-from scheduler.services.lineage import lineage_reset
-from scheduler.services.lineage_send import lineage_client_reset
+from scheduler.services.integrations.lineage import lineage_reset
+from scheduler.services.integrations.lineage_send import lineage_client_reset
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.models import LineageEvent, LineageStatus, Run, RunStatus
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -11,10 +11,10 @@ from scheduler.pipelines import registry
 from scheduler.pipelines.demo_data import generate_source_db
 from scheduler.pipelines.noop import NoopSink, NoopSource
 from scheduler.pipelines.sql import SqlSink, SqlSource, lineage_dataset
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.lineage import node_uuid, run_uuid
-from scheduler.services.lineage_send import lineage_drain
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.integrations.lineage import node_uuid, run_uuid
+from scheduler.services.integrations.lineage_send import lineage_drain
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

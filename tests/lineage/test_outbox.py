@@ -14,11 +14,11 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduler.metrics import render_metrics
 from scheduler.models import LineageEvent, LineageStatus, Run, RunStatus, WorkloadClass
-from scheduler.services.execution import execute_runs
-from scheduler.services.finish import runs_lost
-from scheduler.services.lineage import lineage_enabled, lineage_reset
-from scheduler.services.lineage_send import lineage_backoff, lineage_client_reset, lineage_drain, lineage_tick
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.cluster.execution import execute_runs
+from scheduler.services.runs.end import runs_lost
+from scheduler.services.integrations.lineage import lineage_enabled, lineage_reset
+from scheduler.services.integrations.lineage_send import lineage_backoff, lineage_client_reset, lineage_drain, lineage_tick
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.lineage.conftest import outbox
 from tests.services.semantics_helpers import claim_then_go_silent, tick, tick_and_execute
 
@@ -167,7 +167,7 @@ def test_an_openlineage_yml_in_the_working_directory_switches_it_on(settings, mo
 
 def test_lineage_flush_prints_counts_as_json(lineage_on, make_schedule, now, receiver, capsys, monkeypatch):
     _one_run(make_schedule, now)
-    monkeypatch.setattr("scheduler.services.lineage_send._client", receiver.client())
+    monkeypatch.setattr("scheduler.services.integrations.lineage_send._client", receiver.client())
     call_command("lineage_flush", "--json")
     assert json.loads(capsys.readouterr().out) == {"sent": 2, "failed": 0, "dead": 0, "pending": 0}
 

@@ -12,11 +12,11 @@ from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
 from scheduler.models import LineageEvent, Run, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink, NoopSource
-from scheduler.services.finalize import run_refused
-from scheduler.services.finish import run_cancel, run_lost
-from scheduler.services.lineage import lineage_run_began, run_uuid
-from scheduler.services.lineage_send import lineage_drain
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.transitions import run_refused
+from scheduler.services.runs.end import run_cancel, run_lost
+from scheduler.services.integrations.lineage import lineage_run_began, run_uuid
+from scheduler.services.integrations.lineage_send import lineage_drain
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.lineage.conftest import outbox
 from tests.services.semantics_helpers import claim_then_go_silent, tick, tick_and_execute
 
@@ -143,7 +143,7 @@ def test_an_event_that_cannot_be_built_never_fails_the_run(lineage_on, make_sche
     def broken(**kwargs):
         raise ValueError("no such facet")
 
-    monkeypatch.setattr("scheduler.services.lineage.build_event", broken)
+    monkeypatch.setattr("scheduler.services.integrations.lineage.build_event", broken)
     schedule = make_schedule("noop")
     run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
     tick_and_execute(now)
@@ -170,7 +170,7 @@ def test_a_failed_command_attempt_that_is_retried_sends_no_fail_only_its_last_do
 
 def test_the_namespace_comes_from_the_setting_and_the_job_is_the_schedule(lineage_on, make_schedule, now):
     from scheduler.models import NodeOutcome
-    from scheduler.services.lineage import lineage_node_finished
+    from scheduler.services.integrations.lineage import lineage_node_finished
 
     lineage_on.ETL_LINEAGE_NAMESPACE = "analytics-prod"
     schedule = make_schedule("orders_hourly")

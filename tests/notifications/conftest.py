@@ -6,7 +6,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from scheduler.services import alerts, channels
+from scheduler.services.oversight import alerts
+from scheduler.services.integrations import channels
 
 
 class Receiver:

@@ -11,10 +11,12 @@ from apprise.plugins.custom_json import NotifyJSON
 from django.core import mail
 
 from scheduler.models import Alert, AlertKind, AlertStatus
-from scheduler.services import alerts, channels, netcheck
-from scheduler.services.errors import ServiceError
-from scheduler.services.teams import team_save
-from scheduler.services.webhooks import compute_signature
+from scheduler.services.oversight import alerts
+from scheduler.services.integrations import channels
+from scheduler.services.common import netcheck
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.teams import team_save
+from scheduler.services.admission.webhooks import compute_signature
 
 pytestmark = pytest.mark.django_db(transaction=True)  # delivery closes connections a test transaction would hold
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.services.channels import check_channels, mask_url
+from scheduler.services.integrations.channels import check_channels, mask_url
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
 

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from scheduler.services.channels import check_channels
+from scheduler.services.integrations.channels import check_channels
 
 MIGRATION = "scheduler.migrations.0017_apprise_channels"
 BEFORE = ("scheduler", "0014_deadline_indexes_and_help_texts")

@@ -8,9 +8,9 @@ import pytest
 
 from scheduler.models import AlertKind, AlertStatus
 from scheduler.pipelines import netguard
-from scheduler.services import alerts
-from scheduler.services.errors import ServiceError
-from scheduler.services.netcheck import check_outgoing_url
+from scheduler.services.oversight import alerts
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.common.netcheck import check_outgoing_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,9 +10,9 @@ from django.test import Client
 from django.urls import reverse
 
 from scheduler.models import AuditEntry
-from scheduler.services.channel_tests import TEST_TITLE, channel_test_send
-from scheduler.services.errors import NotFound
-from scheduler.services.teams import PermissionRefused, team_save
+from scheduler.services.oversight.channel_probe import TEST_TITLE, channel_test_send
+from scheduler.services.common.errors import NotFound
+from scheduler.services.access.teams import PermissionRefused, team_save
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HTTP_HX_REQUEST": "true"}

@@ -3,7 +3,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from scheduler.models import AuditEntry
-from scheduler.services.audit import audit_record
+from scheduler.services.common.audit import audit_record
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def test_even_a_superuser_cannot_change_or_delete_entries_in_the_admin(client, e
 
 
 def test_the_webhook_secret_never_reaches_the_audit_log(make_schedule):
-    from scheduler.services.schedules import schedule_rotate_secret
+    from scheduler.services.definitions.schedules import schedule_rotate_secret
 
     schedule = make_schedule("hook", trigger_kind="webhook")
     old = schedule.webhook_secret

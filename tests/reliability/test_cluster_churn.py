@@ -16,7 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler.models import LoopLease, Run, RunStatus, Schedule, WorkloadClass
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.integration.cluster import kill_cluster, start_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, WatermarkState, WindowStatus
-from scheduler.services.backfills import backfill_progress, backfill_submit
+from scheduler.services.admission.backfills import backfill_progress, backfill_submit
 from tests.integration.cluster import kill_cluster, start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -39,10 +39,10 @@ from django.db import connection
 from django.utils import timezone as dj_timezone
 
 from scheduler.models import Run, RunStatus
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.governance import stuck_runs
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.supervisor import pid_alive
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.cluster.governance import stuck_runs
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.worker.supervisor import pid_alive
 from tests.integration.cluster import child_database_url, start_cluster, stop_cluster, wait_until
 from tests.reliability import fencing_pipelines  # noqa: F401  registers the pipelines in this process too
 from tests.tcpproxy import TcpProxy

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from scheduler.models import Run, RunStatus
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 from tests.throwaway import ThrowawayPostgres, ThrowawayRedis, Unavailable, default_database
 

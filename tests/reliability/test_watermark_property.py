@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.models import Run, RunStatus, Schedule, WatermarkHistory, WatermarkState
-from scheduler.services.dispatch import dispatch_tick
-from scheduler.services.execution import execute_run
-from scheduler.services.finish import run_lost
-from scheduler.services.governance import stuck_runs
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.admission.dispatch import dispatch_tick
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.end import run_lost
+from scheduler.services.cluster.governance import stuck_runs
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.reliability.pipelines import FaultPlan
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,7 +30,7 @@ def _step(schedule, fault: str, now: datetime) -> None:
     FaultPlan.fault, FaultPlan.on_load = fault, None
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
     sent = []
-    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))):
         dispatch_tick(now=now, holder="prop")
     for run_id, token in sent:
         if fault == "lost_worker":
@@ -39,7 +39,7 @@ def _step(schedule, fault: str, now: datetime) -> None:
         if fault == "commit_crash":
             # the process dies inside the final transaction, after the sink loaded
             # (where the mark is written: every advance goes through watermarks._advance)
-            with mock.patch("scheduler.services.watermarks._advance", side_effect=SystemExit("killed")):
+            with mock.patch("scheduler.services.runs.watermarks._advance", side_effect=SystemExit("killed")):
                 with pytest.raises(SystemExit):
                     execute_run(run_id, token, clock=lambda: now)
             stuck_runs(now=now + timedelta(hours=1))  # governance notices the silence
@@ -59,7 +59,7 @@ def _step(schedule, fault: str, now: datetime) -> None:
 def test_the_watermark_is_monotonic_and_never_passes_unloaded_data(standard_class, faults, gaps, max_window):
     import tests.reliability.pipelines  # noqa: F401
 
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     Run.objects.all().delete()
     WatermarkHistory.objects.all().delete()

@@ -13,7 +13,7 @@ import pytest
 from scheduler.models import AuditEntry, Run, RunStatus, WatermarkState
 from scheduler.pipelines import sql_load, sql_stream
 from scheduler.pipelines.values import iso_utc
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.integration.cluster import start_cluster, stop_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -150,7 +150,7 @@ def test_a_workflow_whose_worker_is_killed_keeps_every_finished_node_and_resumes
     import tests.reliability.pipelines  # noqa: F401  registers the workflows in this process too
 
     from scheduler.models import NodeRecord, TargetKind
-    from scheduler.services.nodes import node_records
+    from scheduler.services.runs.nodes import node_records
 
     target, pidfile = tmp_path / "loads.txt", tmp_path / "worker.pid"
     schedule = make_schedule("resumable", target_kind=TargetKind.WORKFLOW, target_id=workflow, retry_max_attempts=3)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.models import AuditEntry, Run, Schedule
-from scheduler.services.webhooks import sign_webhook
+from scheduler.services.admission.webhooks import sign_webhook
 from tests.security.hostile import counts, nasty_text
 
 pytestmark = pytest.mark.django_db

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from scheduler.host import SchedulerHost
 from scheduler.models import Schedule
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.errors import ServiceError
-from scheduler.services.events import event_emit
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedules import schedule_save
-from scheduler.services.watermarks import watermark_set
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.admission.events import event_emit
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedules import schedule_save
+from scheduler.services.runs.watermarks import watermark_set
 from tests.security.hostile import (
     bad_cron,
     bad_filter,

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from scheduler.models import AuditEntry
-from scheduler.services.webhooks import sign_webhook
+from scheduler.services.admission.webhooks import sign_webhook
 from tests.views.test_permissions import AUTH_PAGES, OWN_CREDENTIALS, _state, _urls, world  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
@@ -91,9 +91,9 @@ def test_a_webhook_refusal_logs_and_audits_no_secret(client, hook, caplog):
 @pytest.mark.django_db(transaction=True)  # the dispatch hands runs over on commit
 def test_an_alert_delivery_logs_no_secret(make_schedule, settings, caplog, now):
     from scheduler.models import Alert, RunStatus
-    from scheduler.services.dispatch import dispatch_tick
-    from scheduler.services.execution import execute_run
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.admission.dispatch import dispatch_tick
+    from scheduler.services.cluster.execution import execute_run
+    from scheduler.services.runs.queue import run_trigger_manual
 
     secret = "alert-secret-5b9f0c2e7d"
     settings.ETL_ALERT_WEBHOOK_SECRET = secret
@@ -105,8 +105,8 @@ def test_an_alert_delivery_logs_no_secret(make_schedule, settings, caplog, now):
                              alert_channels="etlhook://127.0.0.1:9/alerts")
     run = run_trigger_manual(schedule=schedule, actor="tests", params={"fail": True}, now=now)
     sent = []
-    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))), \
-            mock.patch("scheduler.services.channels.WEBHOOK_WAIT", 0.0):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))), \
+            mock.patch("scheduler.services.integrations.channels.WEBHOOK_WAIT", 0.0):
         dispatch_tick(now=now, holder="tests")
         for run_id, token in sent:
             execute_run(run_id, token, clock=lambda: now)
@@ -119,7 +119,7 @@ def test_an_alert_delivery_logs_no_secret(make_schedule, settings, caplog, now):
 
 
 def test_no_audit_entry_ever_holds_a_secret(make_schedule, client):
-    from scheduler.services.webhooks import webhook_rotate_secret
+    from scheduler.services.admission.webhooks import webhook_rotate_secret
 
     hook = make_schedule("hook2", trigger_kind="webhook")
     secrets = {hook.webhook_secret}

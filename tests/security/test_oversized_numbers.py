@@ -10,8 +10,8 @@ from django.test import Client as client_raw
 from django.urls import reverse
 
 from scheduler.host import SchedulerHost
-from scheduler.services.errors import ServiceError
-from scheduler.services.webhooks import sign_webhook
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.admission.webhooks import sign_webhook
 from tests.api.conftest import admin_token, admin_user, make_token  # noqa: F401 - fixtures
 from tests.security.hostile import counts
 

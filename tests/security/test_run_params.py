@@ -13,9 +13,9 @@ from django.urls import reverse
 from scheduler.core import ConfigError
 from scheduler.host import SchedulerHost
 from scheduler.pipelines import RunContext, get_pipeline
-from scheduler.services.errors import ServiceError
-from scheduler.services.schedules import schedule_save
-from scheduler.services.webhooks import sign_webhook
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.definitions.schedules import schedule_save
+from scheduler.services.admission.webhooks import sign_webhook
 from tests.api.conftest import admin_token, admin_user, make_token  # noqa: F401 - fixtures
 from tests.security.hostile import counts
 
@@ -141,7 +141,7 @@ def test_the_schedulers_own_database_is_refused_even_inside_the_files_dir(tmp_pa
 
 
 def test_a_backfill_refuses_an_unknown_key(make_schedule):
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
 
     schedule = make_schedule("wm", target_id="demo.orders_sync",
                              watermark_config={"type": "integer", "column": "id", "initial": 0})

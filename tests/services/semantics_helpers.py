@@ -6,17 +6,17 @@ from unittest import mock
 from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
 from scheduler.models import Run
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services.dispatch import dispatch_tick
-from scheduler.services.execution import execute_run
+from scheduler.services.admission.dispatch import dispatch_tick
+from scheduler.services.cluster.execution import execute_run
 
 
 def tick(now, holder="test"):
     """One dispatch tick; returns [(run_id, token)] handed to workers (not executed)."""
     sent = []
     # a deep queue goes out several runs a message (enqueue_executions): each run is listed alike
-    with mock.patch("scheduler.services.dispatch.enqueue_execution",
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution",
                     side_effect=lambda rid, tok: sent.append((rid, tok))), \
-            mock.patch("scheduler.services.dispatch.enqueue_executions", side_effect=sent.extend):
+            mock.patch("scheduler.services.admission.dispatch.enqueue_executions", side_effect=sent.extend):
         dispatch_tick(now=now, holder=holder)
     return sent
 

@@ -1,6 +1,6 @@
 """Alerts: one per incident, by e-mail (locmem) and a signed JSON webhook (a local server), with retries.
 
-Channels are Apprise URLs (scheduler.services.channels): mailto:// goes through Django's mail, etlhook(s)://
+Channels are Apprise URLs (scheduler.services.integrations.channels): mailto:// goes through Django's mail, etlhook(s)://
 is the signed webhook; the fixtures here use the old settings, which map onto those URLs.
 """
 from __future__ import annotations
@@ -17,10 +17,11 @@ import pytest
 from django.core import mail
 
 from scheduler.models import Alert, AlertKind, AlertStatus, GovernanceTick, LoopLease, Run, RunStatus
-from scheduler.services import alerts, channels
-from scheduler.services.dispatch import dispatch_tick
-from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.oversight import alerts
+from scheduler.services.integrations import channels
+from scheduler.services.admission.dispatch import dispatch_tick
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.queue import run_trigger_manual
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,7 +83,7 @@ def receiver():
 
 def _run_inline(now):
     sent = []
-    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
         dispatch_tick(now=now, holder="test")
     for run_id, token in sent:
         execute_run(run_id, token, clock=lambda: now)
@@ -182,7 +183,7 @@ def test_a_breaker_that_opens_alerts_once_per_opening(make_schedule, now, settin
 
 
 def test_a_dependency_timeout_is_its_own_kind_of_alert(make_schedule, now, settings):
-    from scheduler.services.governance import dependency_timeouts
+    from scheduler.services.cluster.governance import dependency_timeouts
 
     settings.ETL_ALERT_EMAILS = ["ops@example.com"]
     up = make_schedule("up")
@@ -329,7 +330,7 @@ def test_delivery_happens_off_the_callers_thread_by_default(make_schedule, now, 
                                  "http://10.1.2.3/a", "http://192.168.0.9/", "http://[::1]/a", "http://0.0.0.0/",
                                  "http://[::ffff:127.0.0.1]/a", "https://172.16.0.1/", "http://api.localhost/"])
 def test_an_alert_webhook_into_a_private_range_is_refused_at_save(make_schedule, settings, url):
-    from scheduler.services.errors import ServiceError
+    from scheduler.services.common.errors import ServiceError
 
     settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
     with pytest.raises(ServiceError) as info:
@@ -350,7 +351,7 @@ def test_a_public_alert_webhook_is_accepted(make_schedule, settings):
 def test_delivery_checks_the_address_again_after_name_resolution(now, settings, monkeypatch):
     import socket
 
-    from scheduler.services import netcheck
+    from scheduler.services.common import netcheck
 
     settings.ETL_ALERT_ALLOW_PRIVATE_URLS = False
     settings.ETL_ALERT_WEBHOOK_URL = "https://hooks.example.com/etl"  # public when saved, internal when sent

@@ -15,11 +15,11 @@ from django.db import connection, transaction
 
 from scheduler.models import AuditCount, AuditEntry, Team
 from scheduler.models.audit import audit_delete_archived, audit_hour
-from scheduler.services import audit_counts
-from scheduler.services.audit import audit_record, audit_record_many, audit_refusal
-from scheduler.services.audit_archive import audit_archive_batch
-from scheduler.services.audit_counts import audit_counts_fold, audit_counts_from_log
-from scheduler.services.governance import governance_tick
+from scheduler.services.history import audit_counts
+from scheduler.services.common.audit import audit_record, audit_record_many, audit_refusal
+from scheduler.services.history.audit_archive import audit_archive_batch
+from scheduler.services.history.audit_counts import audit_counts_fold, audit_counts_from_log
+from scheduler.services.cluster.governance import governance_tick
 
 UTC = dt_timezone.utc
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from scheduler.models import AuditEntry, Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, WindowStatus
 from scheduler.pipelines import registry
-from scheduler.services.backfills import (
+from scheduler.services.admission.backfills import (
     backfill_already_succeeded,
     backfill_cancel,
     backfill_pause,
@@ -17,10 +17,10 @@ from scheduler.services.backfills import (
     backfill_retry_failed,
     backfill_submit,
 )
-from scheduler.services.dispatch import explain_wait
-from scheduler.services.errors import ServiceError
-from scheduler.services.execution import execute_run
-from scheduler.services.watermarks import watermark_state
+from scheduler.services.admission.dispatch import explain_wait
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.watermarks import watermark_state
 from tests.services.semantics_helpers import counting_factory, tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,13 +16,15 @@ from scheduler.core import Pipeline
 from scheduler.models import Run, RunLogLine, RunStatus, Schedule, WorkloadClass
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services import dispatch, execution, finish
-from scheduler.services.dispatch import admit_runs, hand_off, message_sizes
-from scheduler.services.execution import execute_runs
-from scheduler.services.heartbeats import HeartbeatPump
-from scheduler.services.finish import Ending, run_cancel, runs_finish
-from scheduler.services.governance import stuck_runs
-from scheduler.services.runs import run_build
+from scheduler.services.admission import dispatch
+from scheduler.services.cluster import execution
+from scheduler.services.runs import end as finish
+from scheduler.services.admission.dispatch import admit_runs, hand_off, message_sizes
+from scheduler.services.cluster.execution import execute_runs
+from scheduler.services.cluster.heartbeats import HeartbeatPump
+from scheduler.services.runs.end import Ending, run_cancel, runs_finish
+from scheduler.services.cluster.governance import stuck_runs
+from scheduler.services.runs.queue import run_build
 from tests.services.semantics_helpers import tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -250,7 +252,7 @@ def test_a_batch_whose_ends_cannot_be_written_stops_and_leaves_its_runs_to_gover
     settings.ETL_BATCH_FLUSH_SECONDS = 0  # write after every run
     schedule = make_schedule("many")
     pairs = _admitted(schedule, 3, now)
-    with mock.patch("scheduler.services.execution.runs_finish", side_effect=RuntimeError("database gone")), \
+    with mock.patch("scheduler.services.cluster.execution.runs_finish", side_effect=RuntimeError("database gone")), \
             pytest.raises(RuntimeError):
         execute_runs(pairs, clock=lambda: now)
     # nothing more ran after the failed write, and no run keeps a heartbeat: governance re-queues them all
@@ -266,8 +268,8 @@ def test_a_batch_past_its_budget_sends_the_runs_it_did_not_begin_again(make_sche
     schedule = make_schedule("many")
     pairs = _admitted(schedule, 4, now)
     sent: list[tuple[int, str]] = []
-    with mock.patch("scheduler.services.dispatch.enqueue_executions", side_effect=sent.extend), \
-            mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda *pair: sent.append(pair)):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_executions", side_effect=sent.extend), \
+            mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda *pair: sent.append(pair)):
         out = execute_runs(pairs, clock=lambda: now)
     assert out == {pairs[0][0]: S.SUCCEEDED, **{rid: "stale" for rid, _ in pairs[1:]}}
     assert sorted(sent) == sorted(pairs[1:]), "the rest are sent again, with the tokens they hold"

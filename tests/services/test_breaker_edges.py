@@ -15,8 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import BreakerStatus, Run, RunStatus, Schedule, WorkloadClass
-from scheduler.services.finish import Ending, run_finish, runs_finish
-from scheduler.services.runs import run_build
+from scheduler.services.runs.end import Ending, run_finish, runs_finish
+from scheduler.services.runs.queue import run_build
 from tests.services.semantics_helpers import tick
 
 pytestmark = pytest.mark.django_db(transaction=True)

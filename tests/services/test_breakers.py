@@ -7,8 +7,8 @@ import pytest
 
 from scheduler import signals
 from scheduler.models import AuditEntry, BreakerStatus, Run, RunStatus
-from scheduler.services.breakers import breaker_cooldowns, breaker_reset
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.breakers import breaker_cooldowns, breaker_reset
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -129,7 +129,7 @@ def test_governance_moves_an_open_breaker_to_half_open_after_the_cooldown(flaky,
 
 
 def test_a_cancelled_test_run_lets_the_next_trigger_be_the_test_run(flaky, now):
-    from scheduler.services.finish import run_cancel
+    from scheduler.services.runs.end import run_cancel
 
     opened = _open(flaky, now)
     later = opened + timedelta(seconds=61)

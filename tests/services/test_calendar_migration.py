@@ -15,9 +15,9 @@ from scheduler.core import WatermarkState as Mark
 from scheduler.core import compute_window
 from scheduler.models import BackfillWindow, Run, RunStatus, WatermarkHistory, WindowStatus
 from scheduler.models import WatermarkState as MarkRow
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.runs import run_enqueue
-from scheduler.services.watermarks import watermark_config, watermark_state
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.runs.queue import run_enqueue
+from scheduler.services.runs.watermarks import watermark_config, watermark_state
 
 pytestmark = pytest.mark.django_db
 MIGRATION = "scheduler.migrations.0004_calendar_windows"

@@ -15,9 +15,9 @@ from scheduler.models import BackfillStatus, Run, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.sql import SqlSink, SqlSource
 from scheduler.pipelines.values import iso_utc
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.watermarks import watermark_state
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.runs.watermarks import watermark_state
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,7 +108,7 @@ def test_a_live_watermark_with_an_until_bound_loads_exactly_march_and_then_skips
 
 
 def test_backfill_params_are_checked_like_run_params(make_schedule, hourly, now):
-    from scheduler.services.errors import ServiceError
+    from scheduler.services.common.errors import ServiceError
 
     schedule = make_schedule("readings", target_id="test.hourly", watermark_config={
         "type": "datetime", "column": "ts", "initial": "2013-02-27T00:00:00+00:00"})

@@ -6,11 +6,12 @@ import sys
 import pytest
 
 from scheduler.models import Run, RunLogLine, RunStatus, StopKind
-from scheduler.services import commands, supervisor
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import execute_run
-from scheduler.services.finish import run_cancel
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.worker import commands
+from scheduler.services.worker import supervisor
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.queue import run_trigger_manual
 
 pytestmark = pytest.mark.django_db
 PY = sys.executable

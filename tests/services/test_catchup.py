@@ -10,11 +10,11 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule, WorkloadClass
 from scheduler.pipelines import registry
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.dispatch import admit_slice
-from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_enqueue, run_trigger_manual
-from scheduler.services.watermarks import watermark_state
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.admission.dispatch import admit_slice
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.queue import run_enqueue, run_trigger_manual
+from scheduler.services.runs.watermarks import watermark_state
 from tests.services.semantics_helpers import counting_factory, tick
 
 # outside a caller's transaction, as a worker runs: only then does a worker admit and run the next slice itself
@@ -38,7 +38,7 @@ def catching_up(make_schedule):
 def _broker():
     """What goes to the broker instead of being run here."""
     sent: list = []
-    return sent, mock.patch.multiple("scheduler.services.dispatch", enqueue_execution=lambda rid, tok: sent.append(rid),
+    return sent, mock.patch.multiple("scheduler.services.admission.dispatch", enqueue_execution=lambda rid, tok: sent.append(rid),
                                      enqueue_executions=lambda pairs: sent.extend(rid for rid, _ in pairs))
 
 

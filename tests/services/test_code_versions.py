@@ -17,9 +17,10 @@ from scheduler.models import AuditEntry, Run, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.code import file_digest, module_file
 from scheduler.pipelines.noop import NoopSink, NoopSource
-from scheduler.services import code_versions, execution
-from scheduler.services.finish import run_cancel
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.worker import code_versions
+from scheduler.services.cluster import execution
+from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,13 +12,13 @@ import pytest
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Run, RunLogLine, RunStatus, Schedule
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.errors import ServiceError
-from scheduler.services.events import event_emit
-from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedule_files import ScheduleFileError, schedules_apply, schedules_export
-from scheduler.services.webhooks import Delivery, sign_webhook, webhook_receive
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.admission.events import event_emit
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedule_files import ScheduleFileError, schedules_apply, schedules_export
+from scheduler.services.admission.webhooks import Delivery, sign_webhook, webhook_receive
 
 pytestmark = pytest.mark.django_db
 PY = sys.executable

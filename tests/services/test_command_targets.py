@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from scheduler.models import RunLogLine, RunStatus
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.queue import run_trigger_manual
 
 PY = sys.executable
 

@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from scheduler.models import BreakerStatus, Run, RunStatus, Schedule, WorkloadClass
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.runs import run_enqueue
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.runs.queue import run_enqueue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = RunStatus
@@ -36,7 +36,7 @@ def _in_threads(work, n=THREADS):
             connection.close()
 
     threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
-    with mock.patch("scheduler.services.dispatch.enqueue_execution"):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution"):
         for t in threads:
             t.start()
         for t in threads:

@@ -9,10 +9,11 @@ from django.core import mail
 from django.db import connection
 
 from scheduler.models import Alert, AlertKind, AuditEntry, Backfill, Run, RunStatus, TriggerKind
-from scheduler.services import alerts, deadlines
-from scheduler.services.deadlines import deadline_mark, deadline_misses, deadlines_check
-from scheduler.services.governance import governance_tick
-from scheduler.services.teams import team_save
+from scheduler.services.oversight import alerts
+from scheduler.services.oversight import deadlines
+from scheduler.services.oversight.deadlines import deadline_mark, deadline_misses, deadlines_check
+from scheduler.services.cluster.governance import governance_tick
+from scheduler.services.access.teams import team_save
 
 pytestmark = pytest.mark.django_db
 _keys = count(1)

@@ -6,11 +6,11 @@ from datetime import timedelta
 import pytest
 
 from scheduler.models import Condition, Run, RunStatus, TriggerKind
-from scheduler.services import dependencies
-from scheduler.services.errors import ServiceError
-from scheduler.services.governance import dependency_timeouts
-from scheduler.services.runs import run_build, run_enqueue, run_trigger_manual
-from scheduler.services.schedules import schedule_save
+from scheduler.services.runs import dependencies
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.cluster.governance import dependency_timeouts
+from scheduler.services.runs.queue import run_build, run_enqueue, run_trigger_manual
+from scheduler.services.definitions.schedules import schedule_save
 from tests.services.semantics_helpers import tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,7 +43,7 @@ def test_a_schedule_with_its_own_trigger_waits_until_its_upstream_succeeds(make_
     assert [rid for rid, _ in sent] == [up.pk]  # a starts, c may not
     down.refresh_from_db()
     assert down.status == S.WAITING and "waiting for upstream 'a'" in down.reason
-    from scheduler.services.execution import execute_run
+    from scheduler.services.cluster.execution import execute_run
 
     execute_run(up.pk, sent[0][1], clock=lambda: now)
     assert tick_and_execute(now + timedelta(seconds=2)) == [down.pk]

@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.models import Run, RunStatus, TargetKind
 from scheduler.pipelines import registry
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import counting_factory, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

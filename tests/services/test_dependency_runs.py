@@ -8,9 +8,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Run, RunStatus, RunUpstream
-from scheduler.services import dependencies
-from scheduler.services.dispatch import release_waiting
-from scheduler.services.runs import run_build, run_enqueue, run_trigger_manual
+from scheduler.services.runs import dependencies
+from scheduler.services.admission.dispatch import release_waiting
+from scheduler.services.runs.queue import run_build, run_enqueue, run_trigger_manual
 from tests.services.semantics_helpers import tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler.models import AuditEntry, Event, Run
-from scheduler.services.errors import ServiceError
-from scheduler.services.events import event_emit
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.admission.events import event_emit
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +51,7 @@ def test_the_same_id_on_another_topic_is_another_event(subscribers, now):
 
 
 def test_disabled_schedules_and_filters_that_cannot_judge_start_nothing(subscribers, now):
-    from scheduler.services.schedules import schedule_set_enabled
+    from scheduler.services.definitions.schedules import schedule_set_enabled
 
     schedule_set_enabled(schedule=subscribers["all"], enabled=False, actor="tests")
     event, runs = event_emit(topic="orders", payload={"amount": "lots"}, source="t", actor="t", now=now)

@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 
 from scheduler.models import AuditEntry, FailureAck, RunStatus, Team
-from scheduler.services.failures import failure_acknowledge
-from scheduler.services.teams import PermissionRefused
-from scheduler.services.errors import ServiceError
+from scheduler.services.oversight.failures import failure_acknowledge
+from scheduler.services.access.teams import PermissionRefused
+from scheduler.services.common.errors import ServiceError
 from scheduler.worklist import failure_worklist
 from tests.views.conftest import make_run  # noqa: F401  (the run factory)
 

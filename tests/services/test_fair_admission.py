@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Run, RunStatus
-from scheduler.services.runs import run_build
+from scheduler.services.runs.queue import run_build
 from tests.services.semantics_helpers import tick
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,10 +11,10 @@ from django.db.models import Count
 from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Run, RunStatus
-from scheduler.services import waiting
-from scheduler.services.dispatch import release_waiting
-from scheduler.services.governance import dependency_timeouts
-from scheduler.services.runs import run_build, run_trigger_manual
+from scheduler.services.runs import waiting
+from scheduler.services.admission.dispatch import release_waiting
+from scheduler.services.cluster.governance import dependency_timeouts
+from scheduler.services.runs.queue import run_build, run_trigger_manual
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""The end of a run (scheduler/services/finish.py): breaker test runs, lost workers, one retry budget."""
+"""The end of a run (scheduler/services/runs/end.py): breaker test runs, lost workers, one retry budget."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -9,13 +9,13 @@ from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
 from scheduler.models import AuditEntry, BreakerStatus, Run, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services import governance
-from scheduler.services.breakers import breaker_cooldowns
-from scheduler.services.errors import ServiceError
-from scheduler.services.execution import execute_run
-from scheduler.services.finalize import run_refused
-from scheduler.services.finish import run_cancel, run_finish, run_lost
-from scheduler.services.runs import run_enqueue, run_transition, run_trigger_manual
+from scheduler.services.cluster import governance
+from scheduler.services.runs.breakers import breaker_cooldowns
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.transitions import run_refused
+from scheduler.services.runs.end import run_cancel, run_finish, run_lost
+from scheduler.services.runs.queue import run_enqueue, run_transition, run_trigger_manual
 from tests.services.semantics_helpers import claim_then_go_silent, tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -226,7 +226,7 @@ def test_a_pipelines_declared_retry_policy_is_kept_within_the_schedules_budget(m
 def test_a_final_status_is_refused_outside_the_finish_module(make_schedule, now):
     schedule = make_schedule("noop")
     run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
-    with pytest.raises(ServiceError, match="scheduler.services.finish"):
+    with pytest.raises(ServiceError, match="scheduler.services.runs.end"):
         run_transition(run, new=S.FAILED, now=now)
     with pytest.raises(ServiceError, match="run_refused"):
         run_enqueue(schedule=schedule, trigger_kind="manual", trigger_key="x", status=S.SKIPPED, now=now)

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Run, Schedule
-from scheduler.services.firing import compute_next_fire, fire_due_schedules
-from scheduler.services.runs import run_enqueue
+from scheduler.services.admission.firing import compute_next_fire, fire_due_schedules
+from scheduler.services.runs.queue import run_enqueue
 
 pytestmark = pytest.mark.django_db
 
@@ -189,7 +189,7 @@ def test_firing_costs_the_same_statements_for_3_or_30_due_schedules(make_schedul
 
 
 def test_a_dispatcher_whose_read_went_stale_fires_only_the_schedules_nobody_moved(make_schedule, monkeypatch):
-    from scheduler.services import firing
+    from scheduler.services.admission import firing
 
     start = datetime(2026, 3, 2, 11, 59, tzinfo=UTC)
     fire = datetime(2026, 3, 2, 12, tzinfo=UTC)
@@ -217,7 +217,7 @@ def test_a_dispatcher_whose_read_went_stale_fires_only_the_schedules_nobody_move
 
 
 def test_without_bulk_update_support_each_schedule_is_moved_by_its_own_compare_and_set(make_schedule, monkeypatch):
-    from scheduler.services import bulk
+    from scheduler.services.common import bulk
 
     monkeypatch.setattr(bulk, "supported", lambda: False)
     start = datetime(2026, 3, 2, 11, 59, tzinfo=UTC)

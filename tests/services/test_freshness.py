@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from scheduler.models import Run, RunStatus
-from scheduler.services.runs import run_enqueue
+from scheduler.services.runs.queue import run_enqueue
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,7 +35,7 @@ def test_a_run_within_refresh_after_is_skipped_with_the_reason_and_never_extract
 
 
 def test_a_manual_run_is_not_skipped_for_freshness(make_schedule, now, counter):
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.runs.queue import run_trigger_manual
 
     schedule = make_schedule("fresh", target_id="test.counting", refresh_after_seconds=3600)
     run_enqueue(schedule=schedule, trigger_kind="cron", trigger_key="1", now=now)

@@ -11,10 +11,10 @@ from django.core.management import call_command
 
 from scheduler.host import SchedulerHost
 from scheduler.models import Alert, AlertKind, AuditEntry, Run, RunStatus, Schedule, WatermarkState
-from scheduler.services import alerts
-from scheduler.services.errors import ServiceError
-from scheduler.services.freshness import freshness_check, freshness_status
-from scheduler.services.governance import governance_tick
+from scheduler.services.oversight import alerts
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.oversight.freshness import freshness_check, freshness_status
+from scheduler.services.cluster.governance import governance_tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -93,7 +93,7 @@ def test_a_schedule_that_never_succeeded_ages_from_its_creation(make_schedule, n
 
 
 def test_disabling_the_schedule_or_removing_the_objective_ends_the_incident(hourly, make_schedule, now):
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     freshness_check(now=now + timedelta(hours=2))
     schedule_save(data={"enabled": False}, schedule=hourly, actor="tests")
@@ -135,7 +135,7 @@ def test_the_command_and_the_host_show_the_same_rows(hourly, now):
 
 
 def test_the_schedules_file_carries_the_objective(make_schedule):
-    from scheduler.services.schedule_files import schedules_export
+    from scheduler.services.definitions.schedule_files import schedules_export
 
     make_schedule("obj", freshness_max_age_seconds=900)
     text = schedules_export()

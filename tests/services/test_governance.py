@@ -8,11 +8,11 @@ import pytest
 
 from scheduler.models import AuditEntry, GovernanceTick, Run, RunStatus, Schedule
 from scheduler.selectors import governance_health
-from scheduler.services import governance
-from scheduler.services.execution import execute_run
-from scheduler.services.governance import governance_tick
-from scheduler.services.retention import prune_tick
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.cluster import governance
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.cluster.governance import governance_tick
+from scheduler.services.history.prune import prune_tick
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import claim_then_go_silent
 from tests.services.semantics_helpers import tick as admit
 
@@ -75,7 +75,7 @@ def test_an_admitted_run_no_worker_picked_up_is_sent_again_with_a_new_token(make
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
     (run_id, lost_token), = admit(now)  # the broker loses this message
     resent = []
-    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: resent.append((rid, tok))):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: resent.append((rid, tok))):
         assert governance.stuck_runs(now=now + timedelta(seconds=61))["redispatched"] == [run_id]
     (same_id, new_token), = resent
     assert same_id == run_id and new_token != lost_token

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, BreakerStatus, Run, RunStatus, Schedule
-from scheduler.services.errors import NotFound, ServiceError
+from scheduler.services.common.errors import NotFound, ServiceError
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

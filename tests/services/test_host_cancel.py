@@ -5,8 +5,8 @@ import pytest
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule, StopKind, Team
-from scheduler.services.errors import NotFound, ServiceError
-from scheduler.services.teams import PermissionRefused
+from scheduler.services.common.errors import NotFound, ServiceError
+from scheduler.services.access.teams import PermissionRefused
 from tests.views.conftest import make_run  # noqa: F401  (the run factory, shared)
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import pytest
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Schedule
-from scheduler.services.errors import NotFound, ServiceError
+from scheduler.services.common.errors import NotFound, ServiceError
 
 pytestmark = pytest.mark.django_db
 

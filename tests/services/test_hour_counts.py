@@ -10,9 +10,9 @@ import pytest
 from django.db import connection, transaction
 
 from scheduler.models import Run, RunHourCount, RunStatus, RunTally
-from scheduler.services import hour_counts
-from scheduler.services.finalize import run_refused
-from scheduler.services.finish import (
+from scheduler.services.history import hour_counts
+from scheduler.services.runs.transitions import run_refused
+from scheduler.services.runs.end import (
     Ending,
     run_cancel,
     run_finish,
@@ -22,10 +22,10 @@ from scheduler.services.finish import (
     runs_finish,
     runs_lost,
 )
-from scheduler.services.governance import governance_tick
-from scheduler.services.hour_counts import hour_counts_fold, runs_counted
-from scheduler.services.retention import history_prune, retention_policy
-from scheduler.services.runs import run_build, run_trigger_manual
+from scheduler.services.cluster.governance import governance_tick
+from scheduler.services.history.hour_counts import hour_counts_fold, runs_counted
+from scheduler.services.history.prune import history_prune, retention_policy
+from scheduler.services.runs.queue import run_build, run_trigger_manual
 from tests.services.semantics_helpers import tick, tick_and_execute
 
 S = RunStatus

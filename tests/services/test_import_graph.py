@@ -161,7 +161,7 @@ def _signal_sends(source: str, label: str) -> list[str]:
 
 # where a process is signalled for a reason that is not a run's control
 SIGNALS_ALLOWED = {
-    "scheduler/services/supervisor.py": "the one home of run control: stops, kills, reaps a run's processes",
+    "scheduler/services/worker/supervisor.py": "the one home of run control: stops, kills, reaps a run's processes",
     "scheduler/management/commands/serve.py": "serve stops the gunicorn and qcluster children it started itself",
 }
 

@@ -5,7 +5,7 @@ import pytest
 
 from scheduler.loops import LeasedLoop
 from scheduler.models import LoopLease
-from scheduler.services.leases import lease_acquire, lease_release
+from scheduler.services.common.leases import lease_acquire, lease_release
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,11 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduler import signals
 from scheduler.models import Alert, AuditEntry, Run, RunStatus, Schedule
-from scheduler.services import bulk, finish, governance
-from scheduler.services.finish import runs_lost
-from scheduler.services.runs import run_build
+from scheduler.services.common import bulk
+from scheduler.services.runs import end as finish
+from scheduler.services.cluster import governance
+from scheduler.services.runs.end import runs_lost
+from scheduler.services.runs.queue import run_build
 
 pytestmark = pytest.mark.django_db
 S = RunStatus

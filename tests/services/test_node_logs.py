@@ -9,7 +9,7 @@ from scheduler.core import IdentityTransform, Pipeline, RetryPolicy
 from scheduler.models import NodeRecord, RunLogLine, RunStatus, TargetKind
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

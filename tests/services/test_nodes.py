@@ -11,12 +11,12 @@ from scheduler.core import IdentityTransform, Outcome, Pipeline, RetryPolicy, Ru
 from scheduler.models import AuditEntry, NodeRecord, Run, RunStatus, TargetKind, TriggerKind
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink, NoopSource
-from scheduler.services.errors import ServiceError
-from scheduler.services.governance import stuck_runs
-from scheduler.services.nodes import NodeLedger, node_records, nodes_done, run_rerun_from_failure
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.cluster.governance import stuck_runs
+from scheduler.services.runs.nodes import NodeLedger, node_records, nodes_done, run_rerun_from_failure
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import CountingSource, tick, tick_and_execute
-from scheduler.services.execution import execute_run
+from scheduler.services.cluster.execution import execute_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CHAIN = ["n1", "n2", "n3", "n4", "n5"]

@@ -13,12 +13,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Backfill, LatestOutcome, Run, RunStatus, StopKind, TriggerKind, WatermarkState
-from scheduler.services import finish
-from scheduler.services.finalize import run_refused
-from scheduler.services.finish import Ending, run_cancel, run_finish, run_lost, run_stop_settled, runs_finish, runs_lost
-from scheduler.services.outcomes import outcomes_rebuild, outcomes_record, outcomes_stale
-from scheduler.services.retention import history_prune
-from scheduler.services.runs import run_build
+from scheduler.services.runs import end as finish
+from scheduler.services.runs.transitions import run_refused
+from scheduler.services.runs.end import Ending, run_cancel, run_finish, run_lost, run_stop_settled, runs_finish, runs_lost
+from scheduler.services.history.outcomes import outcomes_rebuild, outcomes_record, outcomes_stale
+from scheduler.services.history.prune import history_prune
+from scheduler.services.runs.queue import run_build
 
 pytestmark = pytest.mark.django_db
 S = RunStatus

@@ -10,10 +10,10 @@ from django.core.management import CommandError, call_command
 from scheduler.core.limits import LATEST, MAX_SECONDS
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Backfill, Schedule
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.errors import ServiceError
-from scheduler.services.schedules import schedule_save
-from scheduler.services.watermarks import watermark_set, watermark_state
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.definitions.schedules import schedule_save
+from scheduler.services.runs.watermarks import watermark_set, watermark_state
 
 pytestmark = pytest.mark.django_db
 NEAR_MAX = "9999-12-31T00:00:00+00:00"

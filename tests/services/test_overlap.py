@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule
-from scheduler.services import dependencies
-from scheduler.services.dispatch import explain_wait
-from scheduler.services.errors import ServiceError
-from scheduler.services.firing import compute_next_fire, fire_due_schedules
-from scheduler.services.watermarks import watermark_state
+from scheduler.services.runs import dependencies
+from scheduler.services.admission.dispatch import explain_wait
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.admission.firing import compute_next_fire, fire_due_schedules
+from scheduler.services.runs.watermarks import watermark_state
 from tests.services.semantics_helpers import tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,7 +103,7 @@ def test_cancel_other_cancels_the_active_run_through_the_cancel_service_and_star
 
 
 def test_a_manual_run_is_never_skipped_but_waits_its_turn_under_a_serial_policy(make_schedule):
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.runs.queue import run_trigger_manual
 
     schedule = every_minute(make_schedule, overlap_policy="skip")
     fire_and_admit(0)

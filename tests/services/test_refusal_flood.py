@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from scheduler.models import AuditEntry, RefusalCount
-from scheduler.services.audit import audit_refusal
-from scheduler.services.teams import PermissionRefused, authorize, team_save, team_set_members
+from scheduler.services.common.audit import audit_refusal
+from scheduler.services.access.teams import PermissionRefused, authorize, team_save, team_set_members
 
 pytestmark = pytest.mark.django_db
 

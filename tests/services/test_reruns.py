@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule, TriggerKind
-from scheduler.services.errors import ServiceError
-from scheduler.services.reruns import run_rerun
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.rerun import run_rerun
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,7 +120,7 @@ def test_reset_and_rerun_needs_the_reset_permission_and_changes_nothing_without_
     from django.contrib.auth.models import Permission
 
     from scheduler.models import BreakerStatus, Team
-    from scheduler.services.teams import PermissionRefused
+    from scheduler.services.access.teams import PermissionRefused
 
     schedule = make_schedule("flaky")
     Schedule.objects.filter(pk=schedule.pk).update(breaker_status=BreakerStatus.OPEN, breaker_failures=3,

@@ -15,9 +15,9 @@ from scheduler.models import (
     LineageEvent, LineageStatus, NodeRecord, RefusalCount, Run, RunLogLine, RunStatus, RunUpstream, Schedule,
     TriggerKind, WatermarkState,
 )
-from scheduler.services.audit import audit_record, audit_refusal
-from scheduler.services.audit_archive import _append, audit_archive_read, entry_record
-from scheduler.services.retention import history_prune, prune_tick, retention_policy
+from scheduler.services.common.audit import audit_record, audit_refusal
+from scheduler.services.history.audit_archive import _append, audit_archive_read, entry_record
+from scheduler.services.history.prune import history_prune, prune_tick, retention_policy
 
 pytestmark = pytest.mark.django_db
 S = RunStatus

@@ -7,9 +7,9 @@ import pytest
 
 from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Schedule
-from scheduler.services.errors import ServiceError
-from scheduler.services.schedule_files import ScheduleFileError, schedules_apply, schedules_export
-from scheduler.services.schedules import schedule_save
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.definitions.schedule_files import ScheduleFileError, schedules_apply, schedules_export
+from scheduler.services.definitions.schedules import schedule_save
 
 pytestmark = pytest.mark.django_db
 

@@ -9,15 +9,16 @@ import pytest
 from scheduler.core import stop
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, WorkloadClass
 from scheduler.pipelines import registry
-from scheduler.services import heartbeats, supervisor
-from scheduler.services.dispatch import admit_runs
-from scheduler.services.execution import execute_run
-from scheduler.services.heartbeats import HeartbeatPump
-from scheduler.services.finish import Ending, run_cancel, run_finish, run_stop_request, run_stop_settled, runs_finish
-from scheduler.services.governance import stopped_runs_of_dead_workers, stuck_runs
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.cluster import heartbeats
+from scheduler.services.worker import supervisor
+from scheduler.services.admission.dispatch import admit_runs
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.cluster.heartbeats import HeartbeatPump
+from scheduler.services.runs.end import Ending, run_cancel, run_finish, run_stop_request, run_stop_settled, runs_finish
+from scheduler.services.cluster.governance import stopped_runs_of_dead_workers, stuck_runs
+from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.models import WatermarkState as WatermarkRow
-from scheduler.services.watermarks import watermark_config, watermark_state
+from scheduler.services.runs.watermarks import watermark_config, watermark_state
 
 S = RunStatus
 
@@ -274,7 +275,7 @@ def test_an_error_outside_the_pipeline_fails_the_run_at_once_with_the_real_error
 
 @pytest.mark.django_db
 def test_a_run_behind_a_stopping_one_says_it_waits_for_the_stop(make_schedule, now):
-    from scheduler.services.dispatch import explain_wait
+    from scheduler.services.admission.dispatch import explain_wait
 
     schedule = make_schedule("s1", overlap_policy="cancel_other")
     first = _started(schedule, now)

@@ -8,9 +8,9 @@ import pytest
 
 from scheduler import signals
 from scheduler.models import AuditEntry, Run, RunStatus, WatermarkHistory
-from scheduler.services.dispatch import dispatch_tick
-from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.admission.dispatch import dispatch_tick
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.queue import run_trigger_manual
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _admit_and_execute(now):
     """Admit every queued run and execute it inline instead of through the broker."""
     sent = []
-    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
         dispatch_tick(now=now, holder="test")
     for run_id, token in sent:
         execute_run(run_id, token, clock=lambda: now)
@@ -79,7 +79,7 @@ def test_a_stale_broker_message_does_not_run_the_pipeline_twice(make_schedule, n
     schedule = make_schedule("noop")
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
     sent = []
-    with mock.patch("scheduler.services.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
+    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
         dispatch_tick(now=now, holder="test")
     (run_id, token), = sent
     assert execute_run(run_id, token, clock=lambda: now) == RunStatus.SUCCEEDED
@@ -92,7 +92,7 @@ def test_an_interval_schedule_fires_once_per_due_time_and_moves_next_fire(make_s
     schedule.refresh_from_db()
     first = schedule.next_fire_at
     assert first is not None and first > now - timedelta(days=3650)
-    from scheduler.services.firing import fire_due_schedules
+    from scheduler.services.admission.firing import fire_due_schedules
 
     assert fire_due_schedules(now=first) == 1
     assert fire_due_schedules(now=first) == 0  # the same due time never fires twice

@@ -11,8 +11,8 @@ import logging
 import pytest
 
 from scheduler.models import RunLogLine
-from scheduler.services.runlogs import RunLogCapture
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.logs import RunLogCapture
+from scheduler.services.runs.queue import run_trigger_manual
 
 
 def _attempt(run_id: int, attempt: int, *lines: str) -> None:

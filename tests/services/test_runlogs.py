@@ -12,8 +12,8 @@ from scheduler.core import IdentityTransform, Pipeline
 from scheduler.models import Run, RunLogLine, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
-from scheduler.services.runlogs import RunLogCapture, run_log_capture
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.logs import RunLogCapture, run_log_capture
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.models import AuditEntry, Schedule
-from scheduler.services.schedule_files import (
+from scheduler.services.definitions.schedule_files import (
     CREATE,
     DELETE,
     UNCHANGED,
@@ -18,7 +18,7 @@ from scheduler.services.schedule_files import (
     schedules_apply,
     schedules_export,
 )
-from scheduler.services.schedules import SCHEDULE_FIELDS, EDITABLE
+from scheduler.services.definitions.schedules import SCHEDULE_FIELDS, EDITABLE
 
 pytestmark = pytest.mark.django_db
 
@@ -252,8 +252,8 @@ def test_export_of_named_schedules_and_of_an_unknown_name(make_schedule):
 
 
 def test_a_failure_part_way_through_rolls_every_change_back(make_schedule, monkeypatch):
-    from scheduler.services import schedule_files
-    from scheduler.services.errors import ServiceError
+    from scheduler.services.definitions import schedule_files
+    from scheduler.services.common.errors import ServiceError
 
     make_schedule("old_job")
 
@@ -298,8 +298,8 @@ def test_generated_text_is_parsed_or_refused_never_crashes(text):
 @pytest.mark.django_db
 @pytest.mark.parametrize("value", ["¹", "٣", "1.5", "ten"])
 def test_a_whole_number_field_refuses_digits_int_cannot_read(make_schedule, value):
-    from scheduler.services.errors import ServiceError
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.common.errors import ServiceError
+    from scheduler.services.definitions.schedules import schedule_save
 
     with pytest.raises(ServiceError) as caught:
         schedule_save(data={"name": "s1", "target_id": "demo.noop", "timeout_seconds": value}, actor="tests")

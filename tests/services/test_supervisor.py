@@ -12,8 +12,8 @@ import pytest
 from django.conf import settings
 
 from scheduler.core.stop import CANCEL, FENCE, TERMINATE, TIMEOUT, StopToken
-from scheduler.services import supervisor
-from scheduler.services.supervisor import RunControl, Supervisor
+from scheduler.services.worker import supervisor
+from scheduler.services.worker.supervisor import RunControl, Supervisor
 
 PY = sys.executable
 IGNORES_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"

@@ -10,12 +10,13 @@ from django.core import mail
 
 from scheduler.host import SchedulerHost
 from scheduler.models import Alert, AuditEntry, Backfill, RefusalCount, Run, Schedule, Team
-from scheduler.services import alerts, channels
-from scheduler.services.errors import ServiceError
-from scheduler.services.finish import run_cancel
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedules import schedule_save
-from scheduler.services.teams import (
+from scheduler.services.oversight import alerts
+from scheduler.services.integrations import channels
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.end import run_cancel
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedules import schedule_save
+from scheduler.services.access.teams import (
     PermissionRefused,
     authorize,
     resolve_user,
@@ -138,7 +139,7 @@ def test_actors_resolve_to_users_by_name_and_system_actors_pass(make_schedule, o
 
 
 def test_the_host_applies_the_rule_to_its_actor(make_schedule, operator, outsider):
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
 
     host = SchedulerHost()
     schedule = make_schedule("orders", watermark_config=WM)
@@ -265,7 +266,7 @@ def test_a_breaker_alert_goes_to_the_team_once_with_its_webhook_signed_by_the_te
 
 
 def test_the_schedules_file_carries_the_owner(billing):
-    from scheduler.services.schedule_files import ScheduleFileError, schedules_apply, schedules_export
+    from scheduler.services.definitions.schedule_files import ScheduleFileError, schedules_apply, schedules_export
 
     text = "schedules:\n  - name: invoices\n    target_id: demo.noop\n    owner: billing\n"
     schedules_apply(text=text, actor="tests")

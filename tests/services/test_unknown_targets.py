@@ -10,9 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Alert, Cluster, Run, RunStatus
 from scheduler.pipelines import registry
-from scheduler.services import clusters
-from scheduler.services.dispatch import explain_wait
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.admission import clusters
+from scheduler.services.admission.dispatch import explain_wait
+from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick
 
 pytestmark = pytest.mark.django_db(transaction=True)

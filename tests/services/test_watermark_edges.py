@@ -15,9 +15,9 @@ from scheduler.models import AuditEntry, Run, RunStatus, WatermarkHistory
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
 from scheduler.pipelines.sql import SqlSource
-from scheduler.services.execution import execute_run
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.watermarks import watermark_reset, watermark_set, watermark_state
+from scheduler.services.cluster.execution import execute_run
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.runs.watermarks import watermark_reset, watermark_set, watermark_state
 from tests.services.semantics_helpers import CountingSource, counting_factory, tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,9 +7,9 @@ from unittest import mock
 import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, WatermarkHistory
-from scheduler.services.errors import ServiceError
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.watermarks import watermark_reset, watermark_set, watermark_state
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.runs.watermarks import watermark_reset, watermark_set, watermark_state
 from tests.services.semantics_helpers import tick, tick_and_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,12 +44,12 @@ def test_a_failure_does_not_move_the_mark(marked, now):
 
 
 def test_a_crash_between_load_and_commit_leaves_the_mark_and_the_run_unchanged(marked, now, counter):
-    from scheduler.services.execution import execute_run
+    from scheduler.services.cluster.execution import execute_run
 
     run_trigger_manual(schedule=marked, actor="tests", now=now)
     ((run_id, token),) = tick(now)
     # the last statement of the success transaction fails after the sink loaded
-    crash = mock.patch("scheduler.services.finish.propagate", side_effect=RuntimeError("crash before commit"))
+    crash = mock.patch("scheduler.services.runs.end.propagate", side_effect=RuntimeError("crash before commit"))
     with crash, pytest.raises(RuntimeError):
         execute_run(run_id, token, clock=lambda: now)
     assert counter["extracts"] == 1  # the pipeline did run

@@ -10,8 +10,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from scheduler.models import AuditEntry, Run, Schedule, WebhookDelivery
-from scheduler.services.errors import ServiceError
-from scheduler.services.webhooks import (
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.admission.webhooks import (
     Delivery,
     WebhookRefused,
     sign_webhook,

@@ -120,7 +120,7 @@ def test_an_evaluation_past_its_step_budget_stops_and_does_not_match(monkeypatch
 
 
 def test_a_saved_schedule_refuses_a_dunder_filter(make_schedule):
-    from scheduler.services.errors import ServiceError
+    from scheduler.services.common.errors import ServiceError
 
     with pytest.raises(ServiceError) as info:
         make_schedule("ev", trigger_kind="event", trigger_config={"topic": "orders", "filter": "x.__class__ == 1"})
@@ -131,7 +131,7 @@ def test_a_saved_schedule_refuses_a_dunder_filter(make_schedule):
 def test_filters_are_evaluated_outside_the_write_transaction(make_schedule, monkeypatch):
     from django.db import connection
 
-    from scheduler.services import events
+    from scheduler.services.admission import events
 
     make_schedule("ev", trigger_kind="event", trigger_config={"topic": "orders", "filter": "status == 'confirmed'"})
     seen = []

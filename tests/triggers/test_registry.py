@@ -86,7 +86,7 @@ def test_an_unknown_plugin_is_a_field_error_listing_the_known_ones():
 
 def test_a_schedule_with_a_third_party_time_plugin_fires(fake_entry_points, make_schedule):
     from scheduler.models import Run
-    from scheduler.services.firing import fire_due_schedules
+    from scheduler.services.admission.firing import fire_due_schedules
 
     fake_entry_points(FakeEntryPoint("business_hours", BusinessHours))
     registry.load_entry_point_plugins(force=True)

@@ -29,7 +29,7 @@ def make_run(db, now):
     A final run is also recorded as ended (services/outcomes.py), as finish.py records every run it ends: the
     overview's failing schedules and failure work list read the schedule's kept latest success and failure."""
     from scheduler.models import Run, RunStatus, TriggerKind
-    from scheduler.services.outcomes import outcomes_record
+    from scheduler.services.history.outcomes import outcomes_record
 
     def make(schedule, status=RunStatus.SUCCEEDED, **fields):
         defaults = {

@@ -162,7 +162,7 @@ def test_the_audit_log_is_read_only_in_the_admin(admin_client, db):
 
 def test_the_admin_sets_a_watermark_through_the_service_and_refuses_a_future_one(admin_client, make_schedule):
     from scheduler.models import WatermarkState
-    from scheduler.services.watermarks import watermark_set
+    from scheduler.services.runs.watermarks import watermark_set
 
     schedule = make_schedule("dated", watermark_config={"type": "datetime", "column": "ts",
                                                         "initial": "2020-01-01T00:00:00+00:00"})
@@ -178,7 +178,7 @@ def test_the_admin_sets_a_watermark_through_the_service_and_refuses_a_future_one
 
 
 def test_the_export_action_downloads_a_schedules_file_apply_reads_back(admin_client, make_schedule):
-    from scheduler.services.schedule_files import schedules_apply
+    from scheduler.services.definitions.schedule_files import schedules_apply
 
     a = make_schedule("alpha", priority=7)
     make_schedule("beta")

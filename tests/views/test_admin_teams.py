@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from scheduler.models import AuditEntry, BreakerStatus, RefusalCount, Run, Schedule, Team
-from scheduler.services.teams import team_save, team_set_members
+from scheduler.services.access.teams import team_save, team_set_members
 from tests.views.test_admin import _form
 
 CHANGELIST = reverse("admin:scheduler_schedule_changelist")
@@ -96,7 +96,7 @@ def test_staff_may_give_a_schedule_only_to_their_own_teams(staff_client, make_sc
 
 
 def test_staff_runs_of_another_team_cannot_be_cancelled(client, make_user, make_schedule, billing, now):
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.runs.queue import run_trigger_manual
 
     user = make_user("sam", "operator", is_staff=True)
     team_set_members(team=billing, add=[user], actor="tests")
@@ -154,7 +154,7 @@ def test_the_owner_is_required_and_the_form_says_which_teams_one_may_choose(staf
 
 def test_the_api_and_the_facade_refuse_the_default_team_to_a_user_who_is_not_in_it(staff_operator):
     from scheduler.host import SchedulerHost
-    from scheduler.services.teams import PermissionRefused
+    from scheduler.services.access.teams import PermissionRefused
 
     staff_operator.user_permissions.add(
         Permission.objects.get(codename="add_schedule", content_type__app_label="scheduler"))

@@ -88,7 +88,7 @@ def test_csv_export_streams_the_filtered_entries_and_defuses_formulas(viewer_cli
 
 
 def test_changes_render_as_a_diff_not_as_python_dict_text(viewer_client, make_schedule):
-    from scheduler.services.schedules import schedule_save
+    from scheduler.services.definitions.schedules import schedule_save
 
     schedule = make_schedule("orders", priority=3)
     schedule_save(data={"priority": 7, "description": "nightly"}, schedule=schedule, actor="tests")
@@ -135,7 +135,7 @@ def test_the_last_day_the_picker_offers_is_no_upper_bound_on_the_page_and_the_cs
 
 
 def test_the_report_filters_by_the_owning_team(viewer_client, make_schedule):
-    from scheduler.services.teams import team_save
+    from scheduler.services.access.teams import team_save
 
     team_save(data={"name": "billing"}, actor="tests")
     make_schedule("orders")

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from scheduler.audit_reads import audit_counts, audit_counts_raw, audit_filtered
 from scheduler.models import AuditEntry, Team
 from scheduler.models.audit import audit_delete_archived
-from scheduler.services.audit import audit_record_many
-from scheduler.services.audit_counts import audit_counts_fold
+from scheduler.services.common.audit import audit_record_many
+from scheduler.services.history.audit_counts import audit_counts_fold
 
 UTC = dt_timezone.utc
 HOUR = timedelta(hours=1)

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from scheduler.models import Backfill, BackfillWindow, RunStatus
-from scheduler.services.backfills import backfill_pump
+from scheduler.services.admission.backfills import backfill_pump
 
 DAILY = {"type": "datetime", "column": "ts", "initial": "2026-01-01T00:00:00+00:00"}
 IDS = {"type": "integer", "column": "id", "initial": 0}

@@ -50,7 +50,7 @@ def test_a_schedule_without_watermark_is_refused_on_the_schedule_field(operator_
 
 
 def test_the_list_shows_progress_per_backfill(viewer_client, make_schedule):
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
 
     schedule = make_schedule("orders", watermark_config=WM)
     backfill = backfill_submit(schedule=schedule, start="0", end="30", window="10", reason="r", requested_by="tests")
@@ -63,7 +63,7 @@ def test_the_list_shows_progress_per_backfill(viewer_client, make_schedule):
 
 
 def test_pause_resume_cancel_go_through_the_services(operator_client, operator, make_schedule):
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
 
     schedule = make_schedule("orders", watermark_config=WM)
     backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
@@ -79,7 +79,7 @@ def test_pause_resume_cancel_go_through_the_services(operator_client, operator, 
 
 
 def test_an_illegal_control_shows_the_service_message(operator_client, make_schedule):
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
 
     schedule = make_schedule("orders", watermark_config=WM)
     backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
@@ -89,7 +89,7 @@ def test_an_illegal_control_shows_the_service_message(operator_client, make_sche
 
 
 def test_retry_failed_puts_failed_windows_back_to_pending(operator_client, make_schedule):
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
 
     schedule = make_schedule("orders", watermark_config=WM)
     backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
@@ -135,7 +135,7 @@ def test_params_that_are_not_a_json_object_name_the_field(operator_client, make_
 
 
 def test_the_poll_asks_for_the_summary_only_and_stops_with_286_when_finished(viewer_client, make_schedule):
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
 
     schedule = make_schedule("orders", watermark_config=WM)
     backfill = backfill_submit(schedule=schedule, start="0", end="20", window="10", reason="r", requested_by="tests")
@@ -159,7 +159,7 @@ def test_the_poll_asks_for_the_summary_only_and_stops_with_286_when_finished(vie
 
 
 def test_a_cancelled_backfill_stops_the_poll(viewer_client, make_schedule):
-    from scheduler.services.backfills import backfill_cancel, backfill_submit
+    from scheduler.services.admission.backfills import backfill_cancel, backfill_submit
 
     schedule = make_schedule("orders", watermark_config=WM)
     backfill = backfill_submit(schedule=schedule, start="0", end="50", window="10", reason="r", requested_by="tests")
@@ -169,7 +169,7 @@ def test_a_cancelled_backfill_stops_the_poll(viewer_client, make_schedule):
 
 
 def test_a_large_backfill_is_drawn_in_blocks_with_paging_into_its_windows(viewer_client, make_schedule, settings):
-    from scheduler.services.backfills import backfill_submit
+    from scheduler.services.admission.backfills import backfill_submit
     from scheduler.views.backfills import GRID_CELLS, WINDOW_PAGE
 
     schedule = make_schedule("orders", watermark_config=WM)

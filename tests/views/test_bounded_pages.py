@@ -16,7 +16,7 @@ from django.utils import timezone
 from scheduler import timeline
 
 from scheduler.models import AuditEntry, Backfill, Run, RunStatus, TriggerKind
-from scheduler.services.audit import audit_build, audit_record_many
+from scheduler.services.common.audit import audit_build, audit_record_many
 
 _keys = count(1)
 

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.models import AuditEntry, Run, RunStatus, TriggerKind
-from scheduler.services.governance import governance_tick
+from scheduler.services.cluster.governance import governance_tick
 
 AGGREGATE = re.compile(r"\b(COUNT|MAX|MIN|SUM|ROW_NUMBER)\s*\(|GROUP BY", re.I)
 ACTIVE = r"'(?:QUEUED|WAITING|RUNNING)'"

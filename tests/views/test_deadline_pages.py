@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.models import RunStatus, Schedule, Team
-from scheduler.services.deadlines import deadlines_check
+from scheduler.services.oversight.deadlines import deadlines_check
 
 URL = reverse("scheduler:overview")
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from scheduler.models import AuditEntry, Event, EventToken, Run
-from scheduler.services.event_tokens import event_token_create, event_token_revoke
-from scheduler.services.events import event_emit
-from scheduler.services.teams import PermissionRefused, team_save, team_set_members
+from scheduler.services.access.event_tokens import event_token_create, event_token_revoke
+from scheduler.services.admission.events import event_emit
+from scheduler.services.access.teams import PermissionRefused, team_save, team_set_members
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from scheduler.models import AuditEntry, Event, Run
-from scheduler.services.webhooks import sign_webhook
+from scheduler.services.admission.webhooks import sign_webhook
 
 pytestmark = pytest.mark.django_db
 

@@ -81,7 +81,7 @@ def test_the_tick_age_is_minus_one_when_governance_never_ran(client, settings, d
 
 def test_the_team_families_break_the_totals_down_by_owning_team(client, settings, make_schedule):
     from scheduler.models import Run
-    from scheduler.services.teams import team_save
+    from scheduler.services.access.teams import team_save
 
     settings.ETL_METRICS_TOKEN = "secret-token-123"
     team_save(data={"name": "billing"}, actor="tests")

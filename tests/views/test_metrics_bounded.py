@@ -13,9 +13,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.models import LineageEvent, LineageStatus, Run, RunStatus, RunTally, Team, TriggerKind
-from scheduler.services.finalize import run_refused
-from scheduler.services.finish import run_finish
-from scheduler.services.tally import runs_tallied, tally_fold, tally_totals
+from scheduler.services.runs.transitions import run_refused
+from scheduler.services.runs.end import run_finish
+from scheduler.services.history.tally import runs_tallied, tally_fold, tally_totals
 
 URL = reverse("scheduler:metrics")
 S = RunStatus

@@ -47,8 +47,8 @@ def _urls(ids: dict) -> list[tuple[str, str]]:
 @pytest.fixture
 def world(make_schedule, now):
     """One of each object so every pattern with an id resolves to something real."""
-    from scheduler.services.backfills import backfill_submit
-    from scheduler.services.runs import run_trigger_manual
+    from scheduler.services.admission.backfills import backfill_submit
+    from scheduler.services.runs.queue import run_trigger_manual
 
     schedule = make_schedule("orders", watermark_config=WM)
     run = run_trigger_manual(schedule=schedule, actor="tests", now=now)
@@ -178,7 +178,7 @@ NEEDS_CHANGE = {"scheduler:schedule_channel_test", "scheduler:team_channel_test"
 @pytest.fixture
 def outsider(make_user):
     """An operator of another team: the world's schedule belongs to the default team."""
-    from scheduler.services.teams import team_save, team_set_members
+    from scheduler.services.access.teams import team_save, team_set_members
 
     user = make_user("oscar", "operator")
     billing = team_save(data={"name": "billing"}, actor="tests")
@@ -386,7 +386,7 @@ def _facade_methods() -> set[str]:
 
 
 def test_every_facade_method_that_changes_a_schedule_refuses_an_operator_of_another_team(world, editor):
-    from scheduler.services.teams import PermissionRefused
+    from scheduler.services.access.teams import PermissionRefused
 
     calls = _facade_calls(world)
     assert _facade_methods() <= set(calls) | set(FACADE_NOT_ACTING_ON_A_SCHEDULE), \

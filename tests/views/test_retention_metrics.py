@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.models import Run, RunStatus, TriggerKind
-from scheduler.services.retention import history_prune
+from scheduler.services.history.prune import history_prune
 from tests.views.test_metrics import _samples
 
 URL = reverse("scheduler:metrics")

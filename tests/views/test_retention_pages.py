@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.urls import reverse
 
 from scheduler.models import RunStatus
-from scheduler.services.retention import history_prune
+from scheduler.services.history.prune import history_prune
 
 OVERVIEW = reverse("scheduler:overview")
 

@@ -12,11 +12,11 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from scheduler.models import BackfillWindow
-from scheduler.services.backfills import backfill_submit
-from scheduler.services.events import event_emit
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.teams import authorize, PermissionRefused, team_save, team_set_members
-from scheduler.services.tokens import token_create
+from scheduler.services.admission.backfills import backfill_submit
+from scheduler.services.admission.events import event_emit
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.access.teams import authorize, PermissionRefused, team_save, team_set_members
+from scheduler.services.access.tokens import token_create
 from tests.views.test_permissions import OWN_CREDENTIALS, AUTH_PAGES, _walk
 
 pytestmark = pytest.mark.django_db

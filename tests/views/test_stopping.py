@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule, StopKind, Team
-from scheduler.services.errors import ServiceError
-from scheduler.services.finish import run_cancel, run_stop_request
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.end import run_cancel, run_stop_request
 
 pytestmark = pytest.mark.django_db
 

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from scheduler import timeline
 from scheduler.models import Run, RunHourCount, RunStatus, Schedule, Team, TriggerKind
-from scheduler.services.finish import run_cancel, run_finish, run_stop_request, run_stop_settled
-from scheduler.services.hour_counts import hour_counts_fold, runs_counted
-from scheduler.services.runs import run_build
-from scheduler.services.schedules import schedule_save
+from scheduler.services.runs.end import run_cancel, run_finish, run_stop_request, run_stop_settled
+from scheduler.services.history.hour_counts import hour_counts_fold, runs_counted
+from scheduler.services.runs.queue import run_build
+from scheduler.services.definitions.schedules import schedule_save
 from scheduler.views.charts import hour_step
 from tests.services.test_hour_counts import hour, ledger_counts, rollup_counts
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.models import Run, RunStatus, TriggerKind
-from scheduler.services.hour_counts import runs_counted
+from scheduler.services.history.hour_counts import runs_counted
 
 URL = reverse("scheduler:timeline")
 

@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from scheduler.models import RunStatus, Team
-from scheduler.services.backfills import backfill_submit
+from scheduler.services.admission.backfills import backfill_submit
 
 pytestmark = pytest.mark.django_db
 VIEW_ONLY = "Owned by analytics; you can view it but not act on it."

@@ -14,8 +14,8 @@ from scheduler import audit_reads
 from scheduler.api.common import MAX_LIMIT, aware, caller, errors, require
 from scheduler.api.schemas import AuditPage
 from scheduler.models import AuditEntry
-from scheduler.services.errors import NotFound
-from scheduler.services.teams import team_get, visible_team_ids
+from scheduler.services.common.errors import NotFound
+from scheduler.services.access.teams import team_get, visible_team_ids
 from scheduler.views.audit import CSV_COLUMNS, csv_row
 
 router = Router(tags=["audit"])

@@ -7,8 +7,8 @@ from ninja import Router, Status
 from scheduler.api.common import backfill_by_id, caller, errors, require, schedule_by_name
 from scheduler.api.schemas import BackfillIn, BackfillOut, BackfillPreview, ReasonIn
 from scheduler.models import Backfill, BackfillWindow
-from scheduler.services.backfills import backfill_cancel, backfill_pause, backfill_resume, backfill_submit
-from scheduler.services.backfill_progress import backfill_progress
+from scheduler.services.admission.backfills import backfill_cancel, backfill_pause, backfill_resume, backfill_submit
+from scheduler.services.history.backfill_progress import backfill_progress
 
 router = Router(tags=["backfills"])
 

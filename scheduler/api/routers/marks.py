@@ -6,8 +6,8 @@ from ninja import Router
 from scheduler.api.common import caller, errors, require, schedule_by_name
 from scheduler.api.schemas import BreakerOut, ReasonIn, WatermarkIn, WatermarkOut
 from scheduler.models import Schedule, WatermarkState
-from scheduler.services.breakers import breaker_reset
-from scheduler.services.watermarks import watermark_config, watermark_set
+from scheduler.services.runs.breakers import breaker_reset
+from scheduler.services.runs.watermarks import watermark_config, watermark_set
 
 router = Router(tags=["watermarks and breakers"])
 

@@ -11,10 +11,10 @@ from scheduler.api.common import (
 )
 from scheduler.api.schemas import CancelIn, CancelOut, LogPage, RerunIn, RunOut, RunPage, TriggerIn
 from scheduler.models import Run, RunStatus
-from scheduler.services.cancels import run_cancel_as
-from scheduler.services.nodes import run_rerun_from_failure
-from scheduler.services.reruns import run_rerun
-from scheduler.services.runs import run_trigger_manual
+from scheduler.services.runs.cancel import run_cancel_as
+from scheduler.services.runs.nodes import run_rerun_from_failure
+from scheduler.services.runs.rerun import run_rerun
+from scheduler.services.runs.queue import run_trigger_manual
 
 router = Router(tags=["runs"])
 LOG_LIMIT = 5000

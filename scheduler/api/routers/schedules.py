@@ -10,9 +10,9 @@ from scheduler import selectors
 from scheduler.api.common import MAX_LIMIT, bounded_limit, caller, errors, require, schedule_by_name, team_ids_for
 from scheduler.api.schemas import ScheduleCreate, ScheduleOut, SchedulePage, ScheduleUpdate
 from scheduler.models import BreakerStatus, Schedule
-from scheduler.services.errors import NotFound, ServiceError
-from scheduler.services.schedules import schedule_delete, schedule_save, schedule_spec_masked
-from scheduler.services.teams import authorize_owner_change, owner_for_create, team_get, visible_team_ids
+from scheduler.services.common.errors import NotFound, ServiceError
+from scheduler.services.definitions.schedules import schedule_delete, schedule_save, schedule_spec_masked
+from scheduler.services.access.teams import authorize_owner_change, owner_for_create, team_get, visible_team_ids
 
 router = Router(tags=["schedules"])
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from scheduler.core import EtlError
-from scheduler.services.schedules import schedule_get
+from scheduler.services.definitions.schedules import schedule_get
 
 
 def bad_input(exc: Exception | str) -> CommandError:

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from scheduler.management.cli import dump_json, fail
 from scheduler.models import ApiToken
-from scheduler.services.errors import ServiceError
-from scheduler.services.tokens import parse_expiry, token_create, token_get, token_revoke
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.tokens import parse_expiry, token_create, token_get, token_revoke
 
 
 def _describe(token: ApiToken, now) -> dict:

@@ -8,8 +8,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.management.cli import USAGE_ERROR, dump_json
-from scheduler.services.schedule_files import UPDATE, Plan, ScheduleFileError, schedules_apply
-from scheduler.services.teams import PermissionRefused
+from scheduler.services.definitions.schedule_files import UPDATE, Plan, ScheduleFileError, schedules_apply
+from scheduler.services.access.teams import PermissionRefused
 
 SIGNS = {"create": "+", "update": "~", "unchanged": "=", "delete": "-"}
 

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
 from scheduler.management.commands._semantics import bad_input
-from scheduler.services.audit_archive import audit_archive_read
+from scheduler.services.history.audit_archive import audit_archive_read
 
 
 class Command(BaseCommand):

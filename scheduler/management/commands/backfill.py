@@ -8,8 +8,8 @@ from scheduler.core import EtlError
 from scheduler.management.cli import check_number, parse_params
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
 from scheduler.models import Backfill
-from scheduler.services.backfills import backfill_progress, backfill_submit
-from scheduler.services.teams import authorize
+from scheduler.services.admission.backfills import backfill_progress, backfill_submit
+from scheduler.services.access.teams import authorize
 
 FINISHED = ("COMPLETED", "CANCELLED")
 

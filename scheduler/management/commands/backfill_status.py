@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand
 from scheduler.management.commands._semantics import bad_input, dump
 from scheduler.management.commands.backfill import progress_bar
 from scheduler.models import Backfill, BackfillWindow
-from scheduler.services.backfills import backfill_progress
+from scheduler.services.admission.backfills import backfill_progress
 
 
 class Command(BaseCommand):

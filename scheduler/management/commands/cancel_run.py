@@ -15,8 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.management.cli import StatusLine, check_number, dump_json, fail, get_run
 from scheduler.models import Run, RunStatus
-from scheduler.services.cancels import CANCELLED, OUTCOME_FIELDS, run_cancel_as
-from scheduler.services.errors import ServiceError
+from scheduler.services.runs.cancel import CANCELLED, OUTCOME_FIELDS, run_cancel_as
+from scheduler.services.common.errors import ServiceError
 
 # seams for the tests of --wait: the clock it measures the wait with, and how it waits between looks
 clock = time.monotonic

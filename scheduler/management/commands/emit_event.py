@@ -4,8 +4,8 @@ import getpass
 from django.core.management.base import BaseCommand
 
 from scheduler.management.cli import dump_json, fail, parse_json_object
-from scheduler.services.errors import ServiceError
-from scheduler.services.events import event_emit
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.admission.events import event_emit
 
 
 class Command(BaseCommand):

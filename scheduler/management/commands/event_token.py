@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from scheduler.management.cli import dump_json, fail
 from scheduler.models import EventToken
-from scheduler.services.errors import ServiceError
-from scheduler.services.event_tokens import event_token_create, event_token_get, event_token_revoke
-from scheduler.services.teams import team_get
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.access.event_tokens import event_token_create, event_token_get, event_token_revoke
+from scheduler.services.access.teams import team_get
 
 FLAGS = {"name": "--name", "team": "--team", "key_id": "--key-id", "reason": "--reason"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.management.cli import USAGE_ERROR
-from scheduler.services.errors import ServiceError
-from scheduler.services.schedule_files import schedules_export
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.definitions.schedule_files import schedules_export
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from scheduler.management.cli import dump_json
-from scheduler.services.freshness import freshness_status
+from scheduler.services.oversight.freshness import freshness_status
 
 
 class Command(BaseCommand):

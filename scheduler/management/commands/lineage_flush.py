@@ -2,7 +2,7 @@
 from django.core.management.base import BaseCommand
 
 from scheduler.management.commands._semantics import dump
-from scheduler.services.lineage_send import lineage_drain
+from scheduler.services.integrations.lineage_send import lineage_drain
 
 
 class Command(BaseCommand):

@@ -8,8 +8,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from scheduler.core import EtlError
 from scheduler.management.commands._semantics import bad_input, dump
-from scheduler.services.errors import ServiceError
-from scheduler.services.retention import KINDS, history_estimate, history_prune, parse_age, retention_policy
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.history.prune import KINDS, history_estimate, history_prune, parse_age, retention_policy
 
 
 class Command(BaseCommand):

@@ -10,8 +10,8 @@ import getpass
 from django.core.management.base import BaseCommand
 
 from scheduler.management.cli import dump_json, fail
-from scheduler.services.clusters import clusters_reload
-from scheduler.services.errors import ServiceError
+from scheduler.services.admission.clusters import clusters_reload
+from scheduler.services.common.errors import ServiceError
 
 
 class Command(BaseCommand):

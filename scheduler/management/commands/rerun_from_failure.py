@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand
 from scheduler.core import EtlError
 from scheduler.management.commands._semantics import bad_input, dump
 from scheduler.models import Run, TargetKind
-from scheduler.services.dbt import dbt_rerun_select
-from scheduler.services.nodes import nodes_done, run_rerun_from_failure
-from scheduler.services.teams import authorize
+from scheduler.services.worker.dbt import dbt_rerun_select
+from scheduler.services.runs.nodes import nodes_done, run_rerun_from_failure
+from scheduler.services.access.teams import authorize
 
 
 class Command(BaseCommand):

@@ -5,8 +5,8 @@ from django.core.management.base import BaseCommand
 
 from scheduler.core import EtlError
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
-from scheduler.services.breakers import breaker_reset
-from scheduler.services.teams import authorize
+from scheduler.services.runs.breakers import breaker_reset
+from scheduler.services.access.teams import authorize
 
 
 class Command(BaseCommand):

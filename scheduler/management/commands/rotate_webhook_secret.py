@@ -4,10 +4,10 @@ import getpass
 from django.core.management.base import BaseCommand
 
 from scheduler.management.cli import dump_json, fail
-from scheduler.services.errors import ServiceError
-from scheduler.services.schedules import schedule_get
-from scheduler.services.teams import authorize
-from scheduler.services.webhooks import webhook_rotate_secret
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.definitions.schedules import schedule_get
+from scheduler.services.access.teams import authorize
+from scheduler.services.admission.webhooks import webhook_rotate_secret
 
 
 class Command(BaseCommand):

@@ -11,9 +11,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.models import Schedule, Team
 from scheduler.pipelines.demo_data import create_warehouse_db, generate_source_db
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedules import schedule_save
-from scheduler.services.teams import team_save, team_set_members
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedules import schedule_save
+from scheduler.services.access.teams import team_save, team_set_members
 
 
 # A command target's script (any program would do): progress on stdout as it goes, a result file at the end.

@@ -14,10 +14,10 @@ from django.core.management.base import BaseCommand
 from scheduler.core import EtlError
 from scheduler.management.cli import dump_json, fail
 from scheduler.models import Schedule, Team
-from scheduler.services import teams as team_services
-from scheduler.services.alerts import webhook_to_channel
-from scheduler.services.channels import mask_url, split_channels
-from scheduler.services.schedules import schedule_get, schedule_save
+from scheduler.services.access import teams as team_services
+from scheduler.services.oversight.alerts import webhook_to_channel
+from scheduler.services.integrations.channels import mask_url, split_channels
+from scheduler.services.definitions.schedules import schedule_get, schedule_save
 
 
 def _describe(team: Team) -> dict:

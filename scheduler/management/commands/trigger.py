@@ -8,10 +8,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.management.cli import ProgressLine, check_number, dump_json, fail, parse_params
 from scheduler.models import Run, RunStatus
-from scheduler.services.errors import ServiceError
-from scheduler.services.runs import run_trigger_manual
-from scheduler.services.schedules import schedule_get
-from scheduler.services.teams import authorize
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.services.definitions.schedules import schedule_get
+from scheduler.services.access.teams import authorize
 
 STEPS = [RunStatus.QUEUED, RunStatus.RUNNING, "final"]
 

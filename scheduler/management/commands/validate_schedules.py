@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 from scheduler.core import EtlError
 from scheduler.management.commands._semantics import dump
 from scheduler.models import Schedule
-from scheduler.services.dependencies import all_cycles
-from scheduler.services.schedules import validate_schedule
+from scheduler.services.runs.dependencies import all_cycles
+from scheduler.services.definitions.schedules import validate_schedule
 
 
 def find_problems() -> tuple[list[str], list[dict]]:

@@ -7,8 +7,8 @@ from scheduler.core import EtlError
 from scheduler.management.cli import check_number
 from scheduler.management.commands._semantics import bad_input, dump, get_schedule
 from scheduler.models import WatermarkHistory
-from scheduler.services.teams import authorize
-from scheduler.services.watermarks import (
+from scheduler.services.access.teams import authorize
+from scheduler.services.runs.watermarks import (
     encode_value,
     watermark_config,
     watermark_reset,

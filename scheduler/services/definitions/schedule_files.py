@@ -1,0 +1,429 @@
+"""Schedules as code: a YAML file of schedules, planned and applied as a whole.
+
+    version: 1
+    schedules:
+      - name: orders_sync
+        target_id: shop.orders
+        trigger_kind: cron
+        trigger_config: {cron: "0 * * * *"}
+        ...
+
+The file is declarative: an entry states the whole schedule, and a field it
+leaves out takes its default (as a new schedule would). Every entry is
+checked before anything changes; one bad entry refuses the whole file, with
+each problem naming the entry and the field. The plan says, per schedule,
+create / update (with the field diff) / unchanged / delete (only with
+`prune`), and applying it is one transaction through `schedule_save` and
+`schedule_delete`, so each change has its audit entry. Applying the same file
+twice changes nothing the second time. Webhook secrets are never in the file:
+they stay in the database (rotate them with `rotate_webhook_secret`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import yaml
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.core import ConfigError, EtlError, find_cycle, topological_order
+from scheduler.core.userdata import check_number_literal, excerpt
+from scheduler.models import Schedule, Team, WorkloadClass
+from scheduler.services.integrations.channels import mask_url, split_channels, unmask_channels
+from scheduler.services.common.errors import ServiceError
+from scheduler.services.definitions.schedules import (
+    SCHEDULE_FIELDS,
+    field_default,
+    schedule_delete,
+    schedule_save,
+    schedule_spec,
+    validate_schedule,
+)
+from scheduler.services.access.teams import authorize, authorize_create, authorize_owner_change
+
+FILE_VERSION = 1
+MAX_FILE_CHARS = 2 * 1024 * 1024  # far above any real schedules file; checked before the YAML is read
+CREATE, UPDATE, UNCHANGED, DELETE = "create", "update", "unchanged", "delete"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One refused entry: which entry, which field, what is wrong."""
+
+    entry: str
+    field: str | None
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.entry}: {self.field}: {self.problem}" if self.field else f"{self.entry}: {self.problem}"
+
+    def as_dict(self) -> dict:
+        return {"entry": self.entry, "field": self.field, "problem": self.problem}
+
+
+class ScheduleFileError(ServiceError):
+    """The file is refused; `problems` lists every problem found, nothing was changed."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(str(first) + more, field=first.field)
+
+
+def _shown(field_name: str, value: Any) -> Any:
+    if field_name == "alert_channels" and isinstance(value, list):
+        return [mask_url(url) for url in value]
+    return value
+
+
+@dataclass
+class Change:
+    action: str
+    name: str
+    #: field -> (old, new) for an update; field -> new for a create
+    changes: dict[str, Any] = field(default_factory=dict)
+
+    def shown_changes(self) -> dict[str, Any]:
+        """The changes as printed (a command's output, JSON): channel URLs masked."""
+        if self.action == UPDATE:
+            return {k: (_shown(k, old), _shown(k, new)) for k, (old, new) in self.changes.items()}
+        return {k: _shown(k, v) for k, v in self.changes.items()}
+
+    def as_dict(self) -> dict:
+        shown = self.shown_changes()
+        if self.action == UPDATE:
+            diff = {k: {"old": old, "new": new} for k, (old, new) in shown.items()}
+        else:
+            diff = shown
+        return {"action": self.action, "schedule": self.name, "changes": diff}
+
+
+@dataclass
+class Plan:
+    changes: list[Change]
+    applied: bool = False
+
+    def count(self, action: str) -> int:
+        return sum(1 for c in self.changes if c.action == action)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        return {action: self.count(action) for action in (CREATE, UPDATE, UNCHANGED, DELETE)}
+
+    @property
+    def has_changes(self) -> bool:
+        return any(c.action != UNCHANGED for c in self.changes)
+
+    def as_dict(self) -> dict:
+        return {"applied": self.applied, "summary": self.summary, "plan": [c.as_dict() for c in self.changes]}
+
+
+# --- reading the file ----------------------------------------------------------
+
+class _FileProblem(yaml.YAMLError):
+    """A problem we found in the file ourselves: its message quotes nothing but short, escaped excerpts."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML (no object tags, no aliases), dates stay text, a key given twice is an error."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        # Refused while composing, before any node is built: "billion laughs" expands through aliases,
+        # and a schedules file has no need for them.
+        if self.check_event(yaml.AliasEvent):
+            raise _FileProblem("aliases (*name) are not allowed in a schedules file", self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+
+# Dates stay strings: the services parse ISO text themselves, and a datetime
+# object would not survive the round trip through JSON fields.
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set = set()
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise _FileProblem(f"key '{excerpt(key)}' is given twice", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    try:
+        check_number_literal(str(node.value), field="number")
+    except ConfigError as exc:
+        raise _FileProblem(exc.problem, node.start_mark) from None
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+# PyYAML's own messages quote what it found (a character, a token): the file may be a secret, so none of it is shown.
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def parse_schedules_file(text: str) -> list[dict]:
+    """The file's entries; ScheduleFileError for YAML that does not parse or is not a schedules document."""
+    if not isinstance(text, str):
+        raise ScheduleFileError([Problem("file", None, "must be YAML text")])
+    if "\x00" in text:
+        raise ScheduleFileError([Problem("file", None, "must not contain the NUL character")])
+    if len(text) > MAX_FILE_CHARS:
+        raise ScheduleFileError([Problem("file", None, f"is larger than {MAX_FILE_CHARS} characters")])
+    try:
+        document = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "cannot be read"
+        if not isinstance(exc, _FileProblem):
+            problem = _QUOTED.sub("a character", problem)
+        raise ScheduleFileError([Problem("file", None, f"not valid YAML ({where}{problem})")]) from None
+    except RecursionError:
+        raise ScheduleFileError([Problem("file", None, "is nested too deeply")]) from None
+    if not isinstance(document, dict):
+        raise ScheduleFileError([Problem("file", None, "must be a mapping with a 'schedules' list")])
+    unknown = sorted(str(k) for k in set(document) - {"version", "schedules"})
+    if unknown:
+        # the file may be anything YAML reads (a config full of secrets): quote a short excerpt only
+        raise ScheduleFileError([Problem("file", excerpt(unknown[0]), "unknown key (allowed: version, schedules)")])
+    version = document.get("version", FILE_VERSION)
+    if version != FILE_VERSION:
+        raise ScheduleFileError([Problem("file", "version", f"must be {FILE_VERSION}, got {excerpt(version)}")])
+    entries = document.get("schedules")
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        raise ScheduleFileError([Problem("file", "schedules", "must be a list of schedules")])
+    return entries
+
+
+# --- planning ----------------------------------------------------------------------
+
+def _label(index: int, entry: Any) -> str:
+    name = entry.get("name") if isinstance(entry, dict) else None
+    return f"schedules[{index}] ({excerpt(name, 60)})" if isinstance(name, str) and name else f"schedules[{index}]"
+
+
+def _candidate(entry: dict, classes: dict[str, WorkloadClass],
+               existing: dict[str, Schedule] | None = None) -> tuple[Schedule, list[str]]:
+    """An unsaved, validated schedule for `entry` (defaults for what it leaves out) and its upstream names."""
+    unknown = sorted(str(k) for k in set(entry) - set(SCHEDULE_FIELDS))
+    if unknown:
+        raise ServiceError(f"unknown field (fields: {', '.join(SCHEDULE_FIELDS)})", field=excerpt(unknown[0], 40))
+    values = {f: entry[f] if f in entry else field_default(f) for f in SCHEDULE_FIELDS}
+    current = (existing or {}).get(values["name"]) if isinstance(values["name"], str) else None
+    if current is not None and values["alert_channels"]:
+        # an exported file shows channels masked: a masked URL keeps the stored one
+        values["alert_channels"] = unmask_channels(split_channels(values["alert_channels"], field="alert_channels"),
+                                                   split_channels(current.alert_channels, field="alert_channels"))
+    upstreams = values.pop("depends_on")
+    if upstreams is None:
+        upstreams = []
+    if not isinstance(upstreams, list) or not all(isinstance(u, str) and u and "\x00" not in u for u in upstreams):
+        raise ServiceError("must be a list of schedule names", field="depends_on")
+    if len(set(upstreams)) != len(upstreams):
+        raise ServiceError("names an upstream twice", field="depends_on")
+    wc_name = values.pop("workload_class")
+    if not isinstance(wc_name, str) or wc_name not in classes:
+        known = ", ".join(sorted(classes)) or "none"
+        raise ServiceError(f"unknown workload class {wc_name!r} (known: {known})", field="workload_class")
+    owner_name = values.pop("owner")
+    owner = Team.objects.filter(name=owner_name).first() if isinstance(owner_name, str) and owner_name else None
+    if owner is None:
+        known = ", ".join(Team.objects.order_by("name").values_list("name", flat=True)[:20]) or "none"
+        raise ServiceError(f"unknown team {owner_name!r} (known: {known})", field="owner")
+    schedule = Schedule(workload_class=classes[wc_name], owner=owner, **values)
+    validate_schedule(schedule)
+    if schedule.trigger_kind == "upstream" and not upstreams:
+        raise ServiceError("an 'upstream' trigger needs at least one upstream schedule", field="depends_on")
+    return schedule, upstreams
+
+
+def schedules_plan(entries: list, *, prune: bool = False) -> Plan:
+    """Check every entry against the database and say what applying them would change.
+
+    Raises ScheduleFileError listing every problem when any entry is invalid.
+    """
+    problems: list[Problem] = []
+    classes = {wc.name: wc for wc in WorkloadClass.objects.all()}
+    existing = {s.name: s for s in
+                Schedule.objects.select_related("workload_class", "owner").prefetch_related("depends_on")}
+    wanted: dict[str, dict] = {}  # name -> spec, in file order
+    for index, entry in enumerate(entries):
+        label = _label(index, entry)
+        if not isinstance(entry, dict):
+            problems.append(Problem(label, None, "must be a mapping of schedule fields"))
+            continue
+        try:
+            schedule, upstreams = _candidate(entry, classes, existing)
+        except EtlError as exc:
+            for error in getattr(exc, "errors", [exc]):  # InvalidInput: every bad field of the entry
+                problems.append(Problem(label, getattr(error, "field", None),
+                                        getattr(error, "problem", None) or str(error)))
+            continue
+        if schedule.name in wanted:
+            problems.append(Problem(label, "name", f"'{schedule.name}' is listed twice"))
+            continue
+        wanted[schedule.name] = schedule_spec(schedule, depends_on=upstreams)
+
+    # prune touches only the teams the file speaks for: another team's schedules are not this file's business
+    file_teams = {spec["owner"] for spec in wanted.values()}
+    pruned = {name for name, s in existing.items()
+              if name not in wanted and s.owner.name in file_teams} if prune else set()
+    kept = (set(wanted) | set(existing)) - pruned
+    # entries refused above already have their problem: do not report them again as missing upstreams
+    listed = {e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)}
+    for index, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        spec = wanted.get(name) if isinstance(name, str) else None
+        if spec is None:
+            continue
+        for upstream in spec["depends_on"]:
+            if upstream == name:
+                problems.append(Problem(_label(index, entry), "depends_on", "a schedule cannot depend on itself"))
+            elif upstream not in kept and upstream not in listed:
+                why = ("is not in the file and --prune would delete it" if upstream in pruned
+                       else "is neither in the file nor in the database")
+                problems.append(Problem(_label(index, entry), "depends_on", f"upstream '{upstream}' {why}"))
+    graph = {name: list(wanted[name]["depends_on"]) if name in wanted else
+             sorted(u.name for u in existing[name].depends_on.all()) for name in kept}
+    if not problems:
+        cycle = find_cycle(graph)
+        if cycle:
+            # spelled as data flows, upstream -> dependent (the graph walks upstream links),
+            # starting at an entry of the file
+            ring = list(reversed(cycle))[:-1]
+            entry_name = next((n for n in ring if n in wanted), ring[0])
+            start = ring.index(entry_name)
+            spelled = " -> ".join(ring[start:] + ring[:start] + [entry_name])
+            problems.append(Problem(entry_name, "depends_on", f"would create a cycle: {spelled}"))
+    if problems:
+        raise ScheduleFileError(problems)
+
+    changes: list[Change] = []
+    # upstreams first, so each schedule_save finds its upstreams already in their final shape
+    order = topological_order(list(wanted), [(u, n) for n in wanted for u in wanted[n]["depends_on"] if u in wanted])
+    for name in order:
+        spec = wanted[name]
+        current = existing.get(name)
+        if current is None:
+            changes.append(Change(CREATE, name, spec))
+            continue
+        before = schedule_spec(current, depends_on=[u.name for u in current.depends_on.all()])
+        diff = {f: (before[f], spec[f]) for f in SCHEDULE_FIELDS if before[f] != spec[f]}
+        changes.append(Change(UPDATE if diff else UNCHANGED, name, diff))
+    if prune:
+        changes.extend(Change(DELETE, name) for name in sorted(pruned))
+    return Plan(changes)
+
+
+# --- applying ---------------------------------------------------------------------
+
+def _authorize_plan(plan: Plan, *, actor: Any) -> None:
+    """`teams.authorize` for every change of the plan; the first refusal (audited) refuses the whole file."""
+    targets = {s.name: s for s in Schedule.objects.select_related("owner").filter(
+        name__in=[c.name for c in plan.changes if c.action in (UPDATE, DELETE)])}
+    teams = {t.name: t for t in Team.objects.all()}
+    for change in plan.changes:
+        if change.action == CREATE:
+            authorize_create(actor=actor, name=change.name, team=teams[change.changes["owner"]])
+        elif change.action == UPDATE:
+            authorize(actor=actor, perm="scheduler.change_schedule", obj=targets[change.name])
+            if "owner" in change.changes:
+                authorize_owner_change(actor=actor, schedule=targets[change.name],
+                                       team=teams[change.changes["owner"][1]])
+        elif change.action == DELETE:
+            authorize(actor=actor, perm="scheduler.delete_schedule", obj=targets[change.name])
+
+
+def schedules_apply(*, text: str | None = None, entries: list | None = None, actor: Any, prune: bool = False,
+                    dry_run: bool = False, reason: str = "", now: datetime | None = None) -> Plan:
+    """Validate, plan and (unless dry_run) apply a schedules file in one transaction.
+
+    Nothing changes when any entry is invalid (ScheduleFileError names each
+    entry and field) or when applying fails part way (the transaction rolls back).
+    """
+    if entries is None:
+        entries = parse_schedules_file(text if text is not None else "")
+    now = now or timezone.now()
+    reason = reason or "applied from a schedules file"
+    # asked outside the transaction, so that a refusal's audit entry stays when nothing else does
+    _authorize_plan(schedules_plan(entries, prune=prune), actor=actor)
+    with transaction.atomic():
+        plan = schedules_plan(entries, prune=prune)
+        if dry_run or not plan.has_changes:
+            return plan
+        _authorize_plan(plan, actor=actor)  # the database may have moved since the first look
+        try:
+            for change in plan.changes:
+                if change.action == CREATE:
+                    schedule_save(data=dict(change.changes), actor=actor, reason=reason, now=now)
+                elif change.action == UPDATE:
+                    target = Schedule.objects.get(name=change.name)
+                    data = {f: new for f, (_old, new) in change.changes.items()}
+                    schedule_save(data=data, schedule=target, actor=actor, reason=reason, now=now)
+            for change in plan.changes:
+                if change.action == DELETE:
+                    schedule_delete(schedule=Schedule.objects.get(name=change.name), actor=actor, reason=reason,
+                                    now=now)
+        except ServiceError as exc:
+            raise ScheduleFileError([Problem(change.name, e.field, getattr(e, "problem", None) or str(e))
+                                     for e in exc.errors]) from None
+        plan.applied = True
+    return plan
+
+
+# --- exporting -------------------------------------------------------------------
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for schedules, flow style for short JSON configs; keys in SCHEDULE_FIELDS order."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def schedules_export(names: list[str] | None = None) -> str:
+    """The schedules (all, or those named) as a schedules file that `apply_schedules` reads back unchanged.
+
+    Channel URLs are written masked (`alert_channels`); applying the file back keeps each stored URL whose
+    masked form it finds, so a token never lands in a file or a repository.
+    """
+    qs = Schedule.objects.select_related("workload_class").prefetch_related("depends_on").order_by("name")
+    if names:
+        missing = sorted(set(names) - set(qs.filter(name__in=names).values_list("name", flat=True)))
+        if missing:
+            raise ServiceError(f"unknown schedule '{missing[0]}'", field="schedule")
+        qs = qs.filter(name__in=names)
+    specs = [schedule_spec(s, depends_on=[u.name for u in s.depends_on.all()]) for s in qs]
+    for spec in specs:  # secrets in channel URLs stay out of files; applying a masked URL keeps the stored one
+        spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
+    body = yaml.dump({"version": FILE_VERSION, "schedules": specs}, Dumper=_Dumper, sort_keys=False,
+                     allow_unicode=True, default_flow_style=False, width=120)
+    return ("# Schedules as code: apply with `python manage.py apply_schedules FILE [--dry-run] [--prune]`.\n"
+            "# Every field is listed; a field left out of an entry takes its default.\n" + body)
+
+
+__all__ = [
+    "CREATE", "DELETE", "UNCHANGED", "UPDATE", "Change", "Plan", "Problem", "ScheduleFileError",
+    "parse_schedules_file", "schedules_apply", "schedules_export", "schedules_plan",
+]
