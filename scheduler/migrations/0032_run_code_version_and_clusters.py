@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0029_overview_indexes'),
+        ('scheduler', '0031_connections'),
     ]
 
     operations = [
