@@ -232,7 +232,13 @@ ETL_ALERT_EMAILS = envlist("ETL_ALERT_EMAILS", [])
 ETL_ALERT_WEBHOOK_URL = envstr("ETL_ALERT_WEBHOOK_URL", "")
 ETL_ALERT_WEBHOOK_SECRET = envstr("ETL_ALERT_WEBHOOK_SECRET", "")
 ETL_ALERTS_SYNC = envbool("ETL_ALERTS_SYNC", False)  # deliver alerts inline (tests)
-ETL_PIPELINE_MODULES = envlist("ETL_PIPELINE_MODULES", ["scheduler.pipelines.demo"])
+# Modules that register pipelines, on top of the built-in ones and every installed package's (entry point group
+# `etl_scheduler.pipelines`, docs/your-code.md); this list only adds.
+ETL_PIPELINE_MODULES = envlist("ETL_PIPELINE_MODULES", [])
+# How often each cluster writes that it is alive and looks for newer code installed beside it (or a reload request)
+ETL_CODE_CHECK_SECONDS = envfloat("ETL_CODE_CHECK_SECONDS", 10.0, minimum=0.1)
+# How long a run whose pipeline or workflow no running cluster knows stays QUEUED for new code before it fails
+ETL_UNKNOWN_TARGET_SECONDS = envfloat("ETL_UNKNOWN_TARGET_SECONDS", 600.0, minimum=0.0)
 # Built-in pipelines read and write files only inside this directory (symbolic links resolved first); run params
 # never name a path (docs/security.md). The demo's files default to it.
 ETL_FILES_DIR = envstr("ETL_FILES_DIR", str(VAR_DIR / "files"))

@@ -164,6 +164,8 @@ class RunOut(Schema):
     exit_code: int | None
     backfill_id: int | None
     rerun_of_id: int | None
+    code_version: str = Field(description="The code its latest attempt ran: package, version and a digest of the "
+                                          "target's source ('sales-etl 0.2.0 · 9f86d081884c'); empty before it began.")
 
 
 class SchedulePage(Schema):

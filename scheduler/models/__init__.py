@@ -28,7 +28,7 @@ from scheduler.models.failure import FailureAck
 from scheduler.models.event import Event, EventToken, WebhookDelivery, WebhookRefusal
 from scheduler.models.lineage import LineageEvent, LineageStatus
 from scheduler.models.node import NodeRecord
-from scheduler.models.ops import Alert, GovernanceTick, LoopLease, RunHourCount, RunTally
+from scheduler.models.ops import Alert, Cluster, GovernanceTick, LoopLease, RunHourCount, RunTally
 from scheduler.models.outcome import LatestOutcome
 from scheduler.models.run import Run, RunUpstream, requeue_fields
 from scheduler.models.runlog import RunLogLine
@@ -40,7 +40,7 @@ from scheduler.models.workload import WorkloadClass
 
 __all__ = [
     "ActorKind", "ApiToken", "Alert", "AlertKind", "AlertStatus", "AuditCount", "AuditEntry", "Backfill", "BackfillStatus",
-    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Condition", "Connection",
+    "BackfillWindow", "BreakerStatus", "CATCHUP_SKIP_REASON", "CatchupPolicy", "Cluster", "Condition", "Connection",
     "ConnectionKind", "FreshnessMeasure",
     "OVERLAP_SKIP_REASON", "OverlapPolicy", "Event", "EventToken", "RefusalCount",
     "GovernanceTick", "LatestOutcome", "LineageEvent", "LineageStatus", "LoopLease", "NodeOutcome", "NodeRecord",

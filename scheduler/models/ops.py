@@ -17,6 +17,38 @@ class LoopLease(models.Model):
         return f"{self.name} held by {self.holder or 'nobody'}"
 
 
+class Cluster(models.Model):
+    """A running `qcluster` process, as it announced itself: the code it runs and the targets it knows.
+
+    Each cluster writes its row as it starts and every ETL_CODE_CHECK_SECONDS after (a row not seen for three of
+    those is a cluster gone), deletes it as it stops, and reads `reload_requested_at` to roll out new code
+    (services/clusters.py).
+    """
+
+    holder = models.CharField(max_length=200, primary_key=True, help_text="name@host:pid:nonce, as its leases.")
+    name = models.CharField(max_length=100, help_text="Its --name (ETL_CLUSTER_ID).")
+    host = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField(help_text="Its last beat.")
+    code_version = models.CharField(max_length=500, blank=True,
+                                    help_text="Its packages and one digest over its pipeline modules.")
+    code = models.JSONField(default=dict, blank=True, help_text="Packages -> versions, modules -> digests loaded.")
+    targets = models.JSONField(default=list, blank=True, help_text="'pipeline:ID' and 'workflow:ID' it knows.")
+    problems = models.JSONField(default=list, blank=True, help_text="Packages whose pipelines failed to load.")
+    reload_requested_at = models.DateTimeField(null=True, blank=True,
+                                               help_text="Asked to restart its workers (reload_workers, SIGHUP).")
+    reload_reason = models.CharField(max_length=300, blank=True)
+    draining_since = models.DateTimeField(null=True, blank=True,
+                                          help_text="Finishing its running runs before it restarts or stops.")
+
+    class Meta:
+        ordering = ["name", "host", "pid"]
+
+    def __str__(self) -> str:
+        return f"cluster {self.holder}"
+
+
 class GovernanceTick(models.Model):
     """One pass of the governance loop and what it did."""
 

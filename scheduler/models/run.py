@@ -95,6 +95,11 @@ class Run(models.Model):
         default=True,
         help_text="Whether this run's end starts or blocks its downstream schedules (off for 're-run just this').",
     )
+    code_version = models.CharField(
+        max_length=200, blank=True,
+        help_text="The code its latest attempt ran: package, version and a digest of the target's source "
+                  "('sales-etl 0.2.0 · 9f86d081884c'), written as the worker claimed it.",
+    )
 
     class Meta:
         ordering = ["-id"]

@@ -3,7 +3,11 @@
 A pipeline is registered as a factory, `factory(ctx: RunContext) -> Pipeline`,
 so every run gets fresh Source / Sink objects built for its own window and
 params. Registration happens at import time of the project's pipeline
-modules; `autodiscover()` imports them once per process.
+modules; `autodiscover()` imports them once per process: the built-in ones,
+every installed package's announced through the `etl_scheduler.pipelines`
+entry point group, then `ETL_PIPELINE_MODULES` and each app's `etl_pipelines`.
+Each registration keeps the module it came from, so a run can record which
+code it ran (code.py).
 
 Ids of pipelines and workflows share one namespace: a schedule names its
 target by id, and an id that meant two things would run the wrong one.
@@ -22,7 +26,9 @@ from typing import Any
 
 from scheduler.core import ConfigError, CycleError, EtlError, Pipeline, topological_order
 
+from .code import CodeVersion, module_digest, modules_code
 from .context import RunContext
+from .entrypoints import load_entry_points
 from .params import check_schema
 from .values import check_identifier
 
@@ -31,6 +37,8 @@ Factory = Callable[[RunContext], Pipeline]
 PIPELINE = "pipeline"
 WORKFLOW = "workflow"
 KINDS = (PIPELINE, WORKFLOW)
+# always registered, whatever ETL_PIPELINE_MODULES says: the demo's pipelines (its schedules are setup_demo's)
+BUILTIN_MODULES = ("scheduler.pipelines.demo",)
 
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
 
@@ -64,10 +72,17 @@ class PipelineSpec:
     watermark_column: str | None = None
     #: the pydantic model its run params must fit (pipelines/params.py); None takes any JSON object
     params: Any = field(default=None, compare=False)
+    #: the module its factory lives in (its source is digested as it registers)
+    module: str = field(default="", compare=False)
 
     def build(self, ctx: RunContext) -> Pipeline:
         """Call the factory and check that it returned something runnable."""
         return _build(self.id, self.factory, ctx)
+
+    @property
+    def code(self) -> CodeVersion:
+        """The package and source digest a run of it records."""
+        return modules_code([self.module] if self.module else [])
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,13 @@ class WorkflowSpec:
     timeouts: dict[str, float] = field(default_factory=dict, compare=False)
     #: the pydantic model its run params must fit (pipelines/params.py); None takes any JSON object
     params: Any = field(default=None, compare=False)
+    #: the modules its nodes' factories live in
+    modules: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def code(self) -> CodeVersion:
+        """The package and one digest over its nodes' modules, as a run of it records."""
+        return modules_code(self.modules)
 
     @property
     def upstreams(self) -> dict[str, list[str]]:
@@ -126,6 +148,14 @@ def _check_factory(kind: str, name: str, factory: Any) -> None:
         raise ConfigError(kind, f"factory of {name!r} must be callable, got {factory!r}")
 
 
+def _module_of(factory: Any) -> str:
+    """The module a factory was written in, its source digested now: at registration, the code imported."""
+    module = getattr(factory, "__module__", None) or ""
+    if module:
+        module_digest(module)
+    return module
+
+
 def register_pipeline(
     pipeline_id: str,
     factory: Factory | None = None,
@@ -158,7 +188,7 @@ def register_pipeline(
         schema = check_schema(params, pipeline_id)
         if not description:
             description = (getattr(factory, "__doc__", None) or "").strip().split("\n")[0]
-        spec = PipelineSpec(pipeline_id, factory, description, watermark_column, schema)
+        spec = PipelineSpec(pipeline_id, factory, description, watermark_column, schema, _module_of(factory))
         _pipelines[pipeline_id] = spec
     return spec
 
@@ -242,8 +272,9 @@ def register_workflow(
             raise ConfigError("deps", str(exc)) from exc
         limits = _check_timeouts(nodes, timeouts)
         built = {name: _with_timeout(f, limits[name]) if name in limits else f for name, f in nodes.items()}
+        modules = tuple(sorted({m for m in map(_module_of, nodes.values()) if m}))
         spec = WorkflowSpec(workflow_id, built, tuple(pairs), description, tuple(order), limits,
-                            check_schema(params, workflow_id))
+                            check_schema(params, workflow_id), modules)
         _workflows[workflow_id] = spec
     return spec
 
@@ -303,8 +334,19 @@ def load_pipeline_modules(modules: Iterable[str]) -> list[str]:
     return loaded
 
 
+def registered_modules() -> list[str]:
+    """The modules every registered pipeline and workflow came from (what a cluster watches for new code)."""
+    with _lock:
+        found = {spec.module for spec in _pipelines.values()} | {m for w in _workflows.values() for m in w.modules}
+    return sorted(m for m in found if m)
+
+
 def autodiscover() -> None:
-    """Import settings.ETL_PIPELINE_MODULES and every app's `etl_pipelines` module, once."""
+    """Register the built-in pipelines, every installed package's (entry point group `etl_scheduler.pipelines`),
+    settings.ETL_PIPELINE_MODULES and every app's `etl_pipelines` module, once.
+
+    ETL_PIPELINE_MODULES adds to what the entry points found; it never takes the built-in pipelines away.
+    """
     global _discovered
     if _discovered:
         return
@@ -319,8 +361,10 @@ def autodiscover() -> None:
         modules = getattr(settings, "ETL_PIPELINE_MODULES", [])
         if isinstance(modules, str) or not isinstance(modules, (list, tuple)):
             raise ConfigError("ETL_PIPELINE_MODULES", "must be a list of dotted module names")
+        load_pipeline_modules(BUILTIN_MODULES)
+        load_entry_points()
         try:
-            load_pipeline_modules(modules)
+            load_pipeline_modules([m for m in modules if m not in BUILTIN_MODULES])
         except ConfigError as exc:
             raise ConfigError("ETL_PIPELINE_MODULES", exc.problem) from exc
         autodiscover_modules("etl_pipelines")

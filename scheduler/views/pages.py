@@ -35,6 +35,8 @@ from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, Timeline
 from scheduler.views.logs import log_done, log_page
 from scheduler.worklist import failure_worklist
 from scheduler.services.access.teams import visible_team_ids
+from scheduler.services.admission.clusters import clusters_context
+from scheduler.services.worker.code_versions import code_before
 
 PAGE_SIZE = 50
 # A run page is bounded whatever the run holds (issue 25): a dbt project's thousands of nodes, a long log
@@ -50,7 +52,7 @@ def overview(request):
     scope = team_scope(request)
     now = timezone.now()
     context = {**oncall.overview(now, team_ids=scope["team_ids"]),
-               "failures": failure_worklist(now, team_ids=scope["team_ids"]), **scope}
+               "failures": failure_worklist(now, team_ids=scope["team_ids"]), **scope, **clusters_context(now)}
     if not request.htmx:  # the live part polls; the retention in force is read once per page
         context["retention"] = retention_summary()
     return render(request, partial(request, "scheduler/overview.html", "live"), context)
@@ -135,6 +137,7 @@ def run_detail(request, run_id: int):
     if run.stopping:
         context["stop"] = _stop_context(run)
     context["timed_out"] = timed_out(run)
+    context["code_before"] = code_before(run)
     if run.schedule.target_kind == TargetKind.COMMAND:
         context["command"] = command_context(run.schedule.command)
     elif run.schedule.target_kind == TargetKind.DBT:

@@ -118,7 +118,9 @@ def test_rerun_from_failure_builds_only_what_failed_and_its_children(
     again = run_rerun_from_failure(run=failed, actor="tests", reason="table is back", now=now)
     assert (again.trigger_kind, again.retry_of_id, again.params) == (TriggerKind.RETRY, failed.pk, failed.params)
     entry = AuditEntry.objects.get(action="run.rerun_from_failure")
-    assert entry.after == {"run": again.pk, "selects": ["fragile+", "fragile_child+"]}
+    assert failed.code_version.startswith("etl_test ")  # the dbt project's name and version, and its digest
+    assert entry.after == {"run": again.pk, "selects": ["fragile+", "fragile_child+"],
+                           "code_version": failed.code_version}
     again = execute(again, now)
     assert again.status == S.SUCCEEDED, (again.reason, again.error)
     assert set(_records(again)) == {"model.etl_test.fragile", "model.etl_test.fragile_child"}
@@ -163,7 +165,8 @@ def test_a_project_that_does_not_parse_fails_with_dbts_own_message(make_schedule
     call_command("rerun_from_failure", str(run.pk), "--json", stdout=out)
     again = Run.objects.get(retry_of=run)
     assert json.loads(out.getvalue()) == {"run": again.pk, "rerun_of": run.pk, "schedule": "marts", "selects": []}
-    assert AuditEntry.objects.get(action="run.rerun_from_failure").after == {"run": again.pk, "selects": []}
+    assert AuditEntry.objects.get(action="run.rerun_from_failure").after == {
+        "run": again.pk, "selects": [], "code_version": run.code_version}
 
 
 def test_run_params_never_become_flags_or_paths(dbt_project):

@@ -33,7 +33,9 @@ def child_database_url() -> str:
 
 
 def start_cluster(name: str, *, log_path: Path, extra_env: dict | None = None,
-                  args: tuple[str, ...] = ()) -> subprocess.Popen:
+                  args: tuple[str, ...] = (), python: str = sys.executable) -> subprocess.Popen:
+    """`manage.py qcluster --name NAME` against the test database; `python`: another environment's interpreter
+    (a venv with a team's package installed, tests/integration/test_your_code.py)."""
     env = {
         **os.environ,
         "DATABASE_URL": child_database_url(),
@@ -48,7 +50,7 @@ def start_cluster(name: str, *, log_path: Path, extra_env: dict | None = None,
     log = open(log_path, "ab")  # noqa: SIM115  closed with the process
     # its own session, so a test can kill the whole process group (sentinel, workers)
     return subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster", "--name", name, *args], cwd=ROOT, env=env, stdout=log,
+        [python, "manage.py", "qcluster", "--name", name, *args], cwd=ROOT, env=env, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )
 

@@ -126,7 +126,9 @@ def test_rerun_from_failure_runs_only_the_failed_and_blocked_nodes(wf, chain, no
     assert [(t, resumed) for _, t, _, resumed in _rows(rerun)] == [
         ("n1", True), ("n2", True), ("n3", False), ("n4", False), ("n5", False)]
     entry = AuditEntry.objects.get(action="run.rerun_from_failure")
-    assert entry.after == {"run": rerun.pk, "skips": ["n1", "n2"]} and entry.reason == "source back"
+    assert failed.code_version  # the entry about a run names the code it ran
+    assert entry.after == {"run": rerun.pk, "skips": ["n1", "n2"], "code_version": failed.code_version}
+    assert entry.reason == "source back"
     # and a re-run of the re-run resumes through the chain of records
     assert sorted(nodes_done(rerun)) == CHAIN
 

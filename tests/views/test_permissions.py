@@ -270,6 +270,9 @@ COMMANDS_NOT_ACTING_ON_A_SCHEDULE = {
     "prune_history": "retention of every team's finished history, an operator's maintenance from the shell "
                      "(what it may never delete: docs/semantics.md, Retention)",
     "audit_archive": "reads an audit archive file",
+    "new_project": "writes a team's package into a directory (no schedule, no database)",
+    "reload_workers": "asks every team's clusters to restart on the code installed, an operator's maintenance from "
+                      "the shell (each run begun finishes first)",
 }
 # emit_event is no refusal but a scope: the operator's event reaches only their own teams' schedules
 COMMANDS_SCOPED = {"emit_event"}

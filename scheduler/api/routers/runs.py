@@ -34,7 +34,7 @@ def run_out(run: Run) -> dict:
         "window_high": run.window_high, "rows_loaded": run.rows_loaded, "watermark_after": run.watermark_after,
         "queued_at": run.queued_at, "started_at": run.started_at, "finished_at": run.finished_at,
         "reason": run.reason, "error": run.error, "exit_code": run.exit_code, "backfill_id": run.backfill_id,
-        "rerun_of_id": run.rerun_of_id,
+        "rerun_of_id": run.rerun_of_id, "code_version": run.code_version,
     }
 
 

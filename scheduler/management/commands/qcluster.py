@@ -10,6 +10,7 @@ from django.db import connections
 from django_q.cluster import Cluster
 
 from scheduler.loops import start_loops, stop_loops
+from scheduler.rollout import Rollout
 from scheduler.services.runs.dependencies import all_cycles
 from scheduler.services.worker.supervisor import become_subreaper, reap_orphans
 from scheduler.services.common.shutdown import release_unstarted
@@ -53,7 +54,11 @@ class Command(BaseCommand):
             stop_loops(loops)
             cluster.sig_handler(signum, frame)
 
+        # the code snapshot before the fork: the workers run exactly what it records; SIGHUP asks for a restart
+        rollout = Rollout(options["cluster_name"])
+        signal.signal(signal.SIGHUP, rollout.on_sighup)
         cluster.start()
+        rollout.join()
         if not options["no_loops"]:
             loops.extend(start_loops(options["cluster_name"]))
         signal.signal(signal.SIGTERM, on_signal)
@@ -62,6 +67,10 @@ class Command(BaseCommand):
             on_signal(signal.SIGTERM, None)
         while cluster.sentinel is not None and cluster.sentinel.is_alive():
             reap_orphans(keep={cluster.sentinel.pid})
+            if rollout.due() and not stopping["flag"]:
+                rollout.draining()  # new code: admit nothing more, let the workers finish what they hold
+                stop_loops(loops)
+                cluster.stop_event.set()
             time.sleep(ORPHAN_CHECK_SECONDS)
         stop_loops(loops)
         reap_orphans(keep=set())
@@ -70,3 +79,6 @@ class Command(BaseCommand):
         released = release_unstarted(holder_prefix=[loop.holder for loop in loops])
         if released:
             log.info("returned %d admitted but unstarted runs to the queue", released)
+        if rollout.restarting and not stopping["flag"]:
+            rollout.restart()  # does not return: this process runs again on the code installed now
+        rollout.leave()

@@ -1,48 +1,45 @@
-"""`run_pipeline ID [--param k=v ...] [--json]`: run a pipeline or workflow once, inline, and print its report."""
+"""`run_pipeline ID [--window LOW HIGH] [--logical-time T] [--param k=v ...] [--json]`: run a pipeline or workflow
+once, inline, for one window, and print its report (scheduler/testing.py does the same in pytest)."""
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.core import ConfigError, Executor, MemoryLedger
+from scheduler.core import ConfigError
 from scheduler.management.cli import dump_json, fail, parse_params
-from scheduler.pipelines.context import RunContext
-from scheduler.pipelines.params import check_params
-from scheduler.pipelines.registry import UnknownTarget, get_pipeline, get_workflow, is_registered
+from scheduler.pipelines.registry import UnknownTarget
+from scheduler.testing import run_window, window_of
 
 
 class Command(BaseCommand):
-    help = "Run a registered pipeline or workflow once in this process (no schedule, no ledger) and print the report."
+    help = ("Run a registered pipeline or workflow once in this process (no schedule, no ledger) and print the "
+            "report; --window reads one window as a scheduled run of it would.")
 
     def add_arguments(self, parser):
         parser.add_argument("target", help="Pipeline or workflow id.")
+        parser.add_argument("--window", nargs=2, metavar=("LOW", "HIGH"), default=None,
+                            help="The window to read: two ISO datetimes, [LOW, HIGH) (2026-03-01 2026-03-02 is "
+                                 "that day, UTC), or two integers, (LOW, HIGH]. Without it the pipeline gets no "
+                                 "window (ctx.window is None), as a schedule without a watermark.")
+        parser.add_argument("--logical-time", default=None, metavar="T",
+                            help="The fire time the run stands for (ISO datetime; ctx.logical_time).")
         parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **opts):
         params = parse_params(opts["param"])
-        target = opts["target"]
-        ctx = RunContext(run_id=None, schedule=f"cli:{target}", window=None, params=params, logical_time=None)
-        executor = Executor(MemoryLedger())
         try:
-            spec = get_workflow(target) if is_registered("workflow", target) else get_pipeline(target)
-            check_params(spec.params, params)  # run params are data, as at every other door
+            window = window_of(*opts["window"]) if opts["window"] else None
+            report = run_window(opts["target"], *((window.low, window.high) if window else ()), params=params,
+                                logical_time=opts["logical_time"])
         except UnknownTarget as exc:
             raise fail(str(exc).strip("\"'")) from None
         except ConfigError as exc:
-            raise fail(f"--param {exc.field}: {exc.problem}") from None
-        try:
-            if is_registered("workflow", target):
-                workflow = get_workflow(target)
-                for node_id, factory in workflow.nodes.items():
-                    executor.add_pipeline(node_id, factory(ctx))
-                for upstream, downstream in workflow.deps:
-                    executor.add_dep(downstream, upstream)
-            else:
-                executor.add_pipeline(target, get_pipeline(target).factory(ctx))
-        except UnknownTarget as exc:
-            raise fail(str(exc).strip("\"'")) from None
-        report = executor.run()
+            option = {"low": "--window LOW", "high": "--window HIGH", "logical_time": "--logical-time"}.get(
+                exc.field, f"--param {exc.field}")
+            raise fail(f"{option}: {exc.problem}") from None
         if opts["json"]:
             dump_json(self.stdout, report.to_dict())
         else:
+            if window is not None:
+                self.stdout.write(f"window {window}")
             for rec in report.records:
                 line = f"{rec.task_id:<28} {rec.outcome.value:<8} rows={rec.rows}"
                 if rec.reason:

@@ -24,6 +24,8 @@ from scheduler.services.runs import dependencies
 from scheduler.services.oversight.alerts import governance_watchdog
 from scheduler.services.admission.backfills import backfill_pump
 from scheduler.services.runs.breakers import breaker_admit, breaker_trial_released
+from scheduler.services.admission.clusters import (is_unknown_target_reason, run_wait_for_code, unknown_target_deadline,
+                                         unknown_target_reason)
 from scheduler.services.runs.end import run_finish
 from scheduler.services.admission.firing import fire_due_schedules
 from scheduler.services.runs.queue import run_transition, with_schedules
@@ -266,6 +268,10 @@ def _may_start(run: Run, verdict: dependencies.Verdict | None, *, now: datetime,
     may start is marked in `running_watermarked` when its schedule runs one at
     a time, so a later run of the same schedule in this tick waits.
     """
+    unknown = unknown_target_reason(run, now=now)
+    if unknown:
+        run_wait_for_code(run=run, why=unknown, now=now)
+        return False
     if not _gate_dependencies(run, verdict, now=now):
         return False
     fresh = _fresh_reason(run, now=now)
@@ -363,7 +369,7 @@ def enqueue_execution(run_id: int, token: str) -> None:
 
 
 def enqueue_executions(pairs: list[tuple[int, str]]) -> None:
-    """One message carrying several admitted runs; one worker executes them in turn (execution.execute_runs)."""
+    """One message carrying several admitted runs; one worker executes them in turn (cluster/batch.py: execute_runs)."""
     first, token = pairs[0]
     async_task("scheduler.tasks.execute_runs", list(pairs), task_name=f"runs-{first}+{len(pairs) - 1}-{token[:8]}",
                timeout=settings.Q_TIMEOUT, broker=_shared_broker())
@@ -402,6 +408,8 @@ def explain_wait(run: Run, now: datetime) -> str:
         return verdict.reason or run.reason or "waiting for upstreams"
     if run.status != S.QUEUED:
         return f"not waiting: the run is {run.status}"
+    if is_unknown_target_reason(run.reason):
+        return f"{run.reason} (it waits for new code until {unknown_target_deadline(run):%Y-%m-%d %H:%M:%S} UTC)"
     schedule = run.schedule
     if run.backfill_id is not None and run.backfill.status != BackfillStatus.ACTIVE:
         return f"backfill {run.backfill_id} {run.backfill.status.lower()}"

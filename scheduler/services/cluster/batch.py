@@ -24,6 +24,7 @@ from scheduler.services.integrations.lineage import lineage_atomic, lineage_run_
 from scheduler.services.runs.end import Ending, runs_end
 from scheduler.services.runs.logs import captures_store, run_log_capture, run_start_notes
 from scheduler.services.runs.queue import with_schedules
+from scheduler.services.worker.code_versions import run_code_or_hand_back
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -60,11 +61,12 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
                 _give_back(runs[index:], pump=pump)
                 break
             now = clock()
+            code = run_code_or_hand_back(run, token=run.dispatch_token, now=now, cluster=me)
             with lineage_atomic():
-                if not _claim(run.pk, run.dispatch_token, now=now, worker=me):
-                    pump.unregister(run.pk)  # cancelled or re-dispatched while it waited: stale
+                if code is None or not _claim(run.pk, run.dispatch_token, now=now, worker=me, code=code):
+                    pump.unregister(run.pk)  # cancelled or re-dispatched while it waited, or handed back: stale
                     continue
-                run.started_at, run.heartbeat_at, run.worker_id = now, now, me
+                run.started_at, run.heartbeat_at, run.worker_id, run.code_version = now, now, me, code
                 lineage_run_began(run=run, now=now)
             backfill_on_run_started(run)
             transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))

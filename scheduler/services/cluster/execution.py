@@ -28,6 +28,7 @@ from scheduler.pipelines.context import RunContext
 from scheduler.services.worker import supervisor
 from scheduler.services.admission.backfills import backfill_on_run_started
 from scheduler.services.admission.catchup import catchup_admit_next
+from scheduler.services.worker.code_versions import run_code_or_hand_back
 from scheduler.services.worker.commands import CommandFailed, command_mark
 from scheduler.services.admission.dispatch import hand_off
 from scheduler.services.cluster.heartbeats import HeartbeatPump, record_local_stop, worker_name
@@ -130,13 +131,12 @@ def _execute_lone(run_id: int, token: str, admitted: Run | None = None, begun: d
 def _begin(run_id: int, token: str, admitted: Run | None, *, now: datetime) -> Run | None:
     """Claim the run for this worker and record its START (lineage); the run, or None when it is not ours (stale)."""
     me = worker_name()
-    if not _claim(run_id, token, now=now, worker=me):
+    # read before the claim (one read, as after it before): the claim's UPDATE then writes the code it runs
+    run = admitted or Run.objects.select_related("schedule").filter(pk=run_id).first()
+    code = run_code_or_hand_back(run, token=token, now=now, cluster=me)  # None: gone, or unknown to this code
+    if code is None or not _claim(run_id, token, now=now, worker=me, code=code):
         return None
-    if admitted is None:
-        run = Run.objects.select_related("schedule").get(pk=run_id)
-    else:
-        run = admitted
-        run.started_at, run.heartbeat_at, run.worker_id = now, now, me
+    run.started_at, run.heartbeat_at, run.worker_id, run.code_version = now, now, me, code
     lineage_run_began(run=run, now=now)
     return run
 
@@ -170,12 +170,12 @@ def _settle_and_follow(ending: Ending | None, following: list[Following], clock:
     return outcome
 
 
-def _claim(run_id: int, token: str, *, now: datetime, worker: str) -> bool:
+def _claim(run_id: int, token: str, *, now: datetime, worker: str, code: str = "") -> bool:
     """Take a run for this worker as it begins: only a run still waiting for this very message (a cancelled,
-    re-dispatched or already started one is stale)."""
+    re-dispatched or already started one is stale). `code`: the code version it runs (code_versions.py)."""
     began = time.monotonic()
     claimed = bool(Run.objects.filter(pk=run_id, status=S.RUNNING, dispatch_token=token, started_at__isnull=True)
-                   .update(started_at=now, heartbeat_at=now, worker_id=worker))
+                   .update(started_at=now, heartbeat_at=now, worker_id=worker, code_version=code[:200]))
     if claimed:
         # the claim wrote the run's heartbeat: the fence counts from it, not from the last beat of an earlier run
         # (an idle worker beats nothing, and its next run was fenced at once)

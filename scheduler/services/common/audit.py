@@ -13,7 +13,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from scheduler.models import ActorKind, AuditEntry, RefusalCount, Team
+from scheduler.models import ActorKind, AuditEntry, RefusalCount, Run, Team
 from scheduler.models.audit import audit_counted
 from scheduler.permissions import owner_id_of
 from scheduler.services.common import bulk
@@ -91,6 +91,10 @@ def audit_build(
     else:
         target_type, target_id = target[0], str(target[1])
         target_repr = target_id
+    # an entry about a run names the code it ran (issue 32); read from the row as loaded, never fetched for this
+    code = target.__dict__.get("code_version") if isinstance(target, Run) else None
+    if code and (after is None or isinstance(after, dict)) and "code_version" not in (after or {}):
+        after = {**(after or {}), "code_version": code}
     return AuditEntry(
         at=at or timezone.now(),
         actor=name[:150],

@@ -259,6 +259,8 @@ def run_start_notes(capture: RunLogCapture, run: Run, *, now: datetime) -> None:
     if run.admitted_at:
         text += f"; admitted {(run.admitted_at - run.queued_at).total_seconds():.1f} s after it was queued"
     capture.note(text)
+    if run.code_version:
+        capture.note(f"code {run.code_version}")
     if run.rerun_of_id:
         capture.note(f"re-run of run {run.rerun_of_id}" + ("" if run.propagate else " (downstream not started)"))
     if run.attempt > 1 and run.reason:

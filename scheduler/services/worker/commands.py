@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import re
 import tempfile
 import threading
@@ -209,6 +210,15 @@ def command_argv(spec: dict) -> list[str]:
     return list(spec["argv"]) if "argv" in spec else ["/bin/sh", "-c", spec["shell"]]
 
 
+def command_path(path: str | None = None) -> str:
+    """The PATH a command is looked up in: the worker's, then the scheduler's own environment's scripts (so a
+    console script of a package installed beside the scheduler runs by its name, even when that environment
+    is not activated); a program of the same name earlier on PATH still wins."""
+    path = os.environ.get("PATH", os.defpath) if path is None else path
+    beside = os.path.dirname(sys.executable)
+    return path if beside in path.split(os.pathsep) else os.pathsep.join(p for p in (path, beside) if p)
+
+
 #: what a command inherits from the worker's environment, besides every LC_* and ETL_COMMAND_ENV_PASSTHROUGH
 BASE_ENV = ("PATH", "HOME", "LANG", "TZ")
 
@@ -233,6 +243,7 @@ def run_env(*, run_id: int, schedule: str, logical_time: datetime | None, window
     """A command's whole environment: `base_env`, the schedule's `env` (`extra`), its declared connections'
     ETL_CONN_* variables, then the run's facts (which nothing overrides)."""
     env = {**base_env(), **extra, **(connections or {})}
+    env["PATH"] = command_path(env.get("PATH"))
     env.update({
         "ETL_RUN_ID": str(run_id),
         "ETL_SCHEDULE": schedule,
@@ -369,5 +380,5 @@ def command_mark(config, window: Window | None, reported: Any) -> tuple[Window |
 
 
 __all__ = ["CommandFailed", "CommandResult", "base_env", "command_argv", "command_env_open", "command_env_resolve",
-           "command_env_seal", "command_execute", "command_mark", "command_spec_check", "command_spec_shown",
-           "connection_names_check", "run_env"]
+           "command_env_seal", "command_execute", "command_mark", "command_path", "command_spec_check",
+           "command_spec_shown", "connection_names_check", "run_env"]
