@@ -4,7 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: run test test-fast test-sqlite test-postgres install install-test install-bench bench bench-peers soak clean
+lint: $(VENV)/.installed-test
+	$(PY) -m ruff check .
+
+.PHONY: lint run test test-fast test-sqlite test-postgres install install-test install-bench bench bench-peers soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

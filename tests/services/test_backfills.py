@@ -17,7 +17,7 @@ from scheduler.services.admission.backfills import (
     backfill_retry_failed,
     backfill_submit,
 )
-from scheduler.services.admission.dispatch import explain_wait
+from scheduler.services.admission.waits import explain_wait
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.cluster.execution import execute_run
 from scheduler.services.runs.watermarks import watermark_state

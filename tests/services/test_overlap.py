@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule
 from scheduler.services.runs import dependencies
-from scheduler.services.admission.dispatch import explain_wait
+from scheduler.services.admission.waits import explain_wait
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.admission.firing import compute_next_fire, fire_due_schedules
 from scheduler.services.runs.watermarks import watermark_state

@@ -8,7 +8,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Run, RunStatus, WorkloadClass
-from scheduler.services.admission.dispatch import _rate_limited, explain_wait
+from scheduler.services.admission.dispatch import _rate_limited
+from scheduler.services.admission.waits import explain_wait
 from scheduler.services.runs.queue import run_enqueue, run_trigger_manual
 from tests.services.semantics_helpers import tick, tick_and_execute
 

@@ -277,7 +277,7 @@ def test_an_error_outside_the_pipeline_fails_the_run_at_once_with_the_real_error
 
 @pytest.mark.django_db
 def test_a_run_behind_a_stopping_one_says_it_waits_for_the_stop(make_schedule, now):
-    from scheduler.services.admission.dispatch import explain_wait
+    from scheduler.services.admission.waits import explain_wait
 
     schedule = make_schedule("s1", overlap_policy="cancel_other")
     first = _started(schedule, now)

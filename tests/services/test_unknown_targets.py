@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from scheduler.models import Alert, Cluster, Run, RunStatus
 from scheduler.pipelines import registry
 from scheduler.services.admission import clusters
-from scheduler.services.admission.dispatch import explain_wait
+from scheduler.services.admission.waits import explain_wait
 from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick
 

@@ -2,7 +2,8 @@
 gate that admits queued runs.
 """
 from scheduler.services.admission.firing import fire_due_schedules, compute_next_fire
-from scheduler.services.admission.dispatch import dispatch_tick, explain_wait
+from scheduler.services.admission.dispatch import dispatch_tick
+from scheduler.services.admission.waits import explain_wait
 from scheduler.services.admission.events import event_emit
 from scheduler.services.admission.webhooks import webhook_receive, webhook_rotate_secret
 from scheduler.services.admission.backfills import (
