@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduler import selectors
+from scheduler import run_reads
 from scheduler import oncall
 from scheduler import timeline as timeline_reads
 from scheduler.scoped_runs import hide_in_text, hide_other_teams, hide_upstream_rows
@@ -63,7 +63,7 @@ def run_list(request):
         form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
     scope = team_scope(request)
     filters = {**form.filters(), "team_ids": scope["team_ids"]}
-    result = selectors.runs_keyset_page(
+    result = run_reads.runs_keyset_page(
         filters,
         before=int_or_none(request.GET.get("before")),
         after=int_or_none(request.GET.get("after")),
@@ -113,7 +113,7 @@ def run_detail(request, run_id: int):
     now = timezone.now()
     visible = visible_team_ids(request.user)
     context = {"run": run, "waiting_reason": hide_in_text(_explain(run, now), visible), "final": run.is_final,
-               "upstreams": hide_upstream_rows(selectors.run_upstreams(run), visible),
+               "upstreams": hide_upstream_rows(run_reads.run_upstreams(run), visible),
                "pruned_note": run_pruned_note(run)}
     hide_other_teams([run], visible)  # after _explain: it judges the run as stored
     if run.started_at:
@@ -170,11 +170,11 @@ def _log_filter(request, run: Run) -> dict:
     """`?node=NAME`: the log of one node. The choices are the nodes the run recorded; another name is an error.
 
     Past RUN_PAGE_LOG_NODES nodes the choice is a text field, not a select of thousands of options."""
-    nodes = selectors.run_log_nodes(run, limit=RUN_PAGE_LOG_NODES + 1)
+    nodes = run_reads.run_log_nodes(run, limit=RUN_PAGE_LOG_NODES + 1)
     node = request.GET.get("node") or None
     error = ""
     if node is not None and node not in nodes and not (len(nodes) > RUN_PAGE_LOG_NODES
-                                                       and selectors.run_names_node(run, node)):
+                                                       and run_reads.run_names_node(run, node)):
         error = f"node: no node named '{node[:200]}' in run {run.pk}" + (
             f" (its nodes: {', '.join(nodes[:10])}{' …' if len(nodes) > 10 else ''})" if nodes else "")
     many = len(nodes) > RUN_PAGE_LOG_NODES
