@@ -97,7 +97,8 @@ def run_upstreams(run: Run) -> list[dict]:
         recorded = {row["schedule"].pk for row in rows}
         matches = [m for m in verdict_for(run).matches if m.upstream.pk not in recorded]
         found = Run.objects.in_bulk([m.run_id for m in matches if m.run_id])
-        rows += [{"schedule": m.upstream, "run": found.get(m.run_id), "pinned": m.pinned, "live": True} for m in matches]
+        rows += [{"schedule": m.upstream, "run": found.get(m.run_id), "pinned": m.pinned, "live": True}
+                 for m in matches]
     return rows
 
 
@@ -116,7 +117,8 @@ def run_log_nodes(run: Run, *, limit: int | None = None) -> list[str]:
 
     With `limit`, at most that many (a dbt project names thousands: the run page then asks for a name)."""
     named = NodeRecord.objects.filter(run=run).order_by("id").values_list("task_id", flat=True)
-    logged = RunLogLine.objects.filter(run=run).exclude(node="").values_list("node", flat=True).distinct().order_by("node")
+    logged = (RunLogLine.objects.filter(run=run).exclude(node="").values_list("node", flat=True)
+              .distinct().order_by("node"))
     if limit is not None:
         named, logged = named[:limit], logged[:limit]
     return list(dict.fromkeys(list(named) + list(logged)))[:limit]

@@ -27,7 +27,7 @@ from scheduler.services.runs.rerun import RERUNNABLE, run_rerun_from_failure
 from scheduler.services.runs.rerun import rerun_offers
 from scheduler.services.history.prune import retention_summary, run_pruned_note
 from scheduler.services.runs.rerun import run_rerun as run_rerun_service
-from scheduler.views import charts
+from scheduler.views import charts, timeline_charts
 from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
 )
@@ -333,7 +333,7 @@ def timeline(request):
     total = timeline_reads.count_upto(limit=TIMELINE_MAX_BARS, **window)
     left_out = {"schedules": 0, "runs": 0}
     if total <= TIMELINE_MAX_BARS:
-        chart = charts.timeline_chart(timeline_reads.runs(**window),
+        chart = timeline_charts.timeline_chart(timeline_reads.runs(**window),
                                       href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
     else:
         # counted from the hour rollup: the chart starts on the UTC hour at or before `start`
@@ -341,7 +341,7 @@ def timeline(request):
         span = (now - start).total_seconds()
         outside = timeline_reads.outside_rows(**window)
         # one pass over the range's counts, in the slices of as many rows as can be drawn
-        step = charts.hour_step(span=span, rows=TIMELINE_MAX_ROWS, max_groups=TIMELINE_MAX_GROUPS)
+        step = timeline_charts.hour_step(span=span, rows=TIMELINE_MAX_ROWS, max_groups=TIMELINE_MAX_GROUPS)
         counts = timeline_reads.slice_counts(step=step, outside=outside, **window)
         per_schedule = timeline_reads.schedules(counts)
         total = sum(row["n"] for row in per_schedule)
@@ -349,11 +349,11 @@ def timeline(request):
         left_out = {"schedules": len(per_schedule) - len(chosen), "runs": total - sum(row["n"] for row in chosen),
                     "trouble": sum(r["trouble"] for r in per_schedule) - sum(r["trouble"] for r in chosen)}
         ids = {row["schedule_id"] for row in chosen}
-        finer = charts.hour_step(span=span, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
+        finer = timeline_charts.hour_step(span=span, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
         if finer < step:  # fewer rows to draw: their share of the bars is larger, the slices shorter
             step, counts = finer, timeline_reads.slice_counts(step=finer, schedule_ids=ids, outside=outside, **window)
         runs_url = reverse("scheduler:runs")
-        chart = charts.timeline_groups(
+        chart = timeline_charts.timeline_groups(
             [(row["schedule_id"], row["name"]) for row in chosen], [c for c in counts if c[0] in ids],
             step=step, group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
             **options)
