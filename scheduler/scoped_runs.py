@@ -26,7 +26,7 @@ UPSTREAM = "upstream:"
 
 
 def _loaded(run: Run, field: str) -> bool:
-    # a list's rows load a few columns (selectors.RUN_LIST_FIELDS): reading another would cost a query a row
+    # a list's rows load a few columns (run_reads.RUN_LIST_FIELDS): reading another would cost a query a row
     return field not in run.get_deferred_fields()
 
 

@@ -56,7 +56,7 @@ class RunFilterForm(forms.Form):
         return cleaned
 
     def filters(self) -> dict:
-        """Cleaned values ready for selectors.run_filters_apply; invalid fields are left out."""
+        """Cleaned values ready for run_reads.run_filters_apply; invalid fields are left out."""
         data = {k: v for k, v in getattr(self, "cleaned_data", {}).items() if v not in (None, "") and k not in self.errors}
         if "since" in data:
             data["since"] = _day_start(data["since"])

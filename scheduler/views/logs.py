@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduler import selectors
+from scheduler import run_reads
 from scheduler.models import Run, RunLogLine
 from scheduler.views.common import int_or_none, page
 
@@ -74,7 +74,7 @@ def run_log(request, run_id: int):
 
 def _as_text(run: Run, *, after: int, node: str | None) -> HttpResponse:
     lines, more = log_page(run, after=after, node=node, max_lines=TEXT_LOG_LINES, max_chars=TEXT_LOG_CHARS)
-    text = "".join(selectors.log_line_text(line) + "\n" for line in lines)
+    text = "".join(run_reads.log_line_text(line) + "\n" for line in lines)
     response = HttpResponse(content_type="text/plain; charset=utf-8")
     if more:
         query = {"after": lines[-1].seq, **({"node": node} if node is not None else {})}

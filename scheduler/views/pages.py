@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduler import selectors
+from scheduler import run_reads
 from scheduler import oncall
 from scheduler import timeline as timeline_reads
 from scheduler.scoped_runs import hide_in_text, hide_other_teams, hide_upstream_rows
@@ -27,7 +27,7 @@ from scheduler.services.runs.rerun import RERUNNABLE, run_rerun_from_failure
 from scheduler.services.runs.rerun import rerun_offers
 from scheduler.services.history.prune import retention_summary, run_pruned_note
 from scheduler.services.runs.rerun import run_rerun as run_rerun_service
-from scheduler.views import charts
+from scheduler.views import charts, timeline_charts
 from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
 )
@@ -65,7 +65,7 @@ def run_list(request):
         form.is_valid()  # a bad field is shown with its error and left out; the valid ones still filter
     scope = team_scope(request)
     filters = {**form.filters(), "team_ids": scope["team_ids"]}
-    result = selectors.runs_keyset_page(
+    result = run_reads.runs_keyset_page(
         filters,
         before=int_or_none(request.GET.get("before")),
         after=int_or_none(request.GET.get("after")),
@@ -115,7 +115,7 @@ def run_detail(request, run_id: int):
     now = timezone.now()
     visible = visible_team_ids(request.user)
     context = {"run": run, "waiting_reason": hide_in_text(_explain(run, now), visible), "final": run.is_final,
-               "upstreams": hide_upstream_rows(selectors.run_upstreams(run), visible),
+               "upstreams": hide_upstream_rows(run_reads.run_upstreams(run), visible),
                "pruned_note": run_pruned_note(run)}
     hide_other_teams([run], visible)  # after _explain: it judges the run as stored
     if run.started_at:
@@ -173,11 +173,11 @@ def _log_filter(request, run: Run) -> dict:
     """`?node=NAME`: the log of one node. The choices are the nodes the run recorded; another name is an error.
 
     Past RUN_PAGE_LOG_NODES nodes the choice is a text field, not a select of thousands of options."""
-    nodes = selectors.run_log_nodes(run, limit=RUN_PAGE_LOG_NODES + 1)
+    nodes = run_reads.run_log_nodes(run, limit=RUN_PAGE_LOG_NODES + 1)
     node = request.GET.get("node") or None
     error = ""
     if node is not None and node not in nodes and not (len(nodes) > RUN_PAGE_LOG_NODES
-                                                       and selectors.run_names_node(run, node)):
+                                                       and run_reads.run_names_node(run, node)):
         error = f"node: no node named '{node[:200]}' in run {run.pk}" + (
             f" (its nodes: {', '.join(nodes[:10])}{' …' if len(nodes) > 10 else ''})" if nodes else "")
     many = len(nodes) > RUN_PAGE_LOG_NODES
@@ -336,7 +336,7 @@ def timeline(request):
     total = timeline_reads.count_upto(limit=TIMELINE_MAX_BARS, **window)
     left_out = {"schedules": 0, "runs": 0}
     if total <= TIMELINE_MAX_BARS:
-        chart = charts.timeline_chart(timeline_reads.runs(**window),
+        chart = timeline_charts.timeline_chart(timeline_reads.runs(**window),
                                       href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
     else:
         # counted from the hour rollup: the chart starts on the UTC hour at or before `start`
@@ -344,7 +344,7 @@ def timeline(request):
         span = (now - start).total_seconds()
         outside = timeline_reads.outside_rows(**window)
         # one pass over the range's counts, in the slices of as many rows as can be drawn
-        step = charts.hour_step(span=span, rows=TIMELINE_MAX_ROWS, max_groups=TIMELINE_MAX_GROUPS)
+        step = timeline_charts.hour_step(span=span, rows=TIMELINE_MAX_ROWS, max_groups=TIMELINE_MAX_GROUPS)
         counts = timeline_reads.slice_counts(step=step, outside=outside, **window)
         per_schedule = timeline_reads.schedules(counts)
         total = sum(row["n"] for row in per_schedule)
@@ -352,11 +352,11 @@ def timeline(request):
         left_out = {"schedules": len(per_schedule) - len(chosen), "runs": total - sum(row["n"] for row in chosen),
                     "trouble": sum(r["trouble"] for r in per_schedule) - sum(r["trouble"] for r in chosen)}
         ids = {row["schedule_id"] for row in chosen}
-        finer = charts.hour_step(span=span, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
+        finer = timeline_charts.hour_step(span=span, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
         if finer < step:  # fewer rows to draw: their share of the bars is larger, the slices shorter
             step, counts = finer, timeline_reads.slice_counts(step=finer, schedule_ids=ids, outside=outside, **window)
         runs_url = reverse("scheduler:runs")
-        chart = charts.timeline_groups(
+        chart = timeline_charts.timeline_groups(
             [(row["schedule_id"], row["name"]) for row in chosen], [c for c in counts if c[0] in ids],
             step=step, group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
             **options)

@@ -11,7 +11,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from bench import history
-from bench.scale import METRICS_TOKEN, PAGE_LABELS, page_urls
+from bench.scale_pages import METRICS_TOKEN, PAGE_LABELS, page_urls
 from bench.scale_report import compare, table
 from scheduler.audit_reads import audit_counts, audit_counts_raw, audit_filtered
 from scheduler.models import (

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.models import RunStatus
-from scheduler.views import charts
+from scheduler.views import timeline_charts
 
 URL = reverse("scheduler:timeline")
 
@@ -52,7 +52,7 @@ def test_a_run_that_never_started_is_a_thin_mark(now):
     schedule = SimpleNamespace(name="orders")
     blocked = SimpleNamespace(pk=1, schedule_id=1, schedule=schedule, status="BLOCKED", queued_at=now,
                               started_at=None, finished_at=now)
-    chart = charts.timeline_chart([blocked], start=now - timedelta(hours=1), end=now + timedelta(hours=1))
+    chart = timeline_charts.timeline_chart([blocked], start=now - timedelta(hours=1), end=now + timedelta(hours=1))
     bar = chart.rows[0].bars[0]
     assert bar.w == 2.0 and bar.wait_w == 0 and "never started" in bar.title
     assert len(chart.ticks) >= 4

@@ -21,7 +21,7 @@ from scheduler.services.runs.stop import run_cancel, run_stop_request
 from scheduler.services.history.hour_counts import hour_counts_fold, runs_counted
 from scheduler.services.runs.queue import run_build
 from scheduler.services.definitions.schedules import schedule_save
-from scheduler.views.charts import hour_step
+from scheduler.views.timeline_charts import hour_step
 from tests.services.test_hour_counts import hour, ledger_counts, rollup_counts
 
 S = RunStatus

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ninja import Field, Query, Router, Schema, Status
 
-from scheduler import selectors
+from scheduler import run_reads
 from scheduler.api.common import (
     MAX_LIMIT, aware, bounded_limit, caller, cursor_of, errors, require, run_by_id, schedule_by_name, team_ids_for,
 )
@@ -59,7 +59,7 @@ def list_runs(request, filters: Query[RunFilters]):
         schedule = schedule_by_name(filters.schedule)
         require(request, "scheduler.view_schedule", schedule)
         wanted["schedule"] = schedule
-    page = selectors.runs_keyset_page({k: v for k, v in wanted.items() if v is not None or k == "team_ids"},
+    page = run_reads.runs_keyset_page({k: v for k, v in wanted.items() if v is not None or k == "team_ids"},
                                       before=cursor_of(filters.cursor), size=limit)
     # the page's rows load only the list's columns: read the full rows of this page in one query
     rows = Run.objects.select_related("schedule", "workload_class").in_bulk([r.pk for r in page["runs"]])
@@ -116,7 +116,7 @@ class LogQuery(Schema):
 def run_log(request, run_id: int, query: Query[LogQuery]):
     run = run_by_id(run_id)
     require(request, "scheduler.view_run", run)
-    lines = selectors.run_log_lines(run, after=query.after, limit=query.limit)
+    lines = run_reads.run_log_lines(run, after=query.after, limit=query.limit)
     more = len(lines) == query.limit or not run.is_final
     return {
         "lines": [{"seq": ln.seq, "at": ln.at, "level": ln.level, "source": ln.source, "message": ln.message}

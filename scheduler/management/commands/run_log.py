@@ -16,7 +16,7 @@ from datetime import UTC
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from scheduler import selectors
+from scheduler import run_reads
 from scheduler.core.userdata import terminal_safe
 from scheduler.management.cli import dump_json, get_run
 from scheduler.models import Run, RunLogLine
@@ -68,7 +68,7 @@ class Command(BaseCommand):
             else:
                 for batch in self._batches(run, after=0):  # printed as read: memory stays one batch
                     for line in batch:
-                        self.stdout.write(selectors.log_line_text(line))
+                        self.stdout.write(run_reads.log_line_text(line))
             return
         try:
             self._follow(run, as_json=opts["json"])
@@ -77,7 +77,7 @@ class Command(BaseCommand):
 
     def _batches(self, run: Run, *, after: int) -> Iterator[list[RunLogLine]]:
         while True:
-            batch = selectors.run_log_lines(run, after=after, limit=BATCH)
+            batch = run_reads.run_log_lines(run, after=after, limit=BATCH)
             yield batch
             if len(batch) < BATCH:
                 return
@@ -92,7 +92,7 @@ class Command(BaseCommand):
             run.refresh_from_db(fields=RUN_FIELDS)  # before the lines: a line stored before the end is not missed
             new = self._lines(run, after=last)
             for line in new:
-                text = json.dumps(line_dict(line), default=str) if as_json else selectors.log_line_text(line)
+                text = json.dumps(line_dict(line), default=str) if as_json else run_reads.log_line_text(line)
                 self.stdout.write(text)
             if new:
                 last = new[-1].seq
