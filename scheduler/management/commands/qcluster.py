@@ -13,7 +13,7 @@ from scheduler.loops import start_loops, stop_loops
 from scheduler.rollout import Rollout
 from scheduler.services.runs.dependencies import all_cycles
 from scheduler.services.worker.supervisor import become_subreaper, reap_orphans
-from scheduler.services.common.shutdown import release_unstarted
+from scheduler.services.cluster.shutdown import release_unstarted
 
 log = logging.getLogger("scheduler.cluster")
 ORPHAN_CHECK_SECONDS = 0.5  # far below ETL_STUCK_SECONDS: a dead worker's command is gone before its run's retry
