@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import pct, setup_django
+from bench.common import pct, setup_django  # noqa: E402  after the path insert above
 
 
 def main() -> int:

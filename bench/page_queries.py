@@ -6,7 +6,8 @@
 A page is fetched `--repeat` times on the test client as the bench's superuser (`/metrics` with a bearer
 token); each query's time is the median over the repeats (the first fetch is a warm-up and not counted), read
 by an execution wrapper around the database cursor, with the time until the next query began (the fetch of
-its rows, which SQLite does after `execute`, and the Python that used them). `--explain N` prints EXPLAIN (ANALYZE, BUFFERS) on
+its rows, which SQLite does after `execute`, and the Python that used them). `--explain N` prints EXPLAIN
+(ANALYZE, BUFFERS) on
 PostgreSQL, EXPLAIN QUERY PLAN on SQLite, of the N slowest.
 """
 from __future__ import annotations

@@ -103,7 +103,9 @@ def run_one(number: int, db: str, args: argparse.Namespace, *, profile: bool = F
     elapsed = time.perf_counter() - t0
     try:
         if proc.returncode != 0:
-            raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
+            raise RuntimeError(
+                proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+            )
         data = json.loads(Path(out).read_text())
     except Exception as exc:
         sys.stderr.write(proc.stderr[-3000:])

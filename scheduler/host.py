@@ -310,7 +310,8 @@ class SchedulerHost:
                       reason=reason or "reset through SchedulerHost")
 
     def freshness(self, *, now: datetime | None = None) -> list[dict]:
-        """Each enabled schedule with a freshness objective: age, objective, breached (as `manage.py freshness --json`)."""
+        """Each enabled schedule with a freshness objective: age, objective, breached (as `manage.py freshness
+        --json`)."""
         return [row.as_dict() for row in freshness_status(now=now or timezone.now())]
 
     def next_fires(self, schedule: Any, count: int = 5, *, after: datetime | None = None) -> list[datetime]:

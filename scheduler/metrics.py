@@ -190,7 +190,9 @@ class SchedulerCollector(Collector):
         yield gauge
 
         gauge = GaugeMetricFamily(
-            "etl_team_active_runs", "Queued, waiting and running runs of each team's schedules.", labels=["team", "status"]
+            "etl_team_active_runs",
+            "Queued, waiting and running runs of each team's schedules.",
+            labels=["team", "status"],
         )
         counts: Counter = Counter()
         for _wc, schedule_id, status, n, _stopping in active:

@@ -149,8 +149,11 @@ def backfills_with_failed_windows(team_ids=None):
 def late_schedules(team_ids=None):
     """Schedules whose data is older than their freshness objective (governance stored the breach)."""
 
-    return list(owned_by(Schedule.objects.filter(freshness_breached_at__isnull=False), team_ids, "owner_id").order_by("freshness_breached_at", "name")
-                [:ATTENTION_LIMIT])
+    return list(
+        owned_by(Schedule.objects.filter(freshness_breached_at__isnull=False), team_ids, "owner_id").order_by(
+            "freshness_breached_at", "name"
+        )[:ATTENTION_LIMIT]
+    )
 
 
 MISSED_DEADLINE_SHOWN = timedelta(days=1)

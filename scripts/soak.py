@@ -89,11 +89,20 @@ def main() -> int:
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="etl-soak-"))
-    env = {**os.environ, "ETL_VAR_DIR": str(scratch), "ETL_PIPELINE_MODULES": "scheduler.pipelines.demo,tests.reliability.pipelines",
-           "ETL_GOVERNANCE_INTERVAL": "5", "ETL_STUCK_SECONDS": "30", "ETL_HEARTBEAT_SECONDS": "2"}
+    env = {
+        **os.environ,
+        "ETL_VAR_DIR": str(scratch),
+        "ETL_PIPELINE_MODULES": "scheduler.pipelines.demo,tests.reliability.pipelines",
+        "ETL_GOVERNANCE_INTERVAL": "5",
+        "ETL_STUCK_SECONDS": "30",
+        "ETL_HEARTBEAT_SECONDS": "2",
+    }
     if args.postgres:
-        subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-c", "DROP DATABASE IF EXISTS etl_soak"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-c", "DROP DATABASE IF EXISTS etl_soak"],
+            check=True,
+            capture_output=True,
+        )
         subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-c", "CREATE DATABASE etl_soak"],
                        check=True, capture_output=True)
         env["DATABASE_URL"] = "postgres://postgres@127.0.0.1:5432/etl_soak"
@@ -178,7 +187,9 @@ def main() -> int:
     by_status = dict(Run.objects.values_list("status").annotate(n=Count("id")))
     duplicates = Run.objects.values("schedule", "trigger_key").annotate(n=Count("id")).filter(n__gt=1).count()
     stuck = Run.objects.filter(status=RunStatus.RUNNING).count()
-    unexplained = Run.objects.filter(status__in=[RunStatus.FAILED, RunStatus.BLOCKED, RunStatus.SKIPPED], reason="").count()
+    unexplained = Run.objects.filter(
+        status__in=[RunStatus.FAILED, RunStatus.BLOCKED, RunStatus.SKIPPED], reason=""
+    ).count()
     history = max_running_from_history(Run)
     peak = {c: max(max_running.get(c, 0), history.get(c, 0)) for c in set(max_running) | set(history)}
     over_limit = {str(c): n for c, n in peak.items() if n > limits.get(c, 0)}

@@ -70,7 +70,9 @@ def _flush_postgresql_by_delete() -> None:
 def _migration_data(request):
     """Tests that use the database always see the data the migrations create."""
     params = getattr(getattr(request.node, "callspec", None), "params", {})
-    wanted = {"db", "transactional_db", "live_server"} - set(params)  # a parametrize argument named db is not the fixture
+    wanted = {"db", "transactional_db", "live_server"} - set(
+        params
+    )  # a parametrize argument named db is not the fixture
     if request.node.get_closest_marker("django_db") or wanted & set(request.fixturenames):
         request.getfixturevalue("transactional_db" if _is_transactional(request) else "db")
         restore_migration_data()

@@ -63,8 +63,14 @@ def test_settings_keep_the_throughput_and_safety_defaults():
 
 
 def test_production_settings_pass_the_deploy_checks():
-    env = {"SECRET_KEY": "x" * 20 + "-production-secret-0123456789abcdef", "HTTPS": "true", "SECURE_SSL_REDIRECT": "true",
-           "SECURE_HSTS_SECONDS": "31536000", "DEBUG": "false", "ALLOWED_HOSTS": "etl.example.com"}
+    env = {
+        "SECRET_KEY": "x" * 20 + "-production-secret-0123456789abcdef",
+        "HTTPS": "true",
+        "SECURE_SSL_REDIRECT": "true",
+        "SECURE_HSTS_SECONDS": "31536000",
+        "DEBUG": "false",
+        "ALLOWED_HOSTS": "etl.example.com",
+    }
     full = {k: v for k, v in os.environ.items() if k not in DROP}
     full.update(env)
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT,
@@ -81,10 +87,19 @@ def test_https_alone_makes_check_deploy_clean():
                             env=full, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr + result.stdout
     shown = subprocess.run(
-        [sys.executable, "-c", "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'etlsite.settings'); "
-         "django.setup(); from django.conf import settings as s; "
-         "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS)"],
-        cwd=ROOT, env=full, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-c",
+            "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'etlsite.settings'); "
+            "django.setup(); from django.conf import settings as s; "
+            "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS)",
+        ],
+        cwd=ROOT,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.stdout.split() == ["True", "True", "True", "31536000"], shown.stderr
 
 

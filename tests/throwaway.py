@@ -116,7 +116,9 @@ class ThrowawayPostgres:
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.dir)
         if result.returncode != 0:
             tail = self.log.read_text()[-2000:] if self.log.exists() else ""
-            raise RuntimeError(f"{' '.join(args[:2])} failed ({result.returncode}): {result.stderr}{result.stdout}\n{tail}")
+            raise RuntimeError(
+                f"{' '.join(args[:2])} failed ({result.returncode}): {result.stderr}{result.stdout}\n{tail}"
+            )
         return result
 
     def start(self) -> ThrowawayPostgres:

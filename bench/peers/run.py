@@ -118,8 +118,12 @@ def version(tool: str) -> str:
         return "this repository"
     dist = {"airflow": "apache-airflow"}.get(tool, tool)
     try:
-        return subprocess.run([str(python_for(tool)), "-c", f"import importlib.metadata as m; print(m.version('{dist}'))"],
-                              capture_output=True, text=True, timeout=60).stdout.strip()
+        return subprocess.run(
+            [str(python_for(tool)), "-c", f"import importlib.metadata as m; print(m.version('{dist}'))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.strip()
     except Exception:
         return "?"
 

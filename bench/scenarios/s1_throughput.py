@@ -101,8 +101,13 @@ def _phase(url: str, n: int, *, raw: bool, tmp: Path, extra: dict) -> dict:
             wait_until(lambda: len(_finishes(done)) >= 1, timeout=120, what="the warm-up task", poll=0.05,
                        log_path=log)
             warm = 1
-            producer = subprocess.Popen([sys.executable, "-c", PRODUCER, str(n)], cwd=Path(__file__).resolve().parents[2],
-                                        env=child_env(url, **extra), stdout=subprocess.PIPE, text=True)
+            producer = subprocess.Popen(
+                [sys.executable, "-c", PRODUCER, str(n)],
+                cwd=Path(__file__).resolve().parents[2],
+                env=child_env(url, **extra),
+                stdout=subprocess.PIPE,
+                text=True,
+            )
         wait_until(lambda: len(_finishes(done)) >= n + warm, timeout=max(120, n / 10), what=f"{n} finished tasks",
                    poll=0.2, log_path=log)
         if raw:

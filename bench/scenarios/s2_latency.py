@@ -87,7 +87,13 @@ def run(url: str, manual: int = 40, cron_seconds: int = 30, db: str = "-", extra
         "queued->admitted": [(r.admitted_at - r.queued_at).total_seconds() * 1000 for r in manual_runs],
         "admitted->started": [(r.started_at - r.admitted_at).total_seconds() * 1000 for r in manual_runs],
     }
-    result.details = {"cron_split_ms": split, "manual_split_ms": manual_split, "manual_ms": manual_ms, "cron_ms": cron_ms, "cron_fire_to_queued_ms": cron_queue_ms}
+    result.details = {
+        "cron_split_ms": split,
+        "manual_split_ms": manual_split,
+        "manual_ms": manual_ms,
+        "cron_ms": cron_ms,
+        "cron_fire_to_queued_ms": cron_queue_ms,
+    }
     for label, values in (("manual trigger", manual_ms), ("cron fire", cron_ms)):
         p50, p95 = pct(values, 50), pct(values, 95)
         result.add(f"{label}: p50 ({len(values)} runs)", p50, "ms", "<= 100 ms", p50 <= 100)

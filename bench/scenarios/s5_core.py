@@ -60,7 +60,9 @@ def run(nodes: int = 100_000, repeat: int = 3, profile: bool = False) -> Result:
                 with maybe_profile(f"s5-{shape}-{n}", True):  # an extra, untimed call
                     topo_and_gate(*g, failed)
             t = median(times)
-            assert blocked == n - len(failed), f"{shape}: every node below the failed root must be blocked, got {blocked}"
+            assert blocked == n - len(failed), (
+                f"{shape}: every node below the failed root must be blocked, got {blocked}"
+            )
             per_node[n] = t / n
             result.details[f"{shape}_{n}_s"] = t
         t_big = result.details[f"{shape}_{nodes}_s"]

@@ -69,7 +69,10 @@ def seed(n: int) -> dict:
                 f"INSERT INTO scheduler_run ({COLUMNS}) SELECT {first} + x % 100, 'b:' || x, {kind}, '{{}}', 5, {wc.pk},"
                 f" {status}, 1, 1, '', '', 0, '', {ts}, {ts}, {ts} + INTERVAL '1 second', {ts} + INTERVAL '3 seconds',"
                 f" {ts} + INTERVAL '3 seconds', 'bench@host:1', 'tok', '', {reason}, 'bench'"
-                f" FROM generate_series(1, ".replace("%", "%%") + "%s) AS x", [n])
+                f" FROM generate_series(1, ".replace("%", "%%")
+                + "%s) AS x",
+                [n],
+            )
             cur.execute("ANALYZE scheduler_run")
         else:
             def ts(offset: int) -> str:
@@ -78,7 +81,9 @@ def seed(n: int) -> dict:
                 f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %s)"
                 f" INSERT INTO scheduler_run ({COLUMNS}) SELECT {first} + x % 100, 'b:' || x, {kind}, '{{}}', 5, {wc.pk},"
                 f" {status}, 1, 1, '', '', 0, '', {ts(0)}, {ts(0)}, {ts(1)}, {ts(3)}, {ts(3)}, 'bench@host:1', 'tok', '',"
-                f" {reason}, 'bench' FROM c", [n])
+                f" {reason}, 'bench' FROM c",
+                [n],
+            )
             cur.execute("ANALYZE")
     seeded = time.perf_counter() - t0
     schedule = Schedule.objects.get(name="dash-007")
@@ -93,7 +98,9 @@ def seed(n: int) -> dict:
                                 status=RunStatus.SUCCEEDED, queued_at=NOW, started_at=NOW, finished_at=NOW,
                                 rows_loaded=200, report=report)
     failed = list(Run.objects.filter(status=RunStatus.FAILED).order_by("-id").values_list("id", flat=True)[:2451])
-    by_schedule = list(Run.objects.filter(schedule__name="dash-042").order_by("-id").values_list("id", flat=True)[:2451])
+    by_schedule = list(
+        Run.objects.filter(schedule__name="dash-042").order_by("-id").values_list("id", flat=True)[:2451]
+    )
     return {"seed_s": seeded, "detail_id": detail.pk, "failed_page50_before": failed[-1],
             "schedule_page50_before": by_schedule[-1]}
 

@@ -125,7 +125,8 @@ class ScheduleFields(Strict):
     retention_days: int | None = Field(
         default=None, description="Days its finished runs and alert deliveries are kept; null: the settings' default.")
     alert_channels: list[str] | str = Field(
-        default=None, description="Apprise URLs (a list, or one per line); a masked URL sent back keeps the stored one.")
+        default=None, description="Apprise URLs (a list, or one per line); a masked URL sent back keeps the stored one."
+    )
     reason: str = Field(default="", description="Why; kept in the audit log.")
 
 

@@ -34,7 +34,8 @@ from .dag import (
 from .errors import ConfigError, CycleError, EtlError, LoadError, PermanentError
 from .executor import Executor, RunReport
 from .freshness import Freshness, freshness
-from .lineage import LineageDataset, file_dataset, postgres_dataset, sql_url_dataset, sqlite_dataset
+from .lineage import (LineageDataset, file_dataset, postgres_dataset, sql_url_dataset,  # noqa: F401  re-exported
+                      sqlite_dataset)
 from .ledger import Ledger, MemoryLedger, Outcome, RunRecord
 from .overlap import ActiveRun, Fire, OverlapDecision, decide_catchup, decide_overlap
 from .pipeline import IdentityTransform, Pipeline, PipelineResult, Sink, Source, StreamsFrom, Transform

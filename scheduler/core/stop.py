@@ -146,6 +146,18 @@ def activate(token: StopToken) -> Iterator[StopToken]:
 
 
 __all__ = [
-    "CANCEL", "CANCEL_OTHER", "FENCE", "SHUTDOWN", "RunStopped", "STOP_KINDS", "StopRequest", "StopToken", "TERMINATE", "TIMEOUT",
-    "activate", "cancelled", "check", "current",
+    "CANCEL",
+    "CANCEL_OTHER",
+    "FENCE",
+    "SHUTDOWN",
+    "RunStopped",
+    "STOP_KINDS",
+    "StopRequest",
+    "StopToken",
+    "TERMINATE",
+    "TIMEOUT",
+    "activate",
+    "cancelled",
+    "check",
+    "current",
 ]

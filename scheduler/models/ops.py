@@ -67,7 +67,9 @@ class Alert(models.Model):
 
     kind = models.CharField(max_length=32, choices=AlertKind.choices)
     incident_key = models.CharField(max_length=200, unique=True)
-    schedule = models.ForeignKey("scheduler.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts")
+    schedule = models.ForeignKey(
+        "scheduler.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts"
+    )
     run = models.ForeignKey("scheduler.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     message = MaskedTextField()
     channels = models.JSONField(default=list, blank=True)

@@ -66,7 +66,9 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_id = models.CharField(max_length=200, blank=True, help_text="cluster/process that runs it.")
-    dispatch_token = models.CharField(max_length=64, blank=True, help_text="Matches the broker message; stale ones are ignored.")
+    dispatch_token = models.CharField(
+        max_length=64, blank=True, help_text="Matches the broker message; stale ones are ignored."
+    )
     error = MaskedTextField(blank=True)
     reason = MaskedCharField(max_length=500, blank=True, help_text="Why blocked, skipped, waiting or failed.")
     blocked_by = models.ForeignKey(
@@ -74,7 +76,9 @@ class Run(models.Model):
         help_text="The upstream or breaker owner that caused a block.",
     )
     triggered_by = models.CharField(max_length=150, blank=True, help_text="Who or what triggered it.")
-    backfill = models.ForeignKey("scheduler.Backfill", null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    backfill = models.ForeignKey(
+        "scheduler.Backfill", null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
     event = models.ForeignKey("scheduler.Event", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     report = MaskedJSONField(null=True, blank=True, help_text="Workflow RunReport (records, skipped, blocked).")
     rerun_of = models.ForeignKey(
@@ -87,7 +91,9 @@ class Run(models.Model):
     )
     stop_kind = models.CharField(max_length=16, choices=StopKind.choices, blank=True, help_text="Why it must stop.")
     stop_reason = MaskedCharField(max_length=300, blank=True, help_text="The stop request's reason, as asked.")
-    exit_code = models.IntegerField(null=True, blank=True, help_text="A command run's exit status (-N: killed by signal N).")
+    exit_code = models.IntegerField(
+        null=True, blank=True, help_text="A command run's exit status (-N: killed by signal N)."
+    )
     deadline_missed_at = models.DateTimeField(
         null=True, blank=True, help_text="When governance found the run not SUCCEEDED past its schedule's deadline."
     )

@@ -1,14 +1,23 @@
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from scheduler.models.choices import BreakerStatus, CatchupPolicy, Condition, FreshnessMeasure, OverlapPolicy, TargetKind
+from scheduler.models.choices import (
+    BreakerStatus,
+    CatchupPolicy,
+    Condition,
+    FreshnessMeasure,
+    OverlapPolicy,
+    TargetKind,
+)
 from scheduler.models.team import Team
 
 
 class Schedule(models.Model):
     """What to run, when, over which data window, and under which guards."""
 
-    name = models.SlugField(max_length=100, unique=True, help_text="Unique id of the schedule (letters, digits, - and _).")
+    name = models.SlugField(
+        max_length=100, unique=True, help_text="Unique id of the schedule (letters, digits, - and _)."
+    )
     description = models.CharField(max_length=300, blank=True, help_text="What this schedule is for.")
     target_kind = models.CharField(
         max_length=16, choices=TargetKind.choices, default=TargetKind.PIPELINE,
@@ -57,7 +66,7 @@ class Schedule(models.Model):
         default="manual",
         help_text="Trigger plugin id: cron, interval, event, webhook, manual, upstream or a third-party plugin.",
     )
-    trigger_config = models.JSONField(default=dict, blank=True, help_text="Plugin config, e.g. {\"cron\": \"0 * * * *\"}.")
+    trigger_config = models.JSONField(default=dict, blank=True, help_text='Plugin config, e.g. {"cron": "0 * * * *"}.')
     timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone for cron triggers.")
     catchup = models.CharField(
         max_length=8, choices=CatchupPolicy.choices, default=CatchupPolicy.LATEST,
@@ -69,7 +78,9 @@ class Schedule(models.Model):
         help_text="A cron or interval fire while a run is active: skip, buffer_one, buffer_all, cancel_other, "
                   "terminate_other, allow_all. Empty: skip for watermarked schedules, allow_all otherwise.",
     )
-    next_fire_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="Next due time (time triggers).")
+    next_fire_at = models.DateTimeField(
+        null=True, blank=True, db_index=True, help_text="Next due time (time triggers)."
+    )
     last_fire_at = models.DateTimeField(null=True, blank=True, help_text="Last fire time (time triggers).")
     webhook_secret = models.CharField(max_length=128, blank=True, help_text="HMAC secret for webhook triggers.")
 
@@ -114,7 +125,12 @@ class Schedule(models.Model):
         null=True, blank=True, help_text="Cooldown in force (doubles on a failed test run)."
     )
     breaker_trial_run = models.ForeignKey(
-        "scheduler.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="Half-open test run."
+        "scheduler.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Half-open test run.",
     )
 
     # --- rate limit, freshness, retries -----------------------------------
@@ -133,12 +149,18 @@ class Schedule(models.Model):
     freshness_breached_at = models.DateTimeField(
         null=True, blank=True, help_text="Since when the freshness objective is breached (empty: fresh)."
     )
-    retry_max_attempts = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1)], help_text="Attempts per run.")
-    retry_initial_delay = models.FloatField(default=1.0, validators=[MinValueValidator(0)], help_text="Seconds before the first retry.")
+    retry_max_attempts = models.PositiveIntegerField(
+        default=3, validators=[MinValueValidator(1)], help_text="Attempts per run."
+    )
+    retry_initial_delay = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0)], help_text="Seconds before the first retry."
+    )
     retry_backoff = models.FloatField(default=2.0, validators=[MinValueValidator(1)], help_text="Delay multiplier.")
     retry_max_delay = models.FloatField(default=60.0, validators=[MinValueValidator(0)], help_text="Cap on the delay.")
     retry_jitter = models.FloatField(
-        default=0.0, validators=[MinValueValidator(0), MaxValueValidator(1)], help_text="Random fraction added to delays."
+        default=0.0,
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
+        help_text="Random fraction added to delays.",
     )
 
     # --- retention ---------------------------------------------------------
@@ -153,8 +175,9 @@ class Schedule(models.Model):
 
     # --- alerts ------------------------------------------------------------
     alert_channels = models.TextField(
-        blank=True, help_text="Apprise URLs that hear about this schedule's alerts, one per line "
-                              "(mailto://, slack://, workflows://, ntfy://, json://, etlhooks://; see docs/notifications.md).",
+        blank=True,
+        help_text="Apprise URLs that hear about this schedule's alerts, one per line "
+        "(mailto://, slack://, workflows://, ntfy://, json://, etlhooks://; see docs/notifications.md).",
     )
 
     created_at = models.DateTimeField(auto_now_add=True)

@@ -12,8 +12,9 @@ class Team(models.Model):
         help_text="Users who act on this team's schedules (their group still decides what they may do).",
     )
     alert_channels = models.TextField(
-        blank=True, help_text="Apprise URLs paged for this team's schedules, one per line "
-                              "(mailto://, slack://, workflows://, ntfy://, json://, etlhooks://; see docs/notifications.md).",
+        blank=True,
+        help_text="Apprise URLs paged for this team's schedules, one per line "
+        "(mailto://, slack://, workflows://, ntfy://, json://, etlhooks://; see docs/notifications.md).",
     )
     alert_webhook_secret = models.CharField(
         max_length=128, blank=True, help_text="HMAC secret that signs this team's etlhook(s):// alerts (generated)."
@@ -33,5 +34,7 @@ class Team(models.Model):
         name = getattr(settings, "ETL_DEFAULT_TEAM", "default")
         found = cls.objects.filter(name=name).values_list("pk", flat=True).first()
         if found is None:
-            found = cls.objects.get_or_create(name=name, defaults={"description": "Owner of unassigned schedules"})[0].pk
+            found = cls.objects.get_or_create(name=name, defaults={"description": "Owner of unassigned schedules"})[
+                0
+            ].pk
         return found

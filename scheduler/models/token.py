@@ -17,7 +17,9 @@ class ApiToken(models.Model):
     )
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True, help_text="After this the token is refused; empty: never.")
-    revoked_at = models.DateTimeField(null=True, blank=True, help_text="When it was revoked; a revoked token is refused.")
+    revoked_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it was revoked; a revoked token is refused."
+    )
     last_used_at = models.DateTimeField(null=True, blank=True, help_text="Last request made with it (to the minute).")
 
     class Meta:

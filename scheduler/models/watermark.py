@@ -6,10 +6,14 @@ from scheduler.models.choices import WatermarkChange
 class WatermarkState(models.Model):
     """The high-water mark a schedule has loaded up to."""
 
-    schedule = models.OneToOneField("scheduler.Schedule", on_delete=models.CASCADE, related_name="watermark", primary_key=True)
+    schedule = models.OneToOneField(
+        "scheduler.Schedule", on_delete=models.CASCADE, related_name="watermark", primary_key=True
+    )
     value = models.CharField(max_length=64, blank=True, help_text="ISO datetime or integer; empty = not loaded yet.")
     updated_at = models.DateTimeField(null=True, blank=True)
-    updated_by_run = models.ForeignKey("scheduler.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    updated_by_run = models.ForeignKey(
+        "scheduler.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     def __str__(self) -> str:
         return f"{self.schedule_id}: {self.value or '(initial)'}"

@@ -37,7 +37,9 @@ class TriggerPlugin:
         """The next `count` fire instants strictly after `after` (aware UTC); [] when not time based."""
         return []
 
-    def latest_fires(self, config: dict, *, timezone: str, after: datetime, now: datetime, count: int) -> list[datetime]:
+    def latest_fires(
+        self, config: dict, *, timezone: str, after: datetime, now: datetime, count: int
+    ) -> list[datetime]:
         """At most the `count` most recent fires in (after, now], oldest first.
 
         After a long downtime the fires between `after` and `now` can be
@@ -55,7 +57,9 @@ class TriggerPlugin:
                 return fires
             span *= 2
 
-    def _fires_between(self, config: dict, *, timezone: str, after: datetime, until: datetime, keep: int) -> list[datetime]:
+    def _fires_between(
+        self, config: dict, *, timezone: str, after: datetime, until: datetime, keep: int
+    ) -> list[datetime]:
         kept: list[datetime] = []
         cursor = after
         # a due schedule usually has one fire in the window: start small and
@@ -74,7 +78,9 @@ class TriggerPlugin:
 def require_keys(config: dict, allowed: set[str], required: set[str] = frozenset()) -> None:
     unknown = sorted(set(config) - allowed)
     if unknown:
-        raise ConfigError(f"trigger_config.{unknown[0]}", f"unknown key (allowed: {', '.join(sorted(allowed)) or 'none'})")
+        raise ConfigError(
+            f"trigger_config.{unknown[0]}", f"unknown key (allowed: {', '.join(sorted(allowed)) or 'none'})"
+        )
     for key in sorted(required):
         if key not in config or config[key] in (None, ""):
             raise ConfigError(f"trigger_config.{key}", "is required")

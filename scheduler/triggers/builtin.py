@@ -129,8 +129,12 @@ TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 def validate_topic(topic, *, field: str = "topic") -> str:
     """A topic is part of the URL /api/events/<topic>: letters, digits, '.', '_', ':' and '-'."""
     if not isinstance(topic, str) or not TOPIC_RE.match(topic.strip()):
-        raise ConfigError(field, "must be 1-200 letters, digits, '.', '_', ':' or '-', starting with a letter or digit, "
-                                 f"got {topic!r}"[:300])
+        raise ConfigError(
+            field,
+            f"must be 1-200 letters, digits, '.', '_', ':' or '-', starting with a letter or digit, got {topic!r}"[
+                :300
+            ],
+        )
     return topic.strip()
 
 

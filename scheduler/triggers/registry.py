@@ -31,7 +31,9 @@ def register_trigger(plugin: TriggerPlugin | type[TriggerPlugin], *, replace: bo
         raise ConfigError("trigger_kind", f"{plugin!r} is not a TriggerPlugin")
     # 16 characters: the id is stored in Run.trigger_kind of the runs it fires
     if not isinstance(instance.id, str) or not ID_RE.match(instance.id):
-        raise ConfigError("trigger_kind", f"a trigger plugin id must be 1-16 lowercase letters, digits or '_', got {instance.id!r}")
+        raise ConfigError(
+            "trigger_kind", f"a trigger plugin id must be 1-16 lowercase letters, digits or '_', got {instance.id!r}"
+        )
     if instance.id in {cls.id for cls in BUILTINS} and replace:
         raise ConfigError("trigger_kind", f"cannot replace built-in trigger '{instance.id}'")
     if instance.id in _plugins and not replace:

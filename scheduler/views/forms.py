@@ -57,7 +57,9 @@ class RunFilterForm(forms.Form):
 
     def filters(self) -> dict:
         """Cleaned values ready for run_reads.run_filters_apply; invalid fields are left out."""
-        data = {k: v for k, v in getattr(self, "cleaned_data", {}).items() if v not in (None, "") and k not in self.errors}
+        data = {
+            k: v for k, v in getattr(self, "cleaned_data", {}).items() if v not in (None, "") and k not in self.errors
+        }
         if "since" in data:
             data["since"] = _day_start(data["since"])
         if "until" in data:

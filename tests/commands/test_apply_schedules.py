@@ -89,9 +89,16 @@ def test_an_invalid_file_exits_2_names_entry_and_field_and_changes_nothing(sched
     data = json.loads(out.getvalue())
     assert data["ok"] is False
     assert data["errors"] == [
-        {"entry": "schedules[0] (orders_sync)", "field": "priority", "problem": "must be a whole number from 0 to 9, got 12"},
-        {"entry": "schedules[0] (orders_sync)", "field": "trigger_config.cron",
-         "problem": "cron: expected 5 fields (minute hour day month weekday) or 6 with seconds last, got 4"},
+        {
+            "entry": "schedules[0] (orders_sync)",
+            "field": "priority",
+            "problem": "must be a whole number from 0 to 9, got 12",
+        },
+        {
+            "entry": "schedules[0] (orders_sync)",
+            "field": "trigger_config.cron",
+            "problem": "cron: expected 5 fields (minute hour day month weekday) or 6 with seconds last, got 4",
+        },
     ]
     assert not Schedule.objects.exists()
 

@@ -62,7 +62,10 @@ def test_rotate_secret_prints_a_new_secret_once(db):
         (["create", "bad name"], "name: must be 1-100 letters"),
         (["create", "ml", "--channel", "slak://nobody"], "alert_channels: 'slak://nobody' is not a URL Apprise"),
         (["create", "ml", "--webhook-url", "file:///etc/passwd"], "webhook_url: must be an http:// or https:// URL"),
-        (["create", "ml", "--channel", "json://127.0.0.1/x"], "alert_channels: json://127.0.0.1/x: points at 127.0.0.1"),
+        (
+            ["create", "ml", "--channel", "json://127.0.0.1/x"],
+            "alert_channels: json://127.0.0.1/x: points at 127.0.0.1",
+        ),
         (["show", "nope"], "unknown team 'nope'"),
         (["add-member", "default", "ghost"], "unknown user 'ghost'"),
         (["assign", "default", "nope"], "unknown schedule 'nope'"),

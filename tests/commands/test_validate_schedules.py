@@ -39,7 +39,9 @@ def test_it_lists_every_cycle_unknown_target_and_invalid_config_and_exits_1(make
     assert sorted(data["cycles"]) == ["a -> b -> c -> a", "x -> y -> x"]
     problems = {p["schedule"]: p for p in data["problems"]}
     assert set(problems) == {"orphan", "zoned"}
-    assert problems["orphan"]["field"] == "target_id" and "unknown pipeline 'test.gone'" in problems["orphan"]["problem"]
+    assert (
+        problems["orphan"]["field"] == "target_id" and "unknown pipeline 'test.gone'" in problems["orphan"]["problem"]
+    )
     assert problems["zoned"]["field"] == "timezone"
     del b
 

@@ -47,7 +47,9 @@ def test_aliases_expand_to_five_fields():
     assert validate_cron("@hourly") == "0 * * * *"
 
 
-@pytest.mark.parametrize("expression", ["", "   ", "* * *", "0 0 * * * 0 2024", "61 * * * *", "a b c d e", "0 0 31 2 *"])
+@pytest.mark.parametrize(
+    "expression", ["", "   ", "* * *", "0 0 * * * 0 2024", "61 * * * *", "a b c d e", "0 0 31 2 *"]
+)
 def test_bad_cron_raises_config_error_naming_the_field(expression):
     with pytest.raises(ConfigError) as info:
         validate_cron(expression)

@@ -21,7 +21,9 @@ def test_last_success_age_against_the_objective():
 
 
 def test_exactly_at_the_objective_is_still_fresh():
-    assert not freshness("last_success", now=NOW, objective=HOUR, last_success=NOW - HOUR, mark=None, since=NOW).breached
+    assert not freshness(
+        "last_success", now=NOW, objective=HOUR, last_success=NOW - HOUR, mark=None, since=NOW
+    ).breached
 
 
 def test_watermark_lag_is_measured_from_the_mark():
@@ -36,6 +38,8 @@ def test_before_any_success_the_age_counts_from_since():
 
 
 def test_a_point_in_the_future_is_age_zero_and_an_unknown_measure_is_an_error():
-    assert freshness("watermark", now=NOW, objective=HOUR, last_success=None, mark=NOW + HOUR, since=NOW).age == timedelta(0)
+    assert freshness(
+        "watermark", now=NOW, objective=HOUR, last_success=None, mark=NOW + HOUR, since=NOW
+    ).age == timedelta(0)
     with pytest.raises(ValueError):
         freshness("rows", now=NOW, objective=HOUR, last_success=None, mark=None, since=NOW)

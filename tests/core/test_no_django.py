@@ -41,9 +41,14 @@ def test_no_core_module_imports_django_or_the_rest_of_the_app():
 
 
 def test_importing_the_core_does_not_load_django():
-    code = "import sys, scheduler.core; assert 'django' not in sys.modules, sorted(m for m in sys.modules if m.startswith('django'))"
+    code = ("import sys, scheduler.core; "
+            "assert 'django' not in sys.modules, sorted(m for m in sys.modules if m.startswith('django'))")
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO))
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
     )
     assert result.returncode == 0, result.stderr
 

@@ -34,7 +34,9 @@ def test_buffer_one_queues_one_behind_the_active_run_and_skips_more():
     decision = decide_overlap("buffer_one", RUNNING, T)
     assert kinds(decision) == ["run", "skip", "skip"]
     assert decision.fires[1].skip_reason == (
-        "overlap policy buffer_one: run 7 is still RUNNING and the run for 2026-03-02 12:00:00 UTC already waits its turn")
+        "overlap policy buffer_one: run 7 is still RUNNING and the run for 2026-03-02 12:00:00 UTC already waits "
+        "its turn"
+    )
     assert kinds(decide_overlap("buffer_one", [ActiveRun(7, "RUNNING"), ActiveRun(8, "QUEUED")], T[:1])) == ["skip"]
 
 
@@ -68,8 +70,10 @@ def test_catch_up_none_runs_an_on_time_fire_and_records_a_missed_one_as_skipped(
     assert decide_catchup("none", T[-1:], now=T[-1] + timedelta(seconds=5), grace=GRACE)[0].skip_reason == ""
     [missed] = decide_catchup("none", T[-1:], now=T[-1] + timedelta(hours=2), grace=GRACE, first=T[0])
     assert missed.at == T[-1]
-    assert missed.skip_reason == ("catch-up policy none: the fire at 2026-03-02 12:10:00 UTC was missed (and every fire "
-                                  "since 2026-03-02 12:00:00 UTC); no run, the schedule goes on at its next fire")
+    assert missed.skip_reason == (
+        "catch-up policy none: the fire at 2026-03-02 12:10:00 UTC was missed (and every fire "
+        "since 2026-03-02 12:00:00 UTC); no run, the schedule goes on at its next fire"
+    )
 
 
 def test_terminate_other_is_cancel_other_without_the_grace():

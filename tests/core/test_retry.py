@@ -112,7 +112,9 @@ def test_errors_retry_if_refuses_are_raised_at_once():
     fn = Flaky(failures=5, exc=KeyError("not this one"))
     seen: list = []
     with pytest.raises(KeyError):
-        with_retry(RetryPolicy(max_attempts=5), fn, sleep=seen.append, retry_if=lambda exc: not isinstance(exc, KeyError))
+        with_retry(
+            RetryPolicy(max_attempts=5), fn, sleep=seen.append, retry_if=lambda exc: not isinstance(exc, KeyError)
+        )
     assert (fn.calls, seen) == (1, [])
     flaky = Flaky(failures=1)
     assert with_retry(RetryPolicy(max_attempts=5), flaky, sleep=seen.append, retry_if=lambda exc: True) == "ok"

@@ -323,7 +323,9 @@ def test_until_bounds_a_datetime_watermark_and_then_nothing_more_is_read():
 def test_until_bounds_an_integer_watermark_inclusively():
     config = int_config(initial=100, until=150)
     assert compute_window(config, WatermarkState(None), NOW) == Window(100, 150)
-    assert compute_window(int_config(initial=100, max_window=20, until=150), WatermarkState(140), NOW) == Window(140, 150)
+    assert compute_window(int_config(initial=100, max_window=20, until=150), WatermarkState(140), NOW) == Window(
+        140, 150
+    )
     assert compute_window(config, WatermarkState(150), NOW) is None
 
 

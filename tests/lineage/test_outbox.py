@@ -17,7 +17,12 @@ from scheduler.models import LineageEvent, LineageStatus, Run, RunStatus, Worklo
 from scheduler.services.cluster.batch import execute_runs
 from scheduler.services.runs.lost import runs_lost
 from scheduler.services.integrations.lineage import lineage_enabled, lineage_reset
-from scheduler.services.integrations.lineage_send import lineage_backoff, lineage_client_reset, lineage_drain, lineage_tick
+from scheduler.services.integrations.lineage_send import (
+    lineage_backoff,
+    lineage_client_reset,
+    lineage_drain,
+    lineage_tick,
+)
 from scheduler.services.runs.queue import run_trigger_manual
 from tests.lineage.conftest import outbox
 from tests.services.semantics_helpers import claim_then_go_silent, tick, tick_and_execute

@@ -12,7 +12,12 @@ from scheduler.host import SchedulerHost
 from scheduler.models import AuditEntry, Schedule, Team
 from scheduler.services.integrations.channels import mask_url
 from scheduler.services.common.errors import ServiceError
-from scheduler.services.definitions.schedule_files import UNCHANGED, ScheduleFileError, schedules_apply, schedules_export
+from scheduler.services.definitions.schedule_files import (
+    UNCHANGED,
+    ScheduleFileError,
+    schedules_apply,
+    schedules_export,
+)
 from scheduler.services.definitions.schedules import schedule_save
 from scheduler.services.access.teams import team_save
 from tests.views.test_admin import _form

@@ -35,8 +35,11 @@ def test_postgres_sink_upserts_many_rows_over_existing_ones(pg_table):
     rows = [{"id": i, "n": i * 2, "at": T0 + timedelta(seconds=i)} for i in range(1, 12_001)]  # 3 COPY batches
     assert sink.load(rows) == 12_000
     assert conn.execute(f'SELECT count(*), sum(n) FROM "{table}"').fetchone() == (12_001, 2 * 12_000 * 12_001 // 2 - 1)
-    assert conn.execute(f'SELECT n, at, extra FROM "{table}" WHERE id = 5').fetchone() == (10, T0 + timedelta(seconds=5),
-                                                                                          "kept")
+    assert conn.execute(f'SELECT n, at, extra FROM "{table}" WHERE id = 5').fetchone() == (
+        10,
+        T0 + timedelta(seconds=5),
+        "kept",
+    )
 
 
 def test_postgres_sink_stores_instants_whatever_the_session_time_zone(pg_table, monkeypatch):

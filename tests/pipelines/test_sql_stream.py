@@ -15,8 +15,10 @@ from scheduler.pipelines.sql import SqlSink, SqlSource
 from .conftest import PG_URL
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
-COLUMNS = ("id BIGINT PRIMARY KEY, at TIMESTAMPTZ, wall TIMESTAMP, day DATE, amount NUMERIC(8, 2), ratio DOUBLE PRECISION,"
-           " name TEXT, ok BOOLEAN, doc JSONB, raw BYTEA")
+COLUMNS = (
+    "id BIGINT PRIMARY KEY, at TIMESTAMPTZ, wall TIMESTAMP, day DATE, amount NUMERIC(8, 2), ratio DOUBLE PRECISION,"
+    " name TEXT, ok BOOLEAN, doc JSONB, raw BYTEA"
+)
 TRICKY = ["tab\there", "new\nline", "back\\slash", "quote'\"", "", None, "ünïcødé ✓", "\\N", "carriage\rreturn"]
 
 
@@ -97,8 +99,12 @@ def test_the_largest_integer_mark_comes_back_as_the_source_has_it(tables):
     result = Pipeline(source, None, NoRows(PG_URL, table=streamed, key="id"), watermark_column="id").run()
     assert (result.rows, result.max_value) == (15, 25)
     # a timestamp staged as timestamptz reads back as the source's own timestamp
-    wall = Pipeline(SqlSource(PG_URL, table=src, watermark_column="wall", window=Window(None, datetime(2024, 5, 1, 15))),
-                    None, NoRows(PG_URL, table=streamed, key="id"), watermark_column="wall").run()
+    wall = Pipeline(
+        SqlSource(PG_URL, table=src, watermark_column="wall", window=Window(None, datetime(2024, 5, 1, 15))),
+        None,
+        NoRows(PG_URL, table=streamed, key="id"),
+        watermark_column="wall",
+    ).run()
     assert (wall.rows, wall.max_value) == (5, datetime(2024, 5, 1, 14))
 
 
@@ -124,7 +130,9 @@ def test_a_key_without_a_unique_index_fails_as_the_upsert_does_and_loads_nothing
     assert rows_of(admin, sink) == []
     # the row path says the same
     with pytest.raises(EtlError, match="no unique or exclusion constraint"):
-        Pipeline(SqlSource(PG_URL, table=src, columns=["id", "name"]), None, RowPath(PG_URL, table=sink, key="id")).run()
+        Pipeline(
+            SqlSource(PG_URL, table=src, columns=["id", "name"]), None, RowPath(PG_URL, table=sink, key="id")
+        ).run()
 
 
 @pytest.mark.parametrize("case", ["no such table", "create", "other columns", "mark as text", "sqlite sink"])

@@ -12,7 +12,8 @@ def run(source, transform, sink=None, policy=None):
 
 
 def test_map_transform_returns_one_none_or_many_rows():
-    fn = lambda r: None if r["id"] == 2 else ([r, r] if r["id"] == 3 else {**r, "x": 1})
+    def fn(r):
+        return None if r["id"] == 2 else ([r, r] if r["id"] == 3 else {**r, "x": 1})
     rows = run(NoopSource(n=4), MapTransform(fn))
     assert rows == [{"id": 0, "x": 1}, {"id": 1, "x": 1}, {"id": 3}, {"id": 3}]
 

@@ -87,7 +87,9 @@ class CopyLoggedSink(SqlSink):
     def load(self, rows):
         count = super().load(rows)
         with psycopg.connect(self.db, autocommit=True) as conn:
-            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self.table}_loads" (run_id INTEGER, attempt INTEGER, n INTEGER)')
+            conn.execute(
+                f'CREATE TABLE IF NOT EXISTS "{self.table}_loads" (run_id INTEGER, attempt INTEGER, n INTEGER)'
+            )
             conn.execute(f'INSERT INTO "{self.table}_loads" VALUES (%s, %s, %s)', (self.run_id, self.attempt, count))
         return count
 
@@ -123,8 +125,12 @@ class StreamLoggedSink(SqlSink):
         streamed = super().stream_from(source, watermark_column=watermark_column)
         assert streamed is not None, "the rows were to stream"
         with psycopg.connect(self.db, autocommit=True) as conn:
-            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self.table}_loads" (run_id INTEGER, attempt INTEGER, n INTEGER)')
-            conn.execute(f'INSERT INTO "{self.table}_loads" VALUES (%s, %s, %s)', (self.run_id, self.attempt, streamed[0]))
+            conn.execute(
+                f'CREATE TABLE IF NOT EXISTS "{self.table}_loads" (run_id INTEGER, attempt INTEGER, n INTEGER)'
+            )
+            conn.execute(
+                f'INSERT INTO "{self.table}_loads" VALUES (%s, %s, %s)', (self.run_id, self.attempt, streamed[0])
+            )
         return streamed
 
 

@@ -130,9 +130,17 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
             for _ in range(4):
                 run_trigger_manual(schedule=burst, actor="tests")
             # kill c1 while one of its workers is inside a run
-            wait_until(lambda: (watch.sample() and Run.objects.filter(status=RunStatus.RUNNING, started_at__isnull=False,
-                                                                     worker_id__startswith="c1@").exists()),
-                       timeout=30, what=f"c1 to run something (cycle {cycle})", log_path=logs["c1"])
+            wait_until(
+                lambda: (
+                    watch.sample()
+                    and Run.objects.filter(
+                        status=RunStatus.RUNNING, started_at__isnull=False, worker_id__startswith="c1@"
+                    ).exists()
+                ),
+                timeout=30,
+                what=f"c1 to run something (cycle {cycle})",
+                log_path=logs["c1"],
+            )
             before = watch.sample()
             kills.append(time.time())
             kill_cluster(c1)
@@ -145,8 +153,12 @@ def test_killing_one_of_two_clusters_repeatedly_doubles_nothing_and_hands_the_le
             wait_until(lambda n=cycle + 2: logs["c1"].read_text().count("governance loop started") >= n, timeout=30,
                        what="c1 to come back", log_path=logs["c1"])
         Schedule.objects.filter(pk=every_second.pk).update(enabled=False)
-        wait_until(lambda: watch.sample() is not None and not Run.objects.filter(status__in=RunStatus.active()).exists(),
-                   timeout=45, what="every active run to finish", log_path=logs["c2"])
+        wait_until(
+            lambda: watch.sample() is not None and not Run.objects.filter(status__in=RunStatus.active()).exists(),
+            timeout=45,
+            what="every active run to finish",
+            log_path=logs["c2"],
+        )
     finally:
         for proc in (c1, c2):
             if proc is not None:

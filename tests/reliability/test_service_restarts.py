@@ -116,8 +116,12 @@ def test_a_redis_restart_with_tasks_queued_loses_and_doubles_nothing(servers, ma
         "ETL_RUN_BATCH_MAX": "2"})
     try:
         # admitted runs wait in Redis behind the single worker (four messages of two runs: the worker holds one)
-        wait_until(lambda: Run.objects.filter(pk__in=ids, status=RunStatus.RUNNING, started_at__isnull=True).count() >= 3,
-                   timeout=60, what="tasks queued in Redis", log_path=clog)
+        wait_until(
+            lambda: Run.objects.filter(pk__in=ids, status=RunStatus.RUNNING, started_at__isnull=True).count() >= 3,
+            timeout=60,
+            what="tasks queued in Redis",
+            log_path=clog,
+        )
         redis.restart()
         wait_until(lambda: _all_final(ids), timeout=120, what="every run to end", log_path=clog)
         assert proc.poll() is None, "the cluster died instead of recovering"

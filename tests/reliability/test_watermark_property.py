@@ -30,7 +30,9 @@ def _step(schedule, fault: str, now: datetime) -> None:
     FaultPlan.fault, FaultPlan.on_load = fault, None
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
     sent = []
-    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))):
+    with mock.patch(
+        "scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))
+    ):
         dispatch_tick(now=now, holder="prop")
     for run_id, token in sent:
         if fault == "lost_worker":

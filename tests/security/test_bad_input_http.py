@@ -1,4 +1,6 @@
-"""Hostile input over HTTP: webhooks, events, the dashboard's POST forms and the admin. 4xx, never 500, nothing changed."""
+"""Hostile input over HTTP: webhooks, events, the dashboard's POST forms and the admin. 4xx, never 500, nothing
+changed."""
+
 from __future__ import annotations
 
 import json

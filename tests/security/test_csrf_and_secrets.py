@@ -105,8 +105,12 @@ def test_an_alert_delivery_logs_no_secret(make_schedule, settings, caplog, now):
                              alert_channels="etlhook://127.0.0.1:9/alerts")
     run = run_trigger_manual(schedule=schedule, actor="tests", params={"fail": True}, now=now)
     sent = []
-    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))), \
-            mock.patch("scheduler.services.integrations.channels.WEBHOOK_WAIT", 0.0):
+    with (
+        mock.patch(
+            "scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda r, t: sent.append((r, t))
+        ),
+        mock.patch("scheduler.services.integrations.channels.WEBHOOK_WAIT", 0.0),
+    ):
         dispatch_tick(now=now, holder="tests")
         for run_id, token in sent:
             execute_run(run_id, token, clock=lambda: now)

@@ -83,7 +83,9 @@ def receiver():
 
 def _run_inline(now):
     sent = []
-    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
+    with mock.patch(
+        "scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))
+    ):
         dispatch_tick(now=now, holder="test")
     for run_id, token in sent:
         execute_run(run_id, token, clock=lambda: now)
@@ -181,7 +183,10 @@ def test_a_breaker_that_opens_alerts_once_per_opening(make_schedule, now, settin
     breaker = Alert.objects.get(kind=AlertKind.BREAKER_OPENED)
     assert breaker.incident_key == f"breaker_opened:{schedule.pk}:{schedule.breaker_opened_at.isoformat()}"
     assert "opened" in breaker.message
-    assert {m.subject.split(":")[0] for m in mail.outbox} == {"[etl] Run failed for good", "[etl] Circuit breaker opened"}
+    assert {m.subject.split(":")[0] for m in mail.outbox} == {
+        "[etl] Run failed for good",
+        "[etl] Circuit breaker opened",
+    }
 
 
 def test_a_dependency_timeout_is_its_own_kind_of_alert(make_schedule, now, settings):

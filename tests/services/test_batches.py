@@ -33,8 +33,10 @@ S = RunStatus
 
 
 def _queued(schedule, count, now):
-    runs = [run_build(schedule=schedule, trigger_kind="manual", trigger_key=f"m{i}", now=now + timedelta(microseconds=i))
-            for i in range(count)]
+    runs = [
+        run_build(schedule=schedule, trigger_kind="manual", trigger_key=f"m{i}", now=now + timedelta(microseconds=i))
+        for i in range(count)
+    ]
     Run.objects.bulk_create(runs)
     return list(Run.objects.filter(schedule=schedule).order_by("id"))
 
@@ -145,7 +147,9 @@ def test_a_batch_skips_a_run_cancelled_before_the_worker_took_it(make_schedule, 
     out = execute_runs(pairs, clock=lambda: now)
     assert out[pairs[2][0]] == "stale"
     assert [out[rid] for rid, _ in pairs if rid != pairs[2][0]] == [S.SUCCEEDED] * 3
-    assert execute_runs(pairs, clock=lambda: now) == {rid: "stale" for rid, _ in pairs}, "a second delivery runs nothing"
+    assert execute_runs(pairs, clock=lambda: now) == {rid: "stale" for rid, _ in pairs}, (
+        "a second delivery runs nothing"
+    )
 
 
 def test_one_runs_failing_completion_does_not_roll_back_another(make_schedule, now):
@@ -270,8 +274,12 @@ def test_a_batch_past_its_budget_sends_the_runs_it_did_not_begin_again(make_sche
     schedule = make_schedule("many")
     pairs = _admitted(schedule, 4, now)
     sent: list[tuple[int, str]] = []
-    with mock.patch("scheduler.services.admission.dispatch.enqueue_executions", side_effect=sent.extend), \
-            mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda *pair: sent.append(pair)):
+    with (
+        mock.patch("scheduler.services.admission.dispatch.enqueue_executions", side_effect=sent.extend),
+        mock.patch(
+            "scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda *pair: sent.append(pair)
+        ),
+    ):
         out = execute_runs(pairs, clock=lambda: now)
     assert out == {pairs[0][0]: S.SUCCEEDED, **{rid: "stale" for rid, _ in pairs[1:]}}
     assert sorted(sent) == sorted(pairs[1:]), "the rest are sent again, with the tokens they hold"

@@ -1,4 +1,6 @@
-"""Catching up: the worker that ran a capped window or a backfill window admits the next one and runs it (catchup.py)."""
+"""Catching up: the worker that ran a capped window or a backfill window admits the next one and runs it
+(catchup.py)."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
@@ -38,8 +40,11 @@ def catching_up(make_schedule):
 def _broker():
     """What goes to the broker instead of being run here."""
     sent: list = []
-    return sent, mock.patch.multiple("scheduler.services.admission.dispatch", enqueue_execution=lambda rid, tok: sent.append(rid),
-                                     enqueue_executions=lambda pairs: sent.extend(rid for rid, _ in pairs))
+    return sent, mock.patch.multiple(
+        "scheduler.services.admission.dispatch",
+        enqueue_execution=lambda rid, tok: sent.append(rid),
+        enqueue_executions=lambda pairs: sent.extend(rid for rid, _ in pairs),
+    )
 
 
 def _first_slice(schedule) -> tuple[int, Run, list]:

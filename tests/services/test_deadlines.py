@@ -163,7 +163,9 @@ def test_the_alert_goes_to_the_owning_team_not_the_global_channel(make_schedule,
     b = run_of(unowned, logical_time=now - HOUR)
     deadlines_check(now=now)
     ours, global_ = Alert.objects.get(run=a), Alert.objects.get(run=b)
-    assert ours.channels == [{"url": "mailto://analytics@example.com", "source": "team", "team": ours.schedule.owner_id}]
+    assert ours.channels == [
+        {"url": "mailto://analytics@example.com", "source": "team", "team": ours.schedule.owner_id}
+    ]
     assert global_.channels == [{"url": "mailto://ops@example.com", "source": "global"}]
     assert alerts.alert_deliver(ours.pk, now=now) == "SENT"
     assert [m.to for m in mail.outbox] == [["analytics@example.com"]]

@@ -36,7 +36,9 @@ def test_each_matching_schedule_gets_one_run_with_the_payload_as_params(subscrib
 
 
 def test_a_repeated_event_id_returns_the_stored_event_and_starts_nothing(subscribers, now):
-    first, runs = event_emit(topic="orders", payload={"status": "confirmed"}, event_id="o-2", source="t", actor="t", now=now)
+    first, runs = event_emit(
+        topic="orders", payload={"status": "confirmed"}, event_id="o-2", source="t", actor="t", now=now
+    )
     again, more = event_emit(topic="orders", payload={"status": "confirmed", "x": 1}, event_id="o-2", source="t",
                              actor="t", now=now)
     assert again.pk == first.pk and again.duplicate and not first.duplicate

@@ -16,11 +16,18 @@ S = RunStatus
 
 
 def _backlog(schedule, count, now):
-    Run.objects.bulk_create([
-        run_build(schedule=schedule, trigger_kind="cron", trigger_key=f"cron:{i}", logical_time=now - timedelta(minutes=count - i),
-                  now=now - timedelta(minutes=count - i))
-        for i in range(count)
-    ])
+    Run.objects.bulk_create(
+        [
+            run_build(
+                schedule=schedule,
+                trigger_kind="cron",
+                trigger_key=f"cron:{i}",
+                logical_time=now - timedelta(minutes=count - i),
+                now=now - timedelta(minutes=count - i),
+            )
+            for i in range(count)
+        ]
+    )
 
 
 def test_a_rate_limited_backlog_of_250_runs_does_not_hold_back_another_schedules_run(make_schedule, now):

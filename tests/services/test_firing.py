@@ -88,7 +88,9 @@ def test_new_york_both_transitions_run_once(make_schedule):
 def test_an_hourly_cron_neither_skips_nor_doubles_an_hour_across_fall_back(make_schedule):
     schedule = _cron(make_schedule, "hourly-berlin", "0 * * * *", tz="Europe/Berlin",
                      start=datetime(2026, 10, 24, 22, 30, tzinfo=UTC))
-    _tick_every(timedelta(minutes=20), datetime(2026, 10, 24, 22, 30, tzinfo=UTC), datetime(2026, 10, 25, 4, 10, tzinfo=UTC))
+    _tick_every(
+        timedelta(minutes=20), datetime(2026, 10, 24, 22, 30, tzinfo=UTC), datetime(2026, 10, 25, 4, 10, tzinfo=UTC)
+    )
     assert _fires(schedule) == [datetime(2026, 10, 24, 23, tzinfo=UTC) + timedelta(hours=h) for h in range(6)]
 
 
@@ -127,7 +129,9 @@ def test_a_fire_already_taken_by_another_dispatcher_creates_no_second_run(make_s
     schedule = _cron(make_schedule, "race", "0 * * * *", start=start)
     fire = datetime(2026, 3, 2, 12, tzinfo=UTC)
     # the other dispatcher inserted the run but this one read the row before it moved next_fire_at
-    run_enqueue(schedule=schedule, trigger_kind="cron", trigger_key=f"cron:{fire.isoformat()}", logical_time=fire, now=fire)
+    run_enqueue(
+        schedule=schedule, trigger_kind="cron", trigger_key=f"cron:{fire.isoformat()}", logical_time=fire, now=fire
+    )
     assert fire_due_schedules(now=fire) == 0
     assert Run.objects.filter(schedule=schedule).count() == 1
 

@@ -75,7 +75,10 @@ def test_an_admitted_run_no_worker_picked_up_is_sent_again_with_a_new_token(make
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
     (run_id, lost_token), = admit(now)  # the broker loses this message
     resent = []
-    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: resent.append((rid, tok))):
+    with mock.patch(
+        "scheduler.services.admission.dispatch.enqueue_execution",
+        side_effect=lambda rid, tok: resent.append((rid, tok)),
+    ):
         assert governance.stuck_runs(now=now + timedelta(seconds=61))["redispatched"] == [run_id]
     (same_id, new_token), = resent
     assert same_id == run_id and new_token != lost_token

@@ -153,7 +153,7 @@ def test_next_fires_refuses_a_manual_schedule_and_a_bad_count(host, make_schedul
 def test_rerun_from_failure_returns_the_new_run(host, make_schedule):
     from scheduler.models import TargetKind
 
-    schedule = make_schedule("wf", target_kind=TargetKind.WORKFLOW, target_id="demo.nightly")
+    make_schedule("wf", target_kind=TargetKind.WORKFLOW, target_id="demo.nightly")
     failed = Run.objects.get(pk=host.trigger_manual("wf"))
     Run.objects.filter(pk=failed.pk).update(status=RunStatus.FAILED)
     new_id = host.rerun_from_failure(failed.pk, actor="user:olivia", reason="fixed")

@@ -158,7 +158,9 @@ def _final_status_writes(source: str, label: str) -> list[str]:
 FINAL_WRITERS = {
     SERVICES / "runs" / "end.py": "the one owner of a run's end",
     SERVICES / "runs" / "lost.py": "a tick's lost runs in one statement, guarded by the same table (core/ends.py)",
-    SERVICES / "runs" / "downstream.py": "blocks the waiting dependents of a run that finish.py ended, in its transaction",
+    SERVICES
+    / "runs"
+    / "downstream.py": "blocks the waiting dependents of a run that finish.py ended, in its transaction",
 }
 
 

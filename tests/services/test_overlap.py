@@ -199,7 +199,9 @@ def test_a_watermarked_schedule_catching_up_runs_its_slices_back_to_back(make_sc
 
 
 def test_a_fire_during_the_slices_is_skipped_by_the_default_policy(make_schedule, counter, settings):
-    settings.ETL_CATCHUP_ON_WORKER = False  # the next slice waits for the dispatch loop (tests/services/test_catchup.py)
+    settings.ETL_CATCHUP_ON_WORKER = (
+        False  # the next slice waits for the dispatch loop (tests/services/test_catchup.py)
+    )
     schedule = hourly(make_schedule, "slices", START - timedelta(minutes=1), target_id="test.counting",
                       watermark_config={"type": "datetime", "column": "ts", "max_window": 86400,
                                         "initial": (START - timedelta(days=3)).isoformat()})

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _admit_and_execute(now):
     """Admit every queued run and execute it inline instead of through the broker."""
     sent = []
-    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
+    with mock.patch(
+        "scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))
+    ):
         dispatch_tick(now=now, holder="test")
     for run_id, token in sent:
         execute_run(run_id, token, clock=lambda: now)
@@ -79,7 +81,9 @@ def test_a_stale_broker_message_does_not_run_the_pipeline_twice(make_schedule, n
     schedule = make_schedule("noop")
     run_trigger_manual(schedule=schedule, actor="tests", now=now)
     sent = []
-    with mock.patch("scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))):
+    with mock.patch(
+        "scheduler.services.admission.dispatch.enqueue_execution", side_effect=lambda rid, tok: sent.append((rid, tok))
+    ):
         dispatch_tick(now=now, holder="test")
     (run_id, token), = sent
     assert execute_run(run_id, token, clock=lambda: now) == RunStatus.SUCCEEDED

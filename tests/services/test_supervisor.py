@@ -16,7 +16,9 @@ from scheduler.services.worker import supervisor
 from scheduler.services.worker.supervisor import RunControl, Supervisor
 
 PY = sys.executable
-IGNORES_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+IGNORES_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+)
 
 
 def _control(run_id=1, *, timeout=None, grace=5.0, on_force=None) -> RunControl:

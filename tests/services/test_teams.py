@@ -229,8 +229,10 @@ def sync_alerts(settings):
 def test_channels_are_the_owning_teams_with_the_global_ones_as_fallback(make_schedule, billing, sync_alerts):
     theirs = make_schedule("invoices", owner="billing", alert_channels="mailto://lead@example.com")
     unowned = make_schedule("orders")  # the default team has no channels
-    assert alerts.channels_for(theirs) == [{"url": "mailto://lead@example.com", "source": "schedule"},
-                                           {"url": "mailto://billing@example.com", "source": "team", "team": billing.pk}]
+    assert alerts.channels_for(theirs) == [
+        {"url": "mailto://lead@example.com", "source": "schedule"},
+        {"url": "mailto://billing@example.com", "source": "team", "team": billing.pk},
+    ]
     assert alerts.channels_for(unowned) == [{"url": "mailto://ops@example.com", "source": "global"}]
     assert alerts.channels_for(None) == [{"url": "mailto://ops@example.com", "source": "global"}]
 

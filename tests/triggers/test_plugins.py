@@ -168,6 +168,7 @@ def test_latest_fires_finds_the_newest_fires_after_a_long_outage_without_walking
 def test_latest_fires_stops_at_after_when_fewer_fires_exist():
     plugin = get_trigger("interval")
     after = datetime(2026, 1, 1, tzinfo=UTC)
-    fires = plugin.latest_fires({"seconds": 3600}, timezone="UTC", after=after, now=after + timedelta(hours=2, minutes=5),
-                                count=10)
+    fires = plugin.latest_fires(
+        {"seconds": 3600}, timezone="UTC", after=after, now=after + timedelta(hours=2, minutes=5), count=10
+    )
     assert fires == [after + timedelta(hours=1), after + timedelta(hours=2)]

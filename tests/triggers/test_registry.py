@@ -53,8 +53,11 @@ def test_a_third_party_plugin_is_loaded_from_the_entry_point_group(fake_entry_po
 
 
 def test_a_broken_plugin_is_logged_and_the_others_still_load(fake_entry_points, caplog):
-    fake_entry_points(FakeEntryPoint("broken", ImportError("no module named x")), FakeEntryPoint("business_hours", BusinessHours),
-                      FakeEntryPoint("not_a_plugin", object))
+    fake_entry_points(
+        FakeEntryPoint("broken", ImportError("no module named x")),
+        FakeEntryPoint("business_hours", BusinessHours),
+        FakeEntryPoint("not_a_plugin", object),
+    )
     assert registry.load_entry_point_plugins(force=True) == ["business_hours"]
     assert "broken" in caplog.text and "not_a_plugin" in caplog.text
 

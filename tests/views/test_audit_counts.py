@@ -154,12 +154,19 @@ def test_an_hour_that_a_local_day_begins_in_is_counted_from_the_log_for_the_days
 def test_the_edges_partial_hours_count_to_the_microsecond(db):
     now = datetime(2026, 4, 20, 12, 30, tzinfo=UTC)
     start = now - timedelta(days=31)  # 11:30 a month back: the window starts mid-hour
-    _write([_entry(start - timedelta(microseconds=1), None, "ada", "run.trigger"),  # out
+    _write(
+        [
+            _entry(start - timedelta(microseconds=1), None, "ada", "run.trigger"),  # out
             _entry(start, None, "bob", "run.trigger"),  # in: the first instant
             _entry(start + timedelta(minutes=29, seconds=59), None, "bob", "run.trigger"),  # in: the first whole hour
-            _entry(now.replace(minute=0) - timedelta(microseconds=1), None, "cyd", "run.trigger"),  # the last whole hour
+            _entry(
+                now.replace(minute=0) - timedelta(microseconds=1), None, "cyd", "run.trigger"
+            ),  # the last whole hour
             _entry(now, None, "dan", "run.trigger"),  # now's own hour
-            _entry(now + timedelta(hours=3), None, "eve", "run.trigger")], "save")  # stamped ahead: counted (no until)
+            _entry(now + timedelta(hours=3), None, "eve", "run.trigger"),
+        ],
+        "save",
+    )  # stamped ahead: counted (no until)
     counts = audit_counts({}, now=now)
     assert counts == audit_counts_raw(audit_filtered({}), now=now)
     assert {c["actor"]: c["n"] for c in counts["by_actor"]} == {"bob": 2, "cyd": 1, "dan": 1, "eve": 1}

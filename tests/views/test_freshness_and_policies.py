@@ -33,7 +33,11 @@ def test_metrics_report_each_objective_its_age_and_the_breach(client, settings, 
     response = client.get(reverse("scheduler:metrics"), headers={"Authorization": "Bearer secret-token-123"})
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(response.content.decode()) for s in family.samples}
-    assert 3 * 3600 <= samples[("etl_freshness_age_seconds", (("measure", "last_success"), ("schedule", "orders")))] < 3 * 3600 + 60
+    assert (
+        3 * 3600
+        <= samples[("etl_freshness_age_seconds", (("measure", "last_success"), ("schedule", "orders")))]
+        < 3 * 3600 + 60
+    )
     assert samples[("etl_freshness_objective_seconds", (("schedule", "orders"),))] == 3600
     assert samples[("etl_freshness_breached", (("schedule", "orders"),))] == 1
     assert not any(labels and dict(labels).get("schedule") == "no-objective" for _n, labels in samples)

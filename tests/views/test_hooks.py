@@ -22,7 +22,9 @@ def hook(make_schedule):
 
 def _post_hook(client, schedule, body: bytes, *, secret=None, ts=None, content_type="application/json", headers=None):
     signed = sign_webhook(secret or schedule.webhook_secret, body, ts if ts is not None else int(time.time()))
-    return client.post(f"/hooks/{schedule.name}", data=body, content_type=content_type, headers={**signed, **(headers or {})})
+    return client.post(
+        f"/hooks/{schedule.name}", data=body, content_type=content_type, headers={**signed, **(headers or {})}
+    )
 
 
 def test_a_signed_webhook_answers_202_with_the_run(client, hook):
@@ -161,9 +163,19 @@ def test_an_event_needs_json_and_fits_the_size_limit(client, on_order, settings)
 
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(raw=st.one_of(st.text(max_size=200), st.builds(json.dumps, st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8))))
+@given(
+    raw=st.one_of(
+        st.text(max_size=200),
+        st.builds(
+            json.dumps,
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                max_leaves=8,
+            ),
+        ),
+    )
+)
 def test_hostile_event_bodies_get_json_answers_and_never_a_500(client, on_order, raw):
     response = _post_event(client, "orders", None, raw=raw)
     assert response.status_code in (200, 202) or 400 <= response.status_code < 500

@@ -31,7 +31,9 @@ def _flapping(make_schedule, make_run, now, names):
         schedule = make_schedule(name)
         make_run(schedule, RunStatus.SUCCEEDED, finished_at=now - timedelta(minutes=30))
         # in the order they are made, as ids and times go
-        make_run(schedule, RunStatus.FAILED, reason=f"{name} broke", finished_at=now - timedelta(minutes=len(names) - i))
+        make_run(
+            schedule, RunStatus.FAILED, reason=f"{name} broke", finished_at=now - timedelta(minutes=len(names) - i)
+        )
 
 
 def test_the_overview_asks_the_same_queries_for_3_or_30_failing_schedules(operator_client, make_schedule, make_run,

@@ -224,7 +224,9 @@ def test_an_operator_of_another_team_reads_every_page_and_every_action_is_refuse
 
 
 def test_the_owning_teams_operator_may_act(operator_client, world):
-    response = operator_client.post(reverse("scheduler:schedule_run_now", args=[world["schedule_id"]]), {"params": "{}"})
+    response = operator_client.post(
+        reverse("scheduler:schedule_run_now", args=[world["schedule_id"]]), {"params": "{}"}
+    )
     assert response.status_code == 302
     assert Run.objects.filter(schedule_id=world["schedule_id"]).count() == 2
 
@@ -261,18 +263,26 @@ def test_a_viewer_sees_no_action_buttons(viewer_client, world):
 # commands that do not act on a schedule, or are the shell's own trusted work, and why
 COMMANDS_NOT_ACTING_ON_A_SCHEDULE = {
     "api_token": "a user's own REST tokens (created by the shell for a named user)",
-    "backfill_status": "reads", "export_schedules": "reads", "freshness": "reads", "next_fires": "reads",
-    "run_log": "reads", "scheduler_status": "reads", "validate_schedules": "reads (checks a file, changes nothing)",
-    "connection": "a team's connections, not a schedule (another team's is refused: tests/services/test_connections.py)",
-    "lineage_flush": "the lineage outbox (no schedule)", "qcluster": "the worker process", "serve": "the web process",
+    "backfill_status": "reads",
+    "export_schedules": "reads",
+    "freshness": "reads",
+    "next_fires": "reads",
+    "run_log": "reads",
+    "scheduler_status": "reads",
+    "validate_schedules": "reads (checks a file, changes nothing)",
+    "connection": "a team's connections, not a schedule (another team's is refused: "
+                  "tests/services/test_connections.py)",
+    "lineage_flush": "the lineage outbox (no schedule)",
+    "qcluster": "the worker process",
+    "serve": "the web process",
     "run_pipeline": "runs a registered pipeline in this process, outside every schedule and the ledger",
     "setup_demo": "the demo's own data, from the shell",
     "prune_history": "retention of every team's finished history, an operator's maintenance from the shell "
-                     "(what it may never delete: docs/semantics.md, Retention)",
+    "(what it may never delete: docs/semantics.md, Retention)",
     "audit_archive": "reads an audit archive file",
     "new_project": "writes a team's package into a directory (no schedule, no database)",
     "reload_workers": "asks every team's clusters to restart on the code installed, an operator's maintenance from "
-                      "the shell (each run begun finishes first)",
+    "the shell (each run begun finishes first)",
 }
 # emit_event is no refusal but a scope: the operator's event reaches only their own teams' schedules
 COMMANDS_SCOPED = {"emit_event"}

@@ -42,7 +42,10 @@ def test_a_team_member_sees_their_own_teams_by_default(operator_client, two_team
 
 @pytest.mark.parametrize("url", LISTS)
 def test_all_teams_and_one_named_team_can_be_picked(operator_client, two_teams, url):
-    assert names(operator_client.get(reverse(url), {"team": "all"}).content.decode()) == {"ours-orders", "theirs-ledger"}
+    assert names(operator_client.get(reverse(url), {"team": "all"}).content.decode()) == {
+        "ours-orders",
+        "theirs-ledger",
+    }
     page = operator_client.get(reverse(url), {"team": "payments"}).content.decode()
     assert names(page) == {"theirs-ledger"}
     assert '<option value="payments" selected>' in page

@@ -134,9 +134,20 @@ def test_slices_are_whole_hours_and_only_whole_hours():
                                                                                                   tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("span_h", "rows", "step_h"), [
-    (6.5, 40, 2), (6.5, 10, 1), (48.9, 40, 12), (48.9, 3, 1), (24.2, 40, 6), (1.1, 40, 1), (48.9, 200, 49), (100, 40, 24), (100, 200, 100),
-])
+@pytest.mark.parametrize(
+    ("span_h", "rows", "step_h"),
+    [
+        (6.5, 40, 2),
+        (6.5, 10, 1),
+        (48.9, 40, 12),
+        (48.9, 3, 1),
+        (24.2, 40, 6),
+        (1.1, 40, 1),
+        (48.9, 200, 49),
+        (100, 40, 24),
+        (100, 200, 100),
+    ],
+)
 def test_the_slice_is_the_fewest_round_hours_that_keep_the_page_bounded(span_h, rows, step_h):
     step = hour_step(span=span_h * 3600, rows=rows, max_groups=200)
     assert step == step_h * 3600

@@ -22,11 +22,20 @@ class _Preview(Exception):
 
 def backfill_out(backfill: Backfill) -> dict:
     return {
-        "id": backfill.pk, "schedule": backfill.schedule.name, "status": backfill.status,
-        "range_from": backfill.range_from, "range_to": backfill.range_to, "window_size": backfill.window_size,
-        "reason": backfill.reason, "requested_by": backfill.requested_by, "max_parallel": backfill.max_parallel,
-        "newest_first": backfill.newest_first, "total_windows": backfill.total_windows, "created_at": backfill.created_at,
-        "finished_at": backfill.finished_at, "progress": backfill_progress(backfill),
+        "id": backfill.pk,
+        "schedule": backfill.schedule.name,
+        "status": backfill.status,
+        "range_from": backfill.range_from,
+        "range_to": backfill.range_to,
+        "window_size": backfill.window_size,
+        "reason": backfill.reason,
+        "requested_by": backfill.requested_by,
+        "max_parallel": backfill.max_parallel,
+        "newest_first": backfill.newest_first,
+        "total_windows": backfill.total_windows,
+        "created_at": backfill.created_at,
+        "finished_at": backfill.finished_at,
+        "progress": backfill_progress(backfill),
     }
 
 

@@ -33,7 +33,9 @@ class Command(BaseCommand):
             dump_json(self.stdout, result)
             return
         if event.duplicate:
-            self.stdout.write(f"event {event.topic}#{event.event_id} was already received (event {event.pk}); no new run")
+            self.stdout.write(
+                f"event {event.topic}#{event.event_id} was already received (event {event.pk}); no new run"
+            )
             return
         started = ", ".join(f"run {r.pk} of {r.schedule.name}" for r in runs) or "no matching schedule"
         self.stdout.write(f"event {event.pk} ({event.topic}#{event.event_id}): {started}")

@@ -23,8 +23,13 @@ class Command(BaseCommand):
     help = "Start a django-q2 cluster with the scheduler's dispatch, governance and alerts loops."
 
     def add_arguments(self, parser):
-        parser.add_argument("-n", "--name", dest="cluster_name", default=None,
-                            help="This cluster's identity in leases and worker ids (ETL_CLUSTER_ID); the queue is shared.")
+        parser.add_argument(
+            "-n",
+            "--name",
+            dest="cluster_name",
+            default=None,
+            help="This cluster's identity in leases and worker ids (ETL_CLUSTER_ID); the queue is shared.",
+        )
         parser.add_argument("--no-loops", action="store_true", help="Workers only, no dispatch/governance loops.")
         parser.add_argument("--run-once", action="store_true", help="Start and stop (smoke test).")
 

@@ -16,7 +16,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("schedule", help="Schedule name or id.")
         parser.add_argument("--reason", default="", help="Why (kept in the audit log).")
-        parser.add_argument("--actor", default=None, help="Who rotates it (default: the shell user); a user is held to their teams.")
+        parser.add_argument(
+            "--actor", default=None, help="Who rotates it (default: the shell user); a user is held to their teams."
+        )
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     def handle(self, *args, **opts):

@@ -20,7 +20,8 @@ from scheduler.services.access.teams import team_save, team_set_members
 # It checks its steps one by one, so a cancel (SIGTERM) stops it between two; the run log follows it live.
 COMPACT_SCRIPT = """
 import json, os, signal, sys, time
-signal.signal(signal.SIGTERM, lambda *_: (print("asked to stop: stopping between two steps", flush=True), sys.exit(143)))
+signal.signal(signal.SIGTERM, lambda *_: (print("asked to stop: stopping between two steps", flush=True),
+                                           sys.exit(143)))
 params = json.loads(os.environ["ETL_PARAMS"])
 steps = int(params.get("steps", 12))
 for step in range(1, steps + 1):
@@ -102,7 +103,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         if opts["admin_username"] == opts["username"]:
-            raise CommandError("--admin-username: must differ from --username (an operator is not an admin)", returncode=2)
+            raise CommandError(
+                "--admin-username: must differ from --username (an operator is not an admin)", returncode=2
+            )
         now = datetime.now(timezone.utc)
         generate_source_db(settings.ETL_DEMO_SOURCE_DB, now=now)
         create_warehouse_db(settings.ETL_DEMO_WAREHOUSE_DB)

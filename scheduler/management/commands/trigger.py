@@ -21,10 +21,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("schedule", help="Schedule name or id.")
-        parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="Override param (repeatable).")
+        parser.add_argument(
+            "--param", action="append", default=[], metavar="KEY=VALUE", help="Override param (repeatable)."
+        )
         parser.add_argument("--wait", action="store_true", help="Wait until the run is final.")
         parser.add_argument("--timeout", type=float, default=600.0, help="Seconds to wait with --wait.")
-        parser.add_argument("--actor", default=None, help="Who triggers it (default: the shell user); a user is held to their teams.")
+        parser.add_argument(
+            "--actor", default=None, help="Who triggers it (default: the shell user); a user is held to their teams."
+        )
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     def handle(self, *args, **opts):
@@ -44,7 +48,9 @@ class Command(BaseCommand):
         if opts["json"]:
             dump_json(self.stdout, result)
         else:
-            self.stdout.write(f"run {run.pk} of {schedule.name}: {run.status}" + (f" ({run.reason})" if run.reason else ""))
+            self.stdout.write(
+                f"run {run.pk} of {schedule.name}: {run.status}" + (f" ({run.reason})" if run.reason else "")
+            )
         if opts["wait"] and run.status not in (RunStatus.SUCCEEDED, RunStatus.SKIPPED):
             raise CommandError(f"run {run.pk} ended {run.status}", returncode=1)
 

@@ -19,8 +19,14 @@ from django.db import transaction
 from scheduler.models import Schedule, Team
 from scheduler.permissions import acts_for_all, member_team_ids, owner_id_of, refusal_message
 from scheduler.services.common.audit import audit_record, audit_refusal
-from scheduler.services.integrations.channels import (channels_text, check_channels, mask_url, split_channels, unmask_channels,
-                                         uses_signing)
+from scheduler.services.integrations.channels import (
+    channels_text,
+    check_channels,
+    mask_url,
+    split_channels,
+    unmask_channels,
+    uses_signing,
+)
 from scheduler.services.common.errors import NotFound, ServiceError, check_text
 from scheduler.core.userdata import storable
 from scheduler.permissions import may_see

@@ -15,7 +15,16 @@ from django.utils import timezone
 
 from scheduler.core import INT64_MAX, ConfigError, split_windows
 from scheduler.core.limits import MAX_SECONDS
-from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, Schedule, TriggerKind, WindowStatus
+from scheduler.models import (
+    Backfill,
+    BackfillStatus,
+    BackfillWindow,
+    Run,
+    RunStatus,
+    Schedule,
+    TriggerKind,
+    WindowStatus,
+)
 from scheduler.services.common.audit import actor_name, audit_record
 from scheduler.services.common.errors import Conflict, ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.history.backfill_progress import OPEN_WINDOWS, backfill_complete_if_done, backfill_progress

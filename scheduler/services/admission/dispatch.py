@@ -71,7 +71,9 @@ def _fresh_reason(run: Run, *, now: datetime) -> str:
         .order_by("-finished_at").values_list("finished_at", flat=True).first()
     )
     if last and now - last < timedelta(seconds=schedule.refresh_after_seconds):
-        return f"still fresh: last success {last:%Y-%m-%d %H:%M:%S} UTC, refresh_after {schedule.refresh_after_seconds} s"
+        return (
+            f"still fresh: last success {last:%Y-%m-%d %H:%M:%S} UTC, refresh_after {schedule.refresh_after_seconds} s"
+        )
     return ""
 
 
@@ -309,7 +311,9 @@ def _start(chosen: list[tuple[Run, dependencies.Verdict | None]], *, now: dateti
     )
     started = set(ids)
     if changed != len(ids):
-        started = set(Run.objects.filter(pk__in=ids, dispatch_token__startswith=f"{tick}-").values_list("pk", flat=True))
+        started = set(
+            Run.objects.filter(pk__in=ids, dispatch_token__startswith=f"{tick}-").values_list("pk", flat=True)
+        )
     admitted: list[tuple[int, str]] = []
     for run, verdict in chosen:
         if run.pk not in started:

@@ -192,9 +192,16 @@ def _decide(plan: _Plan, *, now: datetime, active: list[ActiveRun]) -> list[Run]
                     trigger_kind=schedule.trigger_kind, trigger_key=fire_key(schedule.trigger_kind, fire.at),
                     logical_time=fire.at, triggered_by=schedule.trigger_kind, now=now)
     return [
-        run_build(schedule=schedule, trigger_kind=schedule.trigger_kind, trigger_key=fire_key(schedule.trigger_kind, f.at),
-                  logical_time=f.at, triggered_by=schedule.trigger_kind, now=now)
-        for f in overlap.fires if not f.skip_reason
+        run_build(
+            schedule=schedule,
+            trigger_kind=schedule.trigger_kind,
+            trigger_key=fire_key(schedule.trigger_kind, f.at),
+            logical_time=f.at,
+            triggered_by=schedule.trigger_kind,
+            now=now,
+        )
+        for f in overlap.fires
+        if not f.skip_reason
     ]
 
 

@@ -204,8 +204,15 @@ def webhook_receive(delivery: Delivery, *, now: datetime | None = None) -> Run:
             except IntegrityError:
                 raise WebhookRefused("this request was already received (replayed signature)", status=409,
                                      field=SIGNATURE_HEADER, code="replay") from None
-            run = run_enqueue(schedule=schedule, trigger_kind=TriggerKind.WEBHOOK, trigger_key=f"webhook:{signature}",
-                              params=params, logical_time=now, triggered_by=f"webhook {delivery.remote}".strip(), now=now)
+            run = run_enqueue(
+                schedule=schedule,
+                trigger_kind=TriggerKind.WEBHOOK,
+                trigger_key=f"webhook:{signature}",
+                params=params,
+                logical_time=now,
+                triggered_by=f"webhook {delivery.remote}".strip(),
+                now=now,
+            )
             if run is None:
                 raise WebhookRefused("this request was already received (replayed signature)", status=409,
                                      field=SIGNATURE_HEADER, code="replay")

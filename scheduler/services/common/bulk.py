@@ -46,8 +46,16 @@ def same(left: str, right: str) -> str:
     return f"{left} IS {right}"
 
 
-def cas_update(model: type[models.Model], *, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]],
-               assign: str, guard: str, assign_params: Sequence[Any] = (), guard_params: Sequence[Any] = ()) -> set[int]:
+def cas_update(
+    model: type[models.Model],
+    *,
+    columns: Sequence[tuple[str, str]],
+    rows: Sequence[Sequence[Any]],
+    assign: str,
+    guard: str,
+    assign_params: Sequence[Any] = (),
+    guard_params: Sequence[Any] = (),
+) -> set[int]:
     """UPDATE model AS t SET <assign> FROM <rows> AS v WHERE t.id = v.id AND <guard> RETURNING t.id.
 
     `columns` names each value of a row as (alias, model field that gives its

@@ -21,7 +21,8 @@ class ServiceError(EtlError):
     def message_under(self, field: str) -> str:
         """The problem as shown under the form field `field`: the form names the field, so only a sub-key stays.
 
-        ("trigger_config.cron", "cron: bad") under trigger_config -> "cron: bad", never "trigger_config.cron: cron: bad".
+        ("trigger_config.cron", "cron: bad") under trigger_config -> "cron: bad",
+        never "trigger_config.cron: cron: bad".
         """
         rest = (self.field or "")[len(field) + 1:] if (self.field or "").startswith(field + ".") else ""
         if rest and not self.problem.startswith(rest):
@@ -101,7 +102,8 @@ def check_text(value: object, *, field: str, max_length: int | None = None) -> s
     return text
 
 
-# Deeper JSON than this is no real payload; walking it recursively (NUL checks, CEL, templates) would overflow the stack.
+# Deeper JSON than this is no real payload; walking it recursively (NUL checks, CEL, templates) would overflow
+# the stack.
 MAX_JSON_DEPTH = 64
 
 

@@ -36,7 +36,13 @@ from scheduler.services.worker.dbt import dbt_spec_check
 from scheduler.services.runs.dependencies import cycle_for
 from scheduler.services.common.errors import Conflict, ErrorCollector, NotFound, ServiceError, check_text
 from scheduler.services.admission.firing import compute_next_fire
-from scheduler.services.integrations.channels import channels_text, check_channels, mask_url, split_channels, unmask_channels
+from scheduler.services.integrations.channels import (
+    channels_text,
+    check_channels,
+    mask_url,
+    split_channels,
+    unmask_channels,
+)
 from scheduler.services.runs.queue import check_target_params, schedule_get, validate_params  # noqa: F401  schedule_get re-exported
 from scheduler.services.admission.webhooks import webhook_rotate_secret
 from scheduler.triggers.registry import get_trigger
@@ -48,18 +54,55 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: `export_schedules` write them. The one list: the service's accepted keys
 #: (EDITABLE), the schedules file, its export and `SchedulerHost.schedules` read it.
 SCHEDULE_FIELDS: tuple[str, ...] = (
-    "name", "description", "owner", "target_kind", "target_id", "command", "dbt", "enabled", "priority", "workload_class",
-    "params", "timeout_seconds", "deadline_seconds", "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "overlap_policy",
-    "watermark_config", "depends_on", "condition", "max_wait_seconds", "max_upstream_age_seconds",
-    "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds",
-    "max_runs_per_minute", "refresh_after_seconds", "freshness_max_age_seconds", "freshness_measure",
-    "retry_max_attempts", "retry_initial_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
-    "alert_channels", "retention_days",
+    "name",
+    "description",
+    "owner",
+    "target_kind",
+    "target_id",
+    "command",
+    "dbt",
+    "enabled",
+    "priority",
+    "workload_class",
+    "params",
+    "timeout_seconds",
+    "deadline_seconds",
+    "trigger_kind",
+    "trigger_config",
+    "timezone",
+    "catchup",
+    "max_catchup",
+    "overlap_policy",
+    "watermark_config",
+    "depends_on",
+    "condition",
+    "max_wait_seconds",
+    "max_upstream_age_seconds",
+    "breaker_threshold",
+    "breaker_cooldown_seconds",
+    "breaker_max_cooldown_seconds",
+    "max_runs_per_minute",
+    "refresh_after_seconds",
+    "freshness_max_age_seconds",
+    "freshness_measure",
+    "retry_max_attempts",
+    "retry_initial_delay",
+    "retry_backoff",
+    "retry_max_delay",
+    "retry_jitter",
+    "alert_channels",
+    "retention_days",
 )
 EDITABLE = frozenset(SCHEDULE_FIELDS)
 MAX_RETENTION_DAYS = 36_500
 NON_NEGATIVE_INT = ["max_catchup", "max_wait_seconds", "max_runs_per_minute"]
-POSITIVE_INT = ["max_upstream_age_seconds", "breaker_threshold", "breaker_cooldown_seconds", "breaker_max_cooldown_seconds", "retry_max_attempts"]
+POSITIVE_INT = [
+    "max_upstream_age_seconds",
+    "breaker_threshold",
+    "breaker_cooldown_seconds",
+    "breaker_max_cooldown_seconds",
+    "retry_max_attempts",
+]
 
 
 INT_MAX = 2**31 - 1  # the columns are 32-bit integers: a bigger value would be a database error, not a message
@@ -114,8 +157,13 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
     if schedule.overlap_policy is None:
         schedule.overlap_policy = ""
     if not isinstance(schedule.overlap_policy, str) or schedule.overlap_policy not in ["", *OverlapPolicy.values]:
-        found.errors.append(ServiceError(f"must be one of {', '.join(OverlapPolicy.values)} (or empty for the default), "
-                                         f"got {schedule.overlap_policy!r}", field="overlap_policy"))
+        found.errors.append(
+            ServiceError(
+                f"must be one of {', '.join(OverlapPolicy.values)} (or empty for the default), "
+                f"got {schedule.overlap_policy!r}",
+                field="overlap_policy",
+            )
+        )
     if not found.failed("name") and (not schedule.name or not NAME_RE.match(schedule.name)):
         found.errors.append(ServiceError(
             "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", field="name"))
@@ -154,8 +202,11 @@ def validate_schedule(schedule: Schedule, *, depends_on: list[Schedule] | None =
             found.errors.append(ServiceError("only a command target has a command (this one runs dbt build)",
                                              field="command"))
     elif schedule.command:
-        found.errors.append(ServiceError(f"only a command target has a command (this one runs a {schedule.target_kind})",
-                                         field="command"))
+        found.errors.append(
+            ServiceError(
+                f"only a command target has a command (this one runs a {schedule.target_kind})", field="command"
+            )
+        )
     elif not found.failed("target_id") and (
         not schedule.target_id or not is_registered(schedule.target_kind, schedule.target_id)
     ):
@@ -403,7 +454,10 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
             current = list(schedule.depends_on.all())
             validate_schedule(schedule, depends_on=current if schedule.trigger_kind == "upstream" else None)
         else:
-            validate_schedule(schedule, depends_on=upstreams if upstreams is not None else [] if schedule.trigger_kind == "upstream" else None)
+            validate_schedule(
+                schedule,
+                depends_on=upstreams if upstreams is not None else [] if schedule.trigger_kind == "upstream" else None,
+            )
         if schedule.trigger_kind == "webhook" and not schedule.webhook_secret:
             schedule.webhook_secret = secrets.token_urlsafe(32)
         timing_changed = creating or any(k in data for k in ("trigger_kind", "trigger_config", "timezone", "enabled"))

@@ -46,8 +46,11 @@ def audit_counts_fold(*, now: datetime | None = None, batch: int = FOLD_BATCH) -
         hours = sorted({key[0] for key in sums})
         for start in range(0, len(hours), HOURS_PER_QUERY):
             for pk, hour, team_id, actor, action, n in (
-                    AuditCount.objects.select_for_update().filter(folded=True, hour__in=hours[start:start + HOURS_PER_QUERY])
-                    .order_by("id").values_list("id", "hour", "team_id", "actor", "action", "n")):
+                AuditCount.objects.select_for_update()
+                .filter(folded=True, hour__in=hours[start : start + HOURS_PER_QUERY])
+                .order_by("id")
+                .values_list("id", "hour", "team_id", "actor", "action", "n")
+            ):
                 key = (hour, team_id, actor, action)
                 if key in sums:
                     sums[key] += n

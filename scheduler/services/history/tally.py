@@ -2,7 +2,8 @@
 
 `runs_tallied` is called (by `runs_ended`, with the timeline's hour counts) in the transaction that makes runs
 final (services/finish.py, finalize.py): the count commits or rolls back with the runs. It only inserts, so two
-workers ending runs at once never wait on each other's counter row. `tally_fold` (a governance job) sums the rows into one per status, keeping the table a few rows
+workers ending runs at once never wait on each other's counter row. `tally_fold` (a governance job) sums the rows
+into one per status, keeping the table a few rows
 long; `tally_totals` is what a scrape reads. The totals only grow: a prune deletes runs, not their count.
 """
 from __future__ import annotations

@@ -104,9 +104,13 @@ def freshness_check(*, now: datetime) -> dict[str, list[str]]:
                 schedule.freshness_breached_at = now
                 audit_record(actor="governance", action="schedule.freshness_breached", target=schedule,
                              after=row.as_dict(), reason=row.text[:500], at=now)
-                alert_raise(kind=AlertKind.FRESHNESS_BREACHED, incident_key=f"freshness:{schedule.pk}:{now.isoformat()}",
-                            message=f"'{schedule.name}' breaks its freshness objective: {row.text}",
-                            schedule=schedule, now=now)
+                alert_raise(
+                    kind=AlertKind.FRESHNESS_BREACHED,
+                    incident_key=f"freshness:{schedule.pk}:{now.isoformat()}",
+                    message=f"'{schedule.name}' breaks its freshness objective: {row.text}",
+                    schedule=schedule,
+                    now=now,
+                )
             out["breached"].append(schedule.name)
         elif not row.breached and schedule.freshness_breached_at is not None:
             if _clear(schedule, now=now, reason=f"fresh again: {row.text}"):

@@ -13,8 +13,26 @@ from scheduler.services.runs.breakers import breaker_reset
 from scheduler.services.runs.watermarks import watermark_set, watermark_reset, watermark_advance
 
 __all__ = [
-    "run_build", "run_enqueue", "run_trigger_manual", "validate_params", "schedule_get", "Ending", "run_end",
-    "run_finish", "runs_end", "run_cancel", "run_stop_request", "run_lost", "runs_lost", "run_stop_settled", "run_cancel_as", "run_rerun",
-    "rerun_offers", "run_rerun_from_failure", "breaker_reset", "watermark_set", "watermark_reset",
-    "watermark_advance"
+    "run_build",
+    "run_enqueue",
+    "run_trigger_manual",
+    "validate_params",
+    "schedule_get",
+    "Ending",
+    "run_end",
+    "run_finish",
+    "runs_end",
+    "run_cancel",
+    "run_stop_request",
+    "run_lost",
+    "runs_lost",
+    "run_stop_settled",
+    "run_cancel_as",
+    "run_rerun",
+    "rerun_offers",
+    "run_rerun_from_failure",
+    "breaker_reset",
+    "watermark_set",
+    "watermark_reset",
+    "watermark_advance",
 ]

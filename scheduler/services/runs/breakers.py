@@ -71,7 +71,9 @@ def _save(schedule: Schedule, new: BreakerState, *, trial_run_id: int | None, ac
         def send() -> None:
             fresh = Schedule.objects.filter(pk=schedule_id).first()
             if fresh is not None:
-                signals.circuit_breaker_changed.send(sender=Schedule, schedule=fresh, old=old, new=new_status, reason=reason)
+                signals.circuit_breaker_changed.send(
+                    sender=Schedule, schedule=fresh, old=old, new=new_status, reason=reason
+                )
 
         transaction.on_commit(send)
 
@@ -91,7 +93,9 @@ def breaker_admit(*, schedule_id: int, run: Run, now: datetime) -> tuple[bool, s
     state = breaker_state(schedule)
     ok, new, reason = core_admit(state, breaker_settings(schedule), now)
     if ok and new != state:
-        _save(schedule, new, trial_run_id=run.pk, actor="breaker", reason="cooldown over: one test run admitted", now=now)
+        _save(
+            schedule, new, trial_run_id=run.pk, actor="breaker", reason="cooldown over: one test run admitted", now=now
+        )
     return ok, reason
 
 
@@ -186,6 +190,13 @@ def breaker_cooldowns(*, now: datetime) -> list[int]:
                 continue
             new = BreakerState(status=BreakerStatus.HALF_OPEN, failures=state.failures, opened_at=state.opened_at,
                                cooldown=state.cooldown, trial_in_flight=False)
-            _save(locked, new, trial_run_id=None, actor="governance", reason="cooldown over: next run is the test run", now=now)
+            _save(
+                locked,
+                new,
+                trial_run_id=None,
+                actor="governance",
+                reason="cooldown over: next run is the test run",
+                now=now,
+            )
             moved.append(schedule.pk)
     return moved

@@ -38,7 +38,9 @@ def is_legal(old: str, new: str) -> bool:
     return new in LEGAL.get(old, frozenset())
 
 
-def run_transition(run: Run, *, new: str, now: datetime | None = None, extra_filter: dict | None = None, **fields: Any) -> bool:
+def run_transition(
+    run: Run, *, new: str, now: datetime | None = None, extra_filter: dict | None = None, **fields: Any
+) -> bool:
     """CAS the run from its current status to a non-final `new` (wait, release, admit); update `run` in place."""
     old = run.status
     if not is_legal(old, new):
@@ -214,7 +216,9 @@ def run_trigger_manual(
             now=now,
         )
         assert run is not None  # a fresh uuid cannot collide
-        audit_record(actor=actor, action="run.trigger", target=schedule, after={"run": run.pk, "params": params}, reason=reason)
+        audit_record(
+            actor=actor, action="run.trigger", target=schedule, after={"run": run.pk, "params": params}, reason=reason
+        )
     return run
 
 

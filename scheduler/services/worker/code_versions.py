@@ -97,4 +97,11 @@ def run_hand_back(*, run: Run, token: str, now: datetime, cluster: str) -> bool:
     return bool(changed)
 
 
-__all__ = ["HAND_BACK_DELAY", "code_before", "run_code_or_hand_back", "run_code_version", "run_hand_back", "target_code"]
+__all__ = [
+    "HAND_BACK_DELAY",
+    "code_before",
+    "run_code_or_hand_back",
+    "run_code_version",
+    "run_hand_back",
+    "target_code",
+]

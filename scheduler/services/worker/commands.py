@@ -109,7 +109,9 @@ def command_spec_check(value: Any, *, field: str = "command") -> dict:
             if not isinstance(name, str) or not name or set(name) - ENV_NAME_CHARS or name[0].isdigit():
                 raise ServiceError(f"{name!r} is not a variable name (letters, digits, _)", field=f"{field}.env")
             if name.startswith("ETL_"):
-                raise ServiceError(f"{name}: ETL_* variables are the scheduler's (the run's facts)", field=f"{field}.env")
+                raise ServiceError(
+                    f"{name}: ETL_* variables are the scheduler's (the run's facts)", field=f"{field}.env"
+                )
             if isinstance(val, dict) and len(val) == 1 and set(val) <= {SECRET, SEALED}:
                 val = next(iter(val.values()))  # a value marked secret, as given or as stored (sealed)
             if not isinstance(val, str) or "\x00" in val:

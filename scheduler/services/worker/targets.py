@@ -94,9 +94,15 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
         with command_tempdir(run.pk) as tmp:
             result_file = os.path.join(tmp, "result.json")
             env = run_env(
-                run_id=run.pk, schedule=schedule.name, logical_time=run.logical_time,
-                window_low=encode_value(window.low) if window else "", window_high=encode_value(window.high) if window else "",
-                params=ctx.params, attempt=run.attempt, backfill=run.backfill_id, result_file=result_file,
+                run_id=run.pk,
+                schedule=schedule.name,
+                logical_time=run.logical_time,
+                window_low=encode_value(window.low) if window else "",
+                window_high=encode_value(window.high) if window else "",
+                params=ctx.params,
+                attempt=run.attempt,
+                backfill=run.backfill_id,
+                result_file=result_file,
                 extra=command_env_open(spec),
                 connections=connections_env(spec.get("connections", []), schedule=schedule),
             )
