@@ -115,6 +115,7 @@ LAZY_IMPORT_ALLOWED = {
     "apps.py": "AppConfig.ready() is where Django wants app-loading imports",
     "core/cron.py": "cron-descriptor is optional: the description falls back to the expression",
     "pipelines/sql.py": "psycopg / dj-database-url are needed only by a SqlSource on another database",
+    "pipelines/sql_db.py": "psycopg, dj-database-url and Django are needed only by a database of that kind",
     "pipelines/demo.py": "the demo pipelines are importable without configured settings",
     "pipelines/registry.py": "the registry is importable without configured settings (pipeline authors' tests)",
 }
@@ -200,6 +201,7 @@ def _signal_sends(source: str, label: str) -> list[str]:
 # where a process is signalled for a reason that is not a run's control
 SIGNALS_ALLOWED = {
     "scheduler/services/worker/supervisor.py": "the one home of run control: stops, kills, reaps a run's processes",
+    "scheduler/services/worker/processes.py": "run control's process side: signals a command's group, reaps leftovers",
     "scheduler/management/commands/serve.py": "serve stops the gunicorn and qcluster children it started itself",
 }
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import math
 import os
@@ -92,10 +91,9 @@ def _gate_dependencies(run: Run, verdict: dependencies.Verdict | None, *, now: d
             dependencies.record_matches(run, verdict)
         return False
     if run.status == S.QUEUED and run_transition(run, new=S.WAITING, now=now, reason=verdict.reason[:500]):
-        # the upstream runs it stands for are recorded as it starts to wait, so a prune keeps them (history/prune.py
-        # protects what a live run refers to) and the wait is judged on them, not on "no run yet"
-        dependencies.record_matches(run, dataclasses.replace(
-            verdict, matches=tuple(m for m in verdict.matches if m.run_id is not None)))
+        # the upstream runs it stands for, recorded as it starts to wait: a prune keeps them (history/prune.py)
+        found = tuple(m for m in verdict.matches if m.run_id is not None)
+        dependencies.record_matches(run, dataclasses.replace(verdict, matches=found))
     return False
 
 
