@@ -157,3 +157,28 @@ def throwaway_redis():
         yield server.start()
     finally:
         server.stop()
+
+
+def _utf8_safe(value):
+    """`value` with every string UTF-8 encodable: a lone surrogate shown as its escape (\\udce9)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {_utf8_safe(k): _utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_utf8_safe(v) for v in value)
+    return value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_to_serializable(config, report):
+    """A test report crosses pytest-xdist's channel as UTF-8: the hostile-input tests' captured logs and messages
+    may hold a lone surrogate, which would end the whole session (execnet: strings must be utf-8 encodable)."""
+    outcome = yield
+    data = outcome.get_result()
+    if data is not None:
+        outcome.force_result(_utf8_safe(data))
