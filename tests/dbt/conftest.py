@@ -17,7 +17,7 @@ from scheduler.services.admission.dispatch import admit_runs
 from scheduler.services.cluster.execution import execute_run
 
 PROJECT = Path(__file__).resolve().parent.parent / "dbt_project"
-PASSTHROUGH = ("ETL_TEST_DUCKDB_PATH", "ETL_TEST_DBT_FAIL")  # what tests/dbt_project reads with env_var()
+PASSTHROUGH = ("ETL_TEST_DUCKDB_PATH", "ETL_TEST_DBT_FAIL", "ETL_TEST_DBT_UNIT_FAIL")  # what tests/dbt_project reads
 
 
 @pytest.fixture(scope="module")

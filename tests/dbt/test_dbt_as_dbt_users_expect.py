@@ -78,7 +78,8 @@ def test_a_failing_unit_test_is_named_as_dbt_names_it_and_rerun_by_its_own_selec
     monkeypatch.setenv("ETL_TEST_DBT_UNIT_FAIL", "0")  # the model is fixed
     again = run_rerun_from_failure(run=failed, actor="tests", reason="count fixed", now=now)
     assert AuditEntry.objects.get(action="run.rerun_from_failure").after == {
-        "run": again.pk, "selects": ["unit_test:etl_test.test_customers_count", "customer_count+"]}
+        "run": again.pk, "selects": ["unit_test:etl_test.test_customers_count", "customer_count+"],
+        "code_version": failed.code_version}
     again = execute(again, now)
     assert again.status == S.SUCCEEDED, (again.reason, again.error)
     assert {uid: r.outcome for uid, r in _records(again).items()} == {
