@@ -92,7 +92,8 @@ def events(ctx):
 EXPORT = '''\
 """`{name}-export`: the command target of schedules.yaml, run after each sync (any program would do; this one is
 Python so it ships in the package). A run's facts come in ETL_* variables; it reports its rows in
-ETL_RESULT_FILE. Exit 0 is success."""
+ETL_RESULT_FILE. Exit 0 is success. A command gets none of the worker's environment unless it is named: the
+clusters pass {env}_WAREHOUSE_DB on with ETL_COMMAND_ENV_PASSTHROUGH={env}_WAREHOUSE_DB (README)."""
 import json
 import os
 import sys
@@ -214,6 +215,7 @@ Where the data lives comes from the environment of each process that runs them (
 ```sh
 export {env}_SOURCE_DB=postgres://reader:...@db.internal/shop
 export {env}_WAREHOUSE_DB=postgres://loader:...@warehouse.internal/dwh
+export ETL_COMMAND_ENV_PASSTHROUGH={env}_WAREHOUSE_DB   # a command gets only what is named: {name}-export reads it
 python manage.py run_pipeline {name}.events --window 2026-03-01 2026-03-02   # one window, in this process
 ```
 

@@ -17,7 +17,9 @@ from scheduler.services.runs.rerun import run_rerun_from_failure
 from scheduler.services.runs.queue import run_trigger_manual
 from tests.dbt.conftest import dbt_schedule, execute, log_of
 
-pytestmark = pytest.mark.django_db
+# committed rows: a build outlasts a heartbeat, and the pump beats on its own connection, which sees only what is
+# committed (inside a test's transaction its beat touches nothing on PostgreSQL and fences the run, as it should)
+pytestmark = pytest.mark.django_db(transaction=True)
 S = RunStatus
 UNIT = "unit_test.etl_test.customer_count.test_customers_count"
 WORDS = " ".join(f"word{i}" for i in range(120))  # dbt's error, longer than a run's reason holds

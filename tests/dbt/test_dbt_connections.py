@@ -10,7 +10,9 @@ from scheduler.services.access.connections import connection_set
 from scheduler.services.runs.queue import run_trigger_manual
 from tests.dbt.conftest import execute
 
-pytestmark = pytest.mark.django_db
+# committed rows: a build outlasts a heartbeat, and the pump beats on its own connection, which sees only what is
+# committed (inside a test's transaction its beat touches nothing on PostgreSQL and fences the run, as it should)
+pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "duck-profile-secret-5511"
 
 

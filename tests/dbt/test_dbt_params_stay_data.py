@@ -31,7 +31,9 @@ from tests.api.conftest import admin_token, admin_user, make_token  # noqa: F401
 from tests.dbt.conftest import dbt_schedule, execute, log_of
 from tests.security.hostile import counts
 
-pytestmark = pytest.mark.django_db
+# committed rows: a build outlasts a heartbeat, and the pump beats on its own connection, which sees only what is
+# committed (inside a test's transaction its beat touches nothing on PostgreSQL and fences the run, as it should)
+pytestmark = pytest.mark.django_db(transaction=True)
 PROBE = "{{ exceptions.raise_compiler_error(env_var('SECRET_KEY') ~ run_query('select 6*7')) }}"
 SECRET = "probe-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
 MARK = {"type": "integer", "column": "id", "initial": 0}

@@ -89,7 +89,9 @@ def test_a_scaffolded_package_runs_on_the_scheduler_and_its_next_version_too(tmp
         assert "+ create acme_events\n+ create acme_export\n" in applied.stdout
         db = child_database_url()
         proc = start_cluster("acme", log_path=log, python=str(python), extra_env={
-            "ACME_SOURCE_DB": db, "ACME_WAREHOUSE_DB": db, "ETL_CODE_CHECK_SECONDS": "0.3"})
+            "ACME_SOURCE_DB": db, "ACME_WAREHOUSE_DB": db, "ETL_CODE_CHECK_SECONDS": "0.3",
+            # as the scaffold's README says: the export command gets the warehouse only when it is passed on
+            "ETL_COMMAND_ENV_PASSTHROUGH": "ACME_WAREHOUSE_DB"})
         first_cluster = wait_until(lambda: Cluster.objects.first(), timeout=90, what="the cluster", log_path=log)
         assert "acme-etl 0.1.0" in first_cluster.code_version and "pipeline:acme.events" in first_cluster.targets
 

@@ -72,7 +72,10 @@ def test_the_watermark_is_monotonic_and_never_passes_unloaded_data(standard_clas
     if max_window:
         wm["max_window"] = max_window
     schedule = schedule_save(data={"name": "prop", "target_id": "reliability.faulty", "trigger_kind": "manual",
-                                   "watermark_config": wm, "retry_max_attempts": 2}, actor="tests")
+                                   "watermark_config": wm, "retry_max_attempts": 2,
+                                   # the property is the watermark's: five failures in a row (one example in a few
+                                   # hundred) would open the breaker, which then rightly blocks the clean run
+                                   "breaker_threshold": 100}, actor="tests")
     now = BASE
     previous = None
     for fault, gap in zip(faults, gaps):

@@ -92,7 +92,7 @@ def test_a_passthrough_naming_a_secret_stops_start_up(value, message):
     assert "ETL_COMMAND_ENV_PASSTHROUGH: " in result.stderr and message in result.stderr
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # a build outlasts a heartbeat: the pump must see the committed run
 def test_a_dbt_build_sees_no_secret_of_the_server(make_schedule, now, worker_env, tmp_path, settings, monkeypatch):
     """A model that asks dbt's env_var() for the server's secrets gets the default: they are not there."""
     project = tmp_path / "probe"
