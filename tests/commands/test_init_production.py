@@ -59,6 +59,12 @@ def test_it_reads_the_password_from_stdin_and_a_second_run_changes_nothing():
     assert User.objects.get(username="ops").check_password(PASSWORD) and User.objects.count() == 1
 
 
+def test_no_admin_needs_no_password_and_makes_no_login():
+    text = _init("--no-admin")
+    assert "admin login: none made (--no-admin)" in text and not User.objects.exists()
+    assert WorkloadClass.objects.filter(name__in=["standard", "heavy", "critical"]).count() == 3
+
+
 @pytest.mark.parametrize("args, env, stdin, message", [
     ((), None, None, "password: the admin login 'admin' does not exist yet and needs one: give it on stdin"),
     (("--password-stdin",), None, "\n", "password: the admin login 'admin' does not exist yet"),

@@ -4,6 +4,7 @@ admin login. Idempotent: run it again on every release (it migrates; an existing
 The admin's password comes from stdin (`--password-stdin`) or ETL_ADMIN_PASSWORD, never from the command line (argv
 is visible to every user of the machine in `ps`); it is only needed while the login does not exist yet."""
 import argparse
+import getpass
 import os
 import sys
 
@@ -92,7 +93,9 @@ class Command(BaseCommand):
         if from_stdin and env:
             raise fail(f"password: give it on stdin (--password-stdin) or in {PASSWORD_ENV}, not both")
         if from_stdin:
-            line = (stdin or sys.stdin).readline()
+            stream = stdin or sys.stdin
+            # typed at a terminal: not echoed; piped: its first line
+            line = getpass.getpass("admin password: ") if stream.isatty() else stream.readline()
             password, where = line.rstrip("\r\n"), "stdin"
         else:
             password, where = env, PASSWORD_ENV
@@ -141,7 +144,9 @@ class Command(BaseCommand):
 
     def _print(self, report: dict) -> None:
         applied = report["migrations_applied"]
-        self.stdout.write(f"database: {report['database']}")
+        self.stdout.write(f"database: {report['database']}" + (
+            " (the embedded SQLite: one machine; PostgreSQL through DATABASE_URL for more, docs/deploy.md)"
+            if connection.vendor == "sqlite" else ""))
         self.stdout.write(f"migrations: {len(applied)} applied" if applied else "migrations: none to apply")
         classes = report["workload_classes"]
         made = f" (created: {', '.join(classes['created'])})" if classes["created"] else ""
