@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
+from scheduler.core.errors import first_line as _first_line
 from scheduler.permissions import VERBS, schedule_of
 
 register = template.Library()
@@ -69,6 +70,12 @@ def exit_code_text(code) -> str:
     except ValueError:
         name = f"signal {-code}"
     return f"{code} (killed by {name})"
+
+
+@register.filter
+def first_line(value) -> str:
+    """A reason's first line, for lists: a failure's cause (its detail and context are on the run's page)."""
+    return _first_line(str(value or ""))
 
 
 @register.filter

@@ -277,6 +277,7 @@ COMMANDS_NOT_ACTING_ON_A_SCHEDULE = {
     "serve": "the web process",
     "run_pipeline": "runs a registered pipeline in this process, outside every schedule and the ledger",
     "setup_demo": "the demo's own data, from the shell",
+    "init_production": "makes an installation ready (migrate, workload classes, the first admin), from the shell",
     "prune_history": "retention of every team's finished history, an operator's maintenance from the shell "
     "(what it may never delete: docs/semantics.md, Retention)",
     "audit_archive": "reads an audit archive file",
