@@ -32,7 +32,7 @@ UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea')]
 
 def _styled_and_live(page) -> dict:
     return page.evaluate(
-        """() => ({
+        r"""() => ({
             sheet: [...document.styleSheets].some(s => /\/scheduler\/app\.([0-9a-f]{12}\.)?css$/.test(s.href || '') && s.cssRules.length > 20),
             background: getComputedStyle(document.body).backgroundColor,
             htmx: typeof window.htmx === 'object' && typeof window.htmx.version === 'string',
