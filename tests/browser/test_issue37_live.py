@@ -29,10 +29,22 @@ def _open(browser, server, user, viewport):
 
 
 @pytest.fixture
-def wide(browser, server, operator):
-    page = _open(browser, server, operator, WIDE)
-    yield page
-    page.context.close()
+def open_at(browser, server, operator):
+    """open_at(viewport): a page of its own at that size, logged in as the operator."""
+    pages = []
+
+    def do(viewport):
+        pages.append(_open(browser, server, operator, viewport))
+        return pages[-1]
+
+    yield do
+    for page in pages:
+        page.context.close()
+
+
+@pytest.fixture
+def wide(open_at):
+    return open_at(WIDE)
 
 
 @pytest.fixture
@@ -46,8 +58,10 @@ def _is_poll(response) -> bool:
     return response.request.headers.get("hx-request") == "true"
 
 
-def test_polls_answer_304_and_a_lost_server_is_said_until_it_answers(wide, shot_of, make_schedule, make_run):
-    page = wide
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1366", "390"])
+def test_polls_answer_304_and_a_lost_server_is_said_until_it_answers(open_at, viewport, shot_of, make_schedule,
+                                                                     make_run):
+    page = open_at(viewport)
     make_run(make_schedule("orders-sync"), RunStatus.RUNNING)
     page.goto("/")
     # the facts stand (the run's start, its last heartbeat): after the first poll, nothing but a 304 and no body
@@ -64,15 +78,19 @@ def test_polls_answer_304_and_a_lost_server_is_said_until_it_answers(wide, shot_
     expect(banner).to_have_text(re.compile(r"Connection lost .*showing data from \d\d:\d\d:\d\d"))
     assert page.evaluate("document.documentElement.classList.contains('offline')")
     assert page.evaluate("getComputedStyle(document.querySelector('#running [data-age]')).fontStyle") == "italic"
-    shot_of(page, "connection-lost")
+    if viewport is WIDE:
+        shot_of(page, "connection-lost")
+    else:
+        assert page.locator("#connection-lost").bounding_box()["width"] <= PHONE["width"]
 
     page.unroute("**/*")
     expect(banner).to_have_count(0, timeout=20_000)
     assert not page.evaluate("document.documentElement.classList.contains('offline')")
 
 
-def test_no_stale_text_after_live_updates(wide, make_schedule, make_run):
-    page = wide
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1366", "390"])
+def test_no_stale_text_after_live_updates(open_at, viewport, make_schedule, make_run):
+    page = open_at(viewport)
     run = make_run(make_schedule("orders-sync"), RunStatus.RUNNING, reason="")
     page.goto(f"/runs/{run.pk}/")
     expect(page.locator("#log-empty")).to_have_text("No lines yet.")

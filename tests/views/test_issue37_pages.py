@@ -45,6 +45,7 @@ def test_an_empty_overview_says_so_in_one_line_each(viewer_client):
     assert '<p class="muted empty-line" id="running">Nothing running.</p>' in page
     assert '<p class="muted empty-line" id="latest">No runs yet.</p>' in page
     assert '<table id="running"' not in page and '<table id="latest"' not in page
+    assert '<p class="muted empty-line" id="clusters">No cluster has beaten in the last 30 s.</p>' in page
     assert 'id="retention"' not in page
 
 
