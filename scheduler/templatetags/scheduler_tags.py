@@ -270,3 +270,14 @@ def audit_target_url(entry) -> str:
 def breaker_state_then(reason: str) -> str:
     """The breaker's state when the run was blocked, read from the reason it was given then (never today's state)."""
     return "half-open" if str(reason or "").startswith("circuit half-open") else "open"
+
+
+# Status is never colour alone (issue 37): a mark beside the colour, the same in the graph and its legend
+STATUS_GLYPHS = {"succeeded": "✓", "failed": "✕", "running": "▶", "stopping": "■", "queued": "…", "waiting": "…",
+                 "blocked": "⊘", "skipped": "↷", "cancelled": "–", "none": "○"}
+
+
+@register.filter
+def status_glyph(status) -> str:
+    """'FAILED' -> '✕': the mark a picture draws beside a status's colour."""
+    return STATUS_GLYPHS.get(str(status or "none").lower(), "")
