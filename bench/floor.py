@@ -128,10 +128,10 @@ def floor(n: int, *, workers: int = 2) -> dict:
         if proc.exitcode != 0:
             raise RuntimeError(f"a floor worker failed (exit {proc.exitcode})")
     window = max(end for _, end in spans) - min(began for began, _ in spans)
-    done = Run.objects.filter(pk__in=ids, status="SUCCEEDED").count()
+    done = Run.objects.filter(schedule=schedule, status="SUCCEEDED").count()
     if done != n:
         raise RuntimeError(f"only {done} of {n} runs ended SUCCEEDED")
-    Run.objects.filter(pk__in=ids).delete()
+    Run.objects.filter(schedule=schedule).delete()
     return {"n": n, "workers": workers, "seconds": window, "per_s": n / window,
             "insert_seconds": insert_s, "insert_per_s": n / insert_s}
 
