@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
+from scheduler.backfill_report import status_words
 from scheduler.permissions import VERBS, schedule_of
 from scheduler.timefmt import moment_text, parse_moment, span_words, utc_iso
 
@@ -56,6 +57,13 @@ def run_pill(run) -> str:
     """A run's status pill as pages show it: STOPPING for a RUNNING run asked to stop (`Run.shown_status`)."""
     shown = getattr(run, "shown_status", None) or run.status
     return format_html('<span class="status s-{}">{}</span>', str(shown).lower(), shown)
+
+
+@register.simple_tag
+def backfill_status(backfill, failed=0) -> str:
+    """A backfill's status pill: "Completed with 1 failed window" in the failure colour, not a green success."""
+    text, css = status_words(backfill.status, failed or 0)
+    return format_html('<span class="status s-{}" data-status="{}">{}</span>', css, backfill.status, text)
 
 
 @register.filter
