@@ -34,19 +34,22 @@ def scoped(form: forms.Form, user) -> forms.Form:
     return form
 
 
-class MomentField(forms.CharField):
+class MomentField(forms.Field):
     """A moment in a URL (a timeline slice's bounds): ISO 8601, `2026-12-05T02:10:00Z` or with an offset; without
     one it is read in the viewer's zone. The error names the field."""
 
     def __init__(self, *, name: str, **kwargs):
         self.name = name
-        super().__init__(required=False, max_length=40, **kwargs)
+        super().__init__(required=False, widget=forms.TextInput(attrs={"size": 20, "placeholder": "2026-12-05T02:10Z"}),
+                         **kwargs)
 
     def to_python(self, value):
-        value = super().to_python(value).strip()
+        value = str(value or "").strip()
         if not value:
             return None
         try:
+            if len(value) > 40:
+                raise ValueError(value)
             moment = datetime.fromisoformat(value.replace(" ", "T", 1) if "T" not in value else value)
         except ValueError:
             raise forms.ValidationError(
