@@ -28,9 +28,9 @@ TIMELINE_MAX_ROWS = 40  # schedules drawn when grouped: those with failed or blo
 SHORT_RANGE = 3 * 3600
 
 
-def runs_href(*, start: datetime, end: datetime, hide_backfills: bool, **more) -> str:
-    """The runs list of a slice of the timeline: its bounds (UTC, to the second) and the chart's switches."""
-    query = {**more, "from": utc_iso(start), "to": utc_iso(end)}
+def runs_href(*, start: datetime, end: datetime, hide_backfills: bool, team: str, **more) -> str:
+    """The runs list of a slice of the timeline: its bounds (UTC, to the second) and the chart's team and switch."""
+    query = {**more, "from": utc_iso(start), "to": utc_iso(end), "team": team}
     if hide_backfills:
         query["hide_backfills"] = "on"
     return f"{reverse('scheduler:runs')}?{urlencode(query)}"
@@ -110,11 +110,13 @@ def timeline(request):
         chart = timeline_charts.timeline_groups(
             [(row["schedule_id"], row["name"]) for row in chosen], [c for c in counts if c[0] in ids], step=step,
             group_href=lambda name, status, low, high: runs_href(start=low, end=high, hide_backfills=hide,
-                                                                 schedule=name, status=status),
+                                                                 team=scope["team_choice"], schedule=name,
+                                                                 status=status),
             **options)
         chart.by_hour = not short
         chart.group_words = span_words(step)
     context = {"form": form, "chart": chart, "range_value": value, "range_words": words, "seconds": seconds,
                "start": start, "now": now, "total": total, "total_text": f"{total:,}", "left_out": left_out,
-               "hide_backfills": hide, "runs_href": runs_href(start=start, end=now, hide_backfills=hide), **scope}
+               "hide_backfills": hide, **scope,
+               "runs_href": runs_href(start=start, end=now, hide_backfills=hide, team=scope["team_choice"])}
     return render(request, partial(request, "scheduler/timeline.html", "chart"), context)

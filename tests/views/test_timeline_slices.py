@@ -67,7 +67,7 @@ def test_a_group_link_opens_exactly_the_runs_of_its_slice(viewer_client, backfil
     href, n = _bars(page, "live")[0]  # the oldest slice: a failed run is in it
     query = parse_qs(urlsplit(href).query)
     assert urlsplit(href).path == reverse("scheduler:runs")
-    assert set(query) == {"schedule", "status", "from", "to"} and query["schedule"] == ["live"]
+    assert set(query) == {"schedule", "status", "from", "to", "team"} and query["schedule"] == ["live"]
     low, high = (timezone.datetime.fromisoformat(query[k][0]) for k in ("from", "to"))
     assert high - low == timedelta(minutes=1)
     expected = set(Run.objects.filter(schedule__name="live", status=query["status"][0], started_at__gte=low,
