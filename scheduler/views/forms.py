@@ -57,6 +57,14 @@ class MomentField(forms.Field):
                 f"(ISO 8601; without an offset it is read in your zone)") from None
         return moment if moment.tzinfo else django_timezone.make_aware(moment, django_timezone.get_current_timezone())
 
+    def prepare_value(self, value):
+        """The bound shown back as a person reads it: the viewer's wall clock, to the second (read back the same)."""
+        try:
+            moment = value if isinstance(value, datetime) else self.to_python(value)
+        except forms.ValidationError:
+            return value
+        return "" if moment is None else django_timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+
 
 class RunFilterForm(forms.Form):
     status = forms.ChoiceField(choices=[("", "any")] + RunStatus.choices, required=False)
@@ -77,8 +85,9 @@ class RunFilterForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # "from" is a Python keyword: declared here; runs that started (were queued, if never started) in [from, to)
-        self.fields["from"] = MomentField(name="from", label="Started from")
-        self.fields["to"] = MomentField(name="to", label="Started before")
+        zone = django_timezone.localtime().tzname()
+        self.fields["from"] = MomentField(name="from", label=f"Started from ({zone})")
+        self.fields["to"] = MomentField(name="to", label=f"Started before ({zone})")
 
     def clean(self):
         cleaned = super().clean()

@@ -131,3 +131,7 @@ def test_a_bound_without_an_offset_is_read_in_the_viewers_zone(viewer_client, ma
     response = viewer_client.get(reverse("scheduler:runs"), {"from": (local - timedelta(seconds=1)).isoformat(),
                                                               "to": (local + timedelta(seconds=1)).isoformat()})
     assert [r.pk for r in response.context["page"]["runs"]] == [inside.pk]
+    # a bound in UTC is shown back on Berlin's wall clock, to the second, and reads back as the same moment
+    response = viewer_client.get(reverse("scheduler:runs"), {"from": "2026-12-05T02:10:49Z"})
+    page = response.content.decode()
+    assert 'value="2026-12-05 03:10:49"' in page and "Started from (CET)" in page
