@@ -101,10 +101,14 @@ def count_upto(*, start: datetime, end: datetime, limit: int, team_ids=None, bac
     return n + before[: limit + 1 - n].count()
 
 
-def runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None, backfills: bool = True) -> list[Run]:
-    """The runs in range, oldest first, each with what its bar needs."""
+def runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None, backfills: bool = True,
+         schedule_ids=None) -> list[Run]:
+    """The runs in range (of `schedule_ids`, if given), oldest first, each with what its bar needs."""
+    found = in_range(start=start, end=end, team_ids=team_ids, backfills=backfills)
+    if schedule_ids is not None:
+        found = found.filter(schedule_id__in=sorted(set(schedule_ids)))
     return list(
-        in_range(start=start, end=end, team_ids=team_ids, backfills=backfills)
+        found
         .select_related("schedule")
         .only("id", "status", "stop_requested_at", "queued_at", "started_at", "finished_at", "schedule__id",
               "schedule__name")

@@ -5,7 +5,7 @@ Like charts.py, these functions only decide where the bars go; a row writes its 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
@@ -74,6 +74,15 @@ class Timeline:
     group_seconds: float = 0
     group_words: str = ""  # the slice as words: "1 minute", "2 hours"
     by_hour: bool = False  # grouped from the hour rollup (whole UTC hours), not from the ledger
+    one_by_one: int = 0  # rows of a grouped chart drawn run by run (their runs do not overlap)
+
+
+def merged(grouped: Timeline, runs: Timeline) -> Timeline:
+    """A grouped chart with the rows of another of the same range and size drawn run by run, in name order."""
+    rows = sorted(grouped.rows + runs.rows, key=lambda r: r.label)
+    for i, row in enumerate(rows):
+        row.y = 22 + i * grouped.row_h
+    return replace(grouped, rows=rows, height=22 + max(len(rows), 1) * grouped.row_h + 6, now_x=runs.now_x)
 
 
 def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: int = 170, row_h: int = 24,

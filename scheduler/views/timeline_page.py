@@ -26,6 +26,7 @@ TIMELINE_MAX_ROWS = 40  # schedules drawn when grouped: those with failed or blo
 # a crowded range up to this long is counted from the ledger in slices of minutes (its runs are a few thousand at
 # most); a longer one from the hour rollup, in whole hours
 SHORT_RANGE = 3 * 3600
+SPARSE_RUNS = 60  # runs of one row in a short range drawn one by one: 15 px apart on average over 900 px
 
 
 def runs_href(*, start: datetime, end: datetime, hide_backfills: bool, team: str, **more) -> str:
@@ -43,6 +44,18 @@ def _choose(per_schedule: list[dict]) -> tuple[list[dict], dict]:
     left_out = {"schedules": len(per_schedule) - len(chosen), "runs": total - sum(row["n"] for row in chosen),
                 "trouble": sum(r["trouble"] for r in per_schedule) - sum(r["trouble"] for r in chosen)}
     return chosen, left_out
+
+
+def _sparse(chosen: list[dict]) -> set[int]:
+    """The rows of a crowded short range drawn run by run: those whose runs would not overlap on screen (at most
+    SPARSE_RUNS each), the quietest first, TIMELINE_MAX_BARS runs in all (as Dagster batches only what overlaps)."""
+    picked, bars = set(), 0
+    for row in sorted(chosen, key=lambda r: r["n"]):
+        if row["n"] > SPARSE_RUNS or bars + row["n"] > TIMELINE_MAX_BARS:
+            break
+        picked.add(row["schedule_id"])
+        bars += row["n"]
+    return picked
 
 
 def _short_counts(window: dict, *, span: float, backfills: bool):
@@ -106,15 +119,20 @@ def timeline(request):
             window, span=seconds, backfills=not hide)
         options["start"] = start
         total = sum(row["n"] for row in chosen) + left_out["runs"]
-        ids = {row["schedule_id"] for row in chosen}
+        sparse = _sparse(chosen) if short else set()
+        ids = {row["schedule_id"] for row in chosen} - sparse
         chart = timeline_charts.timeline_groups(
-            [(row["schedule_id"], row["name"]) for row in chosen], [c for c in counts if c[0] in ids], step=step,
+            [(row["schedule_id"], row["name"]) for row in chosen if row["schedule_id"] in ids],
+            [c for c in counts if c[0] in ids], step=step,
             group_href=lambda name, status, low, high: runs_href(start=low, end=high, hide_backfills=hide,
                                                                  team=scope["team_choice"], schedule=name,
                                                                  status=status),
             **options)
-        chart.by_hour = not short
-        chart.group_words = span_words(step)
+        if sparse:  # their runs do not overlap on screen: each is its own bar beside the busy rows' groups
+            chart = timeline_charts.merged(chart, timeline_charts.timeline_chart(
+                timeline_reads.runs(backfills=not hide, schedule_ids=sparse, **{**window, "start": start}),
+                href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options))
+        chart.by_hour, chart.group_words, chart.one_by_one = not short, span_words(step), len(sparse)
     context = {"form": form, "chart": chart, "range_value": value, "range_words": words, "seconds": seconds,
                "start": start, "now": now, "total": total, "total_text": f"{total:,}", "left_out": left_out,
                "hide_backfills": hide, **scope,
