@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule
 from scheduler.models.run import LOST_WORKER
+from scheduler.streaks import failure_streaks
 from scheduler.selectors import (
     active_runs, as_written, backfills_with_progress, fold_runs, governance_health, owned_by, queue_by_class,
 )
@@ -29,6 +30,7 @@ def open_breakers(team_ids=None):
             "breaker_opened_at",
             "breaker_current_cooldown_seconds",
         )
+        .annotate(verdict_run=F("outcome__live_failure"))
         .order_by("name"),
         team_ids, "owner_id",
     )
@@ -196,16 +198,18 @@ def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict
                       "title": f"run #{run.pk} of {run.schedule.name}",
                       "detail": f"no heartbeat for {(now - run.heartbeat_at).total_seconds():.0f} s"
                                 f"{' from ' + run.worker_id if run.worker_id else ''}"})
-    broken = set()
-    for s in (open_breakers(team_ids) if breakers is None else breakers)[:ATTENTION_LIMIT]:
-        broken.add(s.pk)
+    broken = list((open_breakers(team_ids) if breakers is None else breakers)[:ATTENTION_LIMIT])
+    said = {s.pk for s in broken}
+    failing = [s for s in failing_schedules(team_ids)[:ATTENTION_LIMIT] if s.pk not in said]
+    # since when, how many in a row, the last error: for every schedule below in two statements (issue 37)
+    streaks = failure_streaks({s.pk: s.verdict_run for s in [*broken, *failing] if s.verdict_run}, now=now)
+    for s in broken:
         items.append({"kind": "breaker", "label": "Breaker " + s.get_breaker_status_display().lower(),
-                      "href": schedule_url(s.pk), "title": s.name,
+                      "href": schedule_url(s.pk), "title": s.name, "streak": streaks.get(s.pk),
                       "detail": f"{s.breaker_failures} consecutive failures"})
-    for s in failing_schedules(team_ids)[:ATTENTION_LIMIT]:
-        if s.pk in broken:
-            continue  # its open breaker already says so, once
+    for s in failing:  # a schedule whose breaker is open is said once, above
         items.append({"kind": "failing", "label": "Failing", "href": run_url(s.verdict_run), "title": s.name,
+                      "streak": streaks.get(s.pk),
                       "detail": f"last run #{s.verdict_run} failed: {s.verdict_reason or 'no reason given'}"})
     for s in late_schedules(team_ids):
         items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
