@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule
 from scheduler.models.run import LOST_WORKER
+from scheduler.run_facts import Elapsed, typical_durations
 from scheduler.streaks import failure_streaks
 from scheduler.selectors import (
     active_runs, as_written, backfills_with_progress, fold_runs, governance_health, owned_by, queue_by_class,
@@ -40,11 +41,15 @@ def overview(now: datetime | None = None, *, team_ids=None) -> dict:
     """The overview's parts; `team_ids` narrows everything but the shared queue and health to those teams."""
     now = now or timezone.now()
     running = []
-    for run in active_runs(team_ids)[:100]:
+    active = list(active_runs(team_ids)[:100])
+    typical = typical_durations(run.schedule_id for run in active)  # two statements, however many run
+    for run in active:
+        elapsed = (now - run.started_at).total_seconds() if run.started_at else None
         running.append(
             {
                 "run": run,
-                "elapsed": (now - run.started_at).total_seconds() if run.started_at else None,
+                "elapsed": elapsed,
+                "vs_typical": Elapsed(elapsed, typical.get(run.schedule_id)) if elapsed is not None else None,
                 "heartbeat_age": (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else None,
                 "stale": bool(
                     run.heartbeat_at and (now - run.heartbeat_at).total_seconds() > settings.ETL_STUCK_SECONDS

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler import run_reads
+from scheduler.run_facts import Elapsed, attempt_text, typical_durations
 from scheduler import oncall
 from scheduler import timeline as timeline_reads
 from scheduler.scoped_runs import hide_in_text, hide_other_teams, hide_upstream_rows
@@ -120,8 +121,10 @@ def run_detail(request, run_id: int):
     hide_other_teams([run], visible)  # after _explain: it judges the run as stored
     if run.started_at:
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
-    if run.started_at:
         context["latency"] = (run.started_at - run.queued_at).total_seconds()
+        if run.finished_at is None:  # running: its time so far beside its schedule's typical one (issue 37)
+            context["elapsed"] = Elapsed(context["duration"], typical_durations([run.schedule_id]).get(run.schedule_id))
+    context["attempt_text"], context["attempt_note"] = attempt_text(run)
     dbt = run.schedule.target_kind == TargetKind.DBT
     if run.report:
         # a dbt run's graph is dbt's (its manifest, kept in the report), a workflow's the registered one
