@@ -12,6 +12,7 @@ from django.utils import timezone
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule
 from scheduler.models.run import LOST_WORKER
 from scheduler.run_facts import Elapsed, typical_durations
+from scheduler.services.admission.waits import wait_reasons
 from scheduler.streaks import failure_streaks
 from scheduler.selectors import (
     active_runs, as_written, backfills_with_progress, fold_runs, governance_health, owned_by, queue_by_class,
@@ -57,19 +58,27 @@ def overview(now: datetime | None = None, *, team_ids=None) -> dict:
             }
         )
     breakers = list(open_breakers(team_ids))
+    latest = fold_runs(
+        list(
+            owned_by(Run.objects.all(), team_ids).select_related("schedule", "workload_class")
+            .only("id", "status", "trigger_kind", "queued_at", "started_at", "finished_at",
+                  "stop_requested_at", "stop_kind", "schedule__id", "schedule__name", "schedule__owner_id",
+                  # why a queued or waiting one has not started (admission/waits.wait_reasons, issue 37)
+                  "reason", "not_before", "workload_class__id", "workload_class__name",
+                  "workload_class__concurrency_limit", "schedule__max_wait_seconds", "schedule__breaker_status",
+                  "schedule__breaker_opened_at", "schedule__breaker_current_cooldown_seconds")
+            .order_by("-id")[:100]
+        )
+    )
+    reasons = wait_reasons([g["run"] for g in latest], now=now, team_ids=team_ids)
+    for group in latest:
+        group["wait_reason"] = reasons.get(group["run"].pk, "")
     return {
         "now": now,
         "running": running,
         "queue": queue_by_class(),
         "breakers": breakers,
-        "latest": fold_runs(
-            list(
-                owned_by(Run.objects.all(), team_ids).select_related("schedule")
-                .only("id", "status", "trigger_kind", "queued_at", "started_at", "finished_at",
-                      "stop_requested_at", "stop_kind", "schedule__id", "schedule__name", "schedule__owner_id")
-                .order_by("-id")[:100]
-            )
-        ),
+        "latest": latest,
         "health": governance_health(now),
         "attention": needs_attention(now, breakers=breakers, team_ids=team_ids),
     }

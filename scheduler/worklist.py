@@ -25,7 +25,8 @@ ERROR_SHOWN = 400  # characters of a failed run's error an item keeps (the pages
 
 def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
     """{"open": [...], "acknowledged": [...], "recovered": [...]}; each item is a dict with the schedule, its
-    last failed `run`, `count` and `streak` (its failures since the success before it, streaks.Streak), `ack` / `earlier_ack` and `recovered_by`."""
+    last failed `run`, `count` and `streak` (its failures since the success before it, streaks.Streak), `ack` /
+    `earlier_ack` and `recovered_by`."""
     latest_ack = (FailureAck.objects.filter(schedule_id=OuterRef("schedule_id"))
                   .order_by("-up_to_run_id", "-id").values("id")[:1])  # failureack_schedule_run: one seek
     rows = LatestOutcome.objects.filter(failure__isnull=False)

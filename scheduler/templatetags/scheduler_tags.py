@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
 from scheduler.permissions import VERBS, schedule_of
+from scheduler.words import status_word
 
 register = template.Library()
 
@@ -52,8 +53,8 @@ def why_not(context, perm: str, obj=None) -> str:
 @register.simple_tag
 def run_pill(run) -> str:
     """A run's status pill as pages show it: STOPPING for a RUNNING run asked to stop (`Run.shown_status`)."""
-    shown = getattr(run, "shown_status", None) or run.status
-    return format_html('<span class="status s-{}">{}</span>', str(shown).lower(), shown)
+    shown = status_word(getattr(run, "shown_status", None) or run.status)
+    return format_html('<span class="status s-{}">{}</span>', shown.lower(), shown)
 
 
 @register.filter
@@ -263,3 +264,14 @@ def audit_target_url(entry) -> str:
 def breaker_state_then(reason: str) -> str:
     """The breaker's state when the run was blocked, read from the reason it was given then (never today's state)."""
     return "half-open" if str(reason or "").startswith("circuit half-open") else "open"
+
+
+@register.simple_tag
+def status_pill(value, label: str = "") -> str:
+    """Any status as a pill, in the one casing of every page (words.status_word): {% status_pill n.outcome %}."""
+    word = status_word(value)
+    css = "succeeded" if word == "SUCCEEDED" else str(value or "none").strip().lower().replace(" ", "_")
+    return format_html('<span class="status s-{}">{}</span>', css, label or word)
+
+
+register.filter("status_word", status_word)
