@@ -14,7 +14,7 @@ from scheduler.models import Run, RunStatus, Schedule
 
 S = RunStatus
 TYPICAL_OF = 20  # a schedule's typical duration: the median of its last this many successful live runs
-# A running run past this many times its schedule's typical duration is highlighted as unusual (docs/dashboard.md):
+# A running run past this many times its schedule's typical duration is highlighted as unusual (README, On call):
 # 3x leaves room for the ordinary spread of a day's volumes, and a hanging run passes it within minutes
 UNUSUAL_FACTOR = 3.0
 
