@@ -149,6 +149,7 @@ def test_node_outcomes_and_statuses_read_one_word_in_one_casing(viewer_client, m
     NodeRecord.objects.create(run=run, task_id="a", outcome="SUCCESS", attempts=1, started_at=now, finished_at=now,
                               rows=3, run_attempt=1)
     page = viewer_client.get(reverse("scheduler:run_detail", args=[run.pk])).content.decode()
-    assert ">SUCCESS<" not in page and page.count('<span class="status s-succeeded">SUCCEEDED</span>') == 2  # report, node
+    pill = '<span class="status s-succeeded">SUCCEEDED</span>'
+    assert ">SUCCESS<" not in page and page.count(pill) == 2  # the report's row and the node record's
     schedules = viewer_client.get(reverse("scheduler:schedules") + "?team=all").content.decode()
     assert '<span class="status s-closed">CLOSED</span>' in schedules and ">Closed<" not in schedules
