@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 
 from scheduler.models import BreakerStatus, RunStatus, Schedule, WorkloadClass
