@@ -109,14 +109,17 @@ def _statements(client, url) -> int:
     return len(queries.captured_queries)
 
 
-@pytest.mark.parametrize("page", ["overview", "schedules", "schedule"])
+@pytest.mark.parametrize("page", ["overview", "schedules", "schedule", "runs"])
 def test_the_statements_of_a_page_stay_flat_with_more_failing_schedules_and_runs(operator_client, make_schedule,
                                                                                   make_run, now, page):
     first, _ = _failing(make_schedule, make_run, now, "a0", failures=2)
     make_run(first, S.BLOCKED, reason="circuit open", queued_at=now - timedelta(minutes=1))
+    make_run(first, S.RUNNING, started_at=now - timedelta(minutes=1))  # elapsed beside typical
+    make_run(first, S.QUEUED)  # why it waits
     urls = {"overview": reverse("scheduler:overview") + "?team=all",
             "schedules": reverse("scheduler:schedules") + "?team=all",
-            "schedule": reverse("scheduler:schedule_detail", args=[first.pk])}
+            "schedule": reverse("scheduler:schedule_detail", args=[first.pk]),
+            "runs": reverse("scheduler:runs") + "?team=all"}
     _statements(operator_client, urls[page])  # the first request warms per-process caches
     few = _statements(operator_client, urls[page])
     for i in range(1, 8):
@@ -126,4 +129,5 @@ def test_the_statements_of_a_page_stay_flat_with_more_failing_schedules_and_runs
         make_run(first, S.BLOCKED, reason="circuit open" if i % 2 else "upstream x failed",
                  queued_at=now - timedelta(seconds=i))
         make_run(first, S.FAILED, finished_at=now - timedelta(seconds=i))
+        make_run(first, (S.QUEUED, S.WAITING, S.RUNNING)[i % 3], started_at=now - timedelta(seconds=i))
     assert _statements(operator_client, urls[page]) == few
