@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from scheduler.models import BreakerStatus, RunStatus, Schedule, WorkloadClass
+from tests.browser.conftest import _screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = RunStatus
@@ -60,6 +61,7 @@ def test_since_when_a_schedule_fails_once_its_breaker_is_open(screen, make_sched
     expect(item).to_contain_text("(4 in a row)")
     expect(item).to_contain_text("EtlError: feed down 3")
     _inside(screen, item.locator(".streak"))
+    _screenshot(screen, f"issue37-failing-since-{screen.width}")
     expect(screen.locator(f"#failure-{feed.pk}")).to_contain_text("4 failures")
     item.locator(f"a[href='/runs/{failed[-1].pk}/']").click()
     expect(screen.locator("#run-status")).to_have_text("FAILED")
@@ -82,6 +84,7 @@ def test_a_hanging_run_shows_its_time_beside_the_typical_one(screen, make_schedu
     expect(elapsed).to_have_class("elapsed unusual")
     _inside(screen, elapsed)
     assert elapsed.evaluate("e => getComputedStyle(e).fontWeight") == "600"
+    _screenshot(screen, f"issue37-elapsed-{screen.width}")
     screen.goto(f"/runs/{hanging.pk}/")
     expect(screen.locator("#elapsed")).to_contain_text("typical 14 s")
     expect(screen.locator("#elapsed")).to_contain_text("unusually long")
@@ -104,6 +107,7 @@ def test_why_a_run_waits_is_one_hop_further_and_waiting_is_a_link(screen, make_s
     expect(reason).to_have_count(1)
     expect(reason).to_contain_text("it fails as a dependency timeout at")
     expect(reason).to_contain_text("(max wait 600 s)")
+    _screenshot(screen, f"issue37-waiting-{screen.width}")
 
 
 def test_a_failed_run_says_it_was_not_retried_and_words_read_alike(screen, make_schedule, make_run, now):
