@@ -12,6 +12,9 @@ from django.utils import timezone
 from scheduler.core.errors import first_line
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule
 from scheduler.models.run import LOST_WORKER
+from scheduler.run_facts import Elapsed, typical_durations
+from scheduler.services.admission.waits import wait_reasons
+from scheduler.streaks import failure_streaks
 from scheduler.timefmt import moment_text
 from scheduler.selectors import (
     active_runs, as_written, backfills_with_progress, fold_runs, governance_health, owned_by, queue_by_class,
@@ -31,6 +34,7 @@ def open_breakers(team_ids=None):
             "breaker_opened_at",
             "breaker_current_cooldown_seconds",
         )
+        .annotate(verdict_run=F("outcome__live_failure"))
         .order_by("name"),
         team_ids, "owner_id",
     )
@@ -40,11 +44,15 @@ def overview(now: datetime | None = None, *, team_ids=None) -> dict:
     """The overview's parts; `team_ids` narrows everything but the shared queue and health to those teams."""
     now = now or timezone.now()
     running = []
-    for run in active_runs(team_ids)[:100]:
+    active = list(active_runs(team_ids)[:100])
+    typical = typical_durations(run.schedule_id for run in active)  # two statements, however many run
+    for run in active:
+        elapsed = (now - run.started_at).total_seconds() if run.started_at else None
         running.append(
             {
                 "run": run,
-                "elapsed": (now - run.started_at).total_seconds() if run.started_at else None,
+                "elapsed": elapsed,
+                "vs_typical": Elapsed(elapsed, typical.get(run.schedule_id)) if elapsed is not None else None,
                 "heartbeat_age": (now - run.heartbeat_at).total_seconds() if run.heartbeat_at else None,
                 "stale": bool(
                     run.heartbeat_at and (now - run.heartbeat_at).total_seconds() > settings.ETL_STUCK_SECONDS
@@ -52,19 +60,27 @@ def overview(now: datetime | None = None, *, team_ids=None) -> dict:
             }
         )
     breakers = list(open_breakers(team_ids))
+    latest = fold_runs(
+        list(
+            owned_by(Run.objects.all(), team_ids).select_related("schedule", "workload_class")
+            .only("id", "status", "trigger_kind", "queued_at", "started_at", "finished_at",
+                  "stop_requested_at", "stop_kind", "schedule__id", "schedule__name", "schedule__owner_id",
+                  # why a queued or waiting one has not started (admission/waits.wait_reasons, issue 37)
+                  "reason", "not_before", "workload_class__id", "workload_class__name",
+                  "workload_class__concurrency_limit", "schedule__max_wait_seconds", "schedule__breaker_status",
+                  "schedule__breaker_opened_at", "schedule__breaker_current_cooldown_seconds")
+            .order_by("-id")[:100]
+        )
+    )
+    reasons = wait_reasons([g["run"] for g in latest], now=now, team_ids=team_ids)
+    for group in latest:
+        group["wait_reason"] = reasons.get(group["run"].pk, "")
     return {
         "now": now,
         "running": running,
         "queue": queue_by_class(),
         "breakers": breakers,
-        "latest": fold_runs(
-            list(
-                owned_by(Run.objects.all(), team_ids).select_related("schedule")
-                .only("id", "status", "trigger_kind", "queued_at", "started_at", "finished_at",
-                      "stop_requested_at", "stop_kind", "schedule__id", "schedule__name", "schedule__owner_id")
-                .order_by("-id")[:100]
-            )
-        ),
+        "latest": latest,
         "health": governance_health(now),
         "attention": needs_attention(now, breakers=breakers, team_ids=team_ids),
     }
@@ -198,18 +214,20 @@ def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict
                       "title": f"run #{run.pk} of {run.schedule.name}",
                       "detail": f"no heartbeat for {(now - run.heartbeat_at).total_seconds():.0f} s"
                                 f"{' from ' + run.worker_id if run.worker_id else ''}"})
-    broken = set()
-    for s in (open_breakers(team_ids) if breakers is None else breakers)[:ATTENTION_LIMIT]:
-        broken.add(s.pk)
+    broken = list((open_breakers(team_ids) if breakers is None else breakers)[:ATTENTION_LIMIT])
+    said = {s.pk for s in broken}
+    failing = [s for s in failing_schedules(team_ids)[:ATTENTION_LIMIT] if s.pk not in said]
+    # since when, how many in a row, the last error: for every schedule below in two statements (issue 37)
+    streaks = failure_streaks({s.pk: s.verdict_run for s in [*broken, *failing] if s.verdict_run}, now=now)
+    for s in broken:
         items.append({"kind": "breaker", "label": "Breaker " + s.get_breaker_status_display().lower(),
-                      "href": schedule_url(s.pk), "title": s.name,
+                      "href": schedule_url(s.pk), "title": s.name, "streak": streaks.get(s.pk),
                       "detail": f"{s.breaker_failures} consecutive failures"})
-    for s in failing_schedules(team_ids)[:ATTENTION_LIMIT]:
-        if s.pk in broken:
-            continue  # its open breaker already says so, once
-        why = first_line(s.verdict_reason) or "no reason given"  # the cause; its context is on the run's page
+    for s in failing:  # a schedule whose breaker is open is said once, above
         items.append({"kind": "failing", "label": "Failing", "href": run_url(s.verdict_run), "title": s.name,
-                      "detail": f"last run #{s.verdict_run} failed: {why}"})
+                      "streak": streaks.get(s.pk),
+                      # the cause's first line; its context is on the run's page
+                      "detail": f"last run #{s.verdict_run} failed: {first_line(s.verdict_reason) or 'no reason given'}"})
     for s in late_schedules(team_ids):
         items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
                       "detail": f"freshness objective ({s.freshness_max_age_seconds or 0} s, "

@@ -32,6 +32,13 @@ RUN_LIST_FIELDS = (
     "schedule__target_id",
     "workload_class__id",
     "workload_class__name",
+    # why a QUEUED or WAITING row has not started, without a query per row (admission/waits.wait_reasons)
+    "not_before",
+    "workload_class__concurrency_limit",
+    "schedule__max_wait_seconds",
+    "schedule__breaker_status",
+    "schedule__breaker_opened_at",
+    "schedule__breaker_current_cooldown_seconds",
 )
 
 

@@ -237,7 +237,6 @@ def schedule_detail(schedule, *, now: datetime) -> dict:
         "watermark_history": list(WatermarkHistory.objects.filter(schedule=schedule).order_by("-at", "-id")[:20]),
         "upstream": list(schedule.depends_on.order_by("name")),
         "downstream": list(schedule.downstream.order_by("name")),
-        "recent_runs": list(Run.objects.filter(schedule=schedule).order_by("-id")[:10]),
     }
 
 

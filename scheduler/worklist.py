@@ -5,26 +5,28 @@ said why it is handled; a later failure opens it again), or recovered (a run of 
 its last failure). It starts from each schedule's kept latest failure and latest success (LatestOutcome,
 services/outcomes.py) of the CANDIDATES schedules that failed last, so no read grows with the history or with
 the runs a day: a row per schedule, the acknowledgement each one's latest (one index seek), and the failures
-counted for the items shown only, each in its own day (issue 25).
+counted for the items shown only: those since the schedule's last success before its last failure (issue 37), found
+and counted in two statements for all of them (streaks.py).
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Substr
 
-from scheduler.models import FailureAck, LatestOutcome, Run, RunStatus
+from scheduler.models import FailureAck, LatestOutcome, Run
+from scheduler.streaks import failure_streaks
 
 CANDIDATES = 500  # the schedules whose last failure is the most recent: older ones have long been dealt with
-COUNT_HOURS = 24  # an item counts its schedule's failures in the day up to its last failure
 RECOVERED_SHOWN = 10
 ERROR_SHOWN = 400  # characters of a failed run's error an item keeps (the pages show at most 300)
 
 
 def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
     """{"open": [...], "acknowledged": [...], "recovered": [...]}; each item is a dict with the schedule, its
-    last failed `run`, `count` (failures in the COUNT_HOURS up to it), `ack` / `earlier_ack` and `recovered_by`."""
+    last failed `run`, `count` and `streak` (its failures since the success before it, streaks.Streak), `ack` /
+    `earlier_ack` and `recovered_by`."""
     latest_ack = (FailureAck.objects.filter(schedule_id=OuterRef("schedule_id"))
                   .order_by("-up_to_run_id", "-id").values("id")[:1])  # failureack_schedule_run: one seek
     rows = LatestOutcome.objects.filter(failure__isnull=False)
@@ -50,12 +52,12 @@ def failure_worklist(now: datetime, *, team_ids=None, limit: int = 50) -> dict:
     for state, size in (("open", limit), ("acknowledged", limit), ("recovered", RECOVERED_SHOWN)):
         shown[state] = sorted(work[state], key=lambda entry: entry[:2], reverse=True)[:size]
     runs = _failed_runs([run_id for entries in shown.values() for _, run_id, _ in entries])
-    out: dict = {"count_hours": COUNT_HOURS}
+    out: dict = {}
     for state, entries in shown.items():
-        out[state] = [{"schedule": runs[run_id].schedule, "run": runs[run_id], "count": 1, "ack": None,
+        out[state] = [{"schedule": runs[run_id].schedule, "run": runs[run_id], "count": 1, "streak": None, "ack": None,
                        "earlier_ack": None, "recovered_by": None, **extra}
                       for _, run_id, extra in entries if run_id in runs]  # a run pruned meanwhile: left out
-    _count_failures([item for state in ("open", "acknowledged", "recovered") for item in out[state]])
+    _count_failures([item for state in ("open", "acknowledged", "recovered") for item in out[state]], now=now)
     return out
 
 
@@ -74,17 +76,11 @@ def _failed_runs(ids: list[int]) -> dict[int, Run]:
     return runs
 
 
-def _count_failures(items: list[dict]) -> None:
-    """Each item's failures in the COUNT_HOURS up to its last one, in one query: a range of run_sched_status_idx
-    (schedule, status, finished_at) per item, never the days between one item's last failure and another's."""
-    ranges = Q()
+def _count_failures(items: list[dict], *, now: datetime) -> None:
+    """Each item's failures since its schedule's last success before its last failure (backfill windows
+    included, as the item's last failure may be one): two statements for all the items (streaks.py)."""
+    streaks = failure_streaks({item["schedule"].pk: item["run"].pk for item in items}, now=now, live=False)
     for item in items:
-        last = item["run"].finished_at
-        if last is not None:
-            ranges |= Q(schedule_id=item["schedule"].pk, status=RunStatus.FAILED,
-                        finished_at__gte=last - timedelta(hours=COUNT_HOURS), finished_at__lte=last)
-    if not ranges:
-        return
-    counts = dict(Run.objects.filter(ranges).order_by().values_list("schedule_id").annotate(n=Count("id")))
-    for item in items:
-        item["count"] = max(1, counts.get(item["schedule"].pk, 0))
+        streak = streaks.get(item["schedule"].pk)
+        if streak is not None:
+            item["streak"], item["count"] = streak, streak.count

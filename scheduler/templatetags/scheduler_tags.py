@@ -18,6 +18,7 @@ from scheduler.backfill_report import status_words
 from scheduler.core.errors import first_line as _first_line
 from scheduler.permissions import VERBS, schedule_of
 from scheduler.timefmt import moment_text, parse_moment, span_words, utc_iso
+from scheduler.words import status_word
 
 register = template.Library()
 
@@ -56,8 +57,8 @@ def why_not(context, perm: str, obj=None) -> str:
 @register.simple_tag
 def run_pill(run) -> str:
     """A run's status pill as pages show it: STOPPING for a RUNNING run asked to stop (`Run.shown_status`)."""
-    shown = getattr(run, "shown_status", None) or run.status
-    return format_html('<span class="status s-{}">{}</span>', str(shown).lower(), shown)
+    shown = status_word(getattr(run, "shown_status", None) or run.status)
+    return format_html('<span class="status s-{}">{}</span>', shown.lower(), shown)
 
 
 @register.simple_tag
@@ -308,3 +309,12 @@ STATUS_GLYPHS = {"succeeded": "✓", "failed": "✕", "running": "▶", "stoppin
 def status_glyph(status) -> str:
     """'FAILED' -> '✕': the mark a picture draws beside a status's colour."""
     return STATUS_GLYPHS.get(str(status or "none").lower(), "")
+@register.simple_tag
+def status_pill(value, label: str = "") -> str:
+    """Any status as a pill, in the one casing of every page (words.status_word): {% status_pill n.outcome %}."""
+    word = status_word(value)
+    css = "succeeded" if word == "SUCCEEDED" else str(value or "none").strip().lower().replace(" ", "_")
+    return format_html('<span class="status s-{}">{}</span>', css, label or word)
+
+
+register.filter("status_word", status_word)

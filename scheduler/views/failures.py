@@ -11,7 +11,7 @@ from scheduler.services.common.errors import ServiceError
 from scheduler.services.oversight.failures import ACK_PERM, failure_acknowledge
 from scheduler.views.common import action, page
 from scheduler.views.forms import AckForm
-from scheduler.worklist import COUNT_HOURS, failure_worklist
+from scheduler.worklist import failure_worklist
 
 
 def _item(schedule: Schedule) -> dict | None:
@@ -50,5 +50,5 @@ def _render(request, schedule: Schedule, form: AckForm | None, status: int = 200
     item = _item(schedule)
     if form is None:
         form = AckForm(initial={"up_to": item["run"].pk if item else None})
-    context = {"schedule": schedule, "item": item, "form": form, "count_hours": COUNT_HOURS}
+    context = {"schedule": schedule, "item": item, "form": form}
     return render(request, "scheduler/failure_ack.html", context, status=status)

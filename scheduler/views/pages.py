@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 from django.conf import settings
@@ -10,11 +11,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from scheduler import run_reads
+from scheduler.run_facts import Elapsed, attempt_text, typical_durations
 from scheduler import oncall
 from scheduler.scoped_runs import hide_in_text, hide_other_teams, hide_upstream_rows
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, TargetKind
 from scheduler.pipelines.registry import get_workflow
-from scheduler.services.admission import dispatch
+from scheduler.services.admission.waits import explain_wait, wait_reasons
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.runs.cancel import ALREADY_STOPPING, CANCELLED, run_cancel_as
 from scheduler.services.runs.stop import stop_outcome
@@ -35,6 +37,7 @@ from scheduler.services.access.teams import visible_team_ids
 from scheduler.services.admission.clusters import clusters_context
 from scheduler.services.worker.code_versions import code_before
 
+log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 # A run page is bounded whatever the run holds (issue 25): a dbt project's thousands of nodes, a long log
 RUN_PAGE_NODES = 30  # node records in the table and the Gantt, those that did not succeed first
@@ -66,7 +69,12 @@ def run_list(request):
         after=int_or_none(request.GET.get("after")),
         size=PAGE_SIZE,
     )
-    hide_other_teams(result["runs"], visible_team_ids(request.user))
+    visible = visible_team_ids(request.user)
+    hide_other_teams(result["runs"], visible)
+    # after the hiding: a waiting run's reason is its own, already without another team's names (issue 37)
+    reasons = wait_reasons(result["runs"], now=timezone.now(), team_ids=visible)
+    for run in result["runs"]:
+        run.wait_reason = reasons.get(run.pk, "")
     query = request.GET.copy()
     for key in ("before", "after"):
         query.pop(key, None)
@@ -76,23 +84,15 @@ def run_list(request):
 
 
 def _explain(run: Run, now) -> str:
-    """Why a queued or waiting run has not started; the dispatch service knows best when it can say."""
+    """Why a queued or waiting run has not started (the gate's read side, admission/waits.py)."""
     if run.status not in (RunStatus.QUEUED, RunStatus.WAITING):
         return ""
-
-    explain = getattr(dispatch, "explain_wait", None)
-    if explain is not None:
-        try:
-            answer = explain(run, now)
-        except Exception:  # an explanation must never break the page
-            answer = None
-        if isinstance(answer, dict):
-            return "; ".join(f"{k}: {v}" for k, v in answer.items() if v not in (None, "", [], {}))
-        if answer:
-            return str(answer)
-    return run.reason or (
-        "waiting for its upstreams" if run.status == RunStatus.WAITING else "waiting for the dispatcher"
-    )
+    try:
+        return explain_wait(run, now)
+    except Exception:  # an explanation must never break the page
+        log.warning("run %s: why it waits could not be said", run.pk, exc_info=True)
+        return run.reason or (
+            "waiting for its upstreams" if run.status == RunStatus.WAITING else "waiting for the dispatcher")
 
 
 def _workflow_deps(run: Run) -> list[tuple[str, str]]:
@@ -115,8 +115,10 @@ def run_detail(request, run_id: int):
     hide_other_teams([run], visible)  # after _explain: it judges the run as stored
     if run.started_at:
         context["duration"] = ((run.finished_at or now) - run.started_at).total_seconds()
-    if run.started_at:
         context["latency"] = (run.started_at - run.queued_at).total_seconds()
+        if run.finished_at is None:  # running: its time so far beside its schedule's typical one (issue 37)
+            context["elapsed"] = Elapsed(context["duration"], typical_durations([run.schedule_id]).get(run.schedule_id))
+    context["attempt_text"], context["attempt_note"] = attempt_text(run)
     dbt = run.schedule.target_kind == TargetKind.DBT
     if run.report:
         # a dbt run's graph is dbt's (its manifest, kept in the report), a workflow's the registered one

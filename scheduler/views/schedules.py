@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from scheduler import selectors
+from scheduler.streaks import failing_streaks, recent_runs_folded, verdict_streaks, with_verdicts
 from scheduler.models import Schedule, TargetKind
 from scheduler.services.runs.breakers import breaker_forecast, breaker_reset
 from scheduler.services.common.errors import ServiceError
@@ -67,10 +68,11 @@ def schedule_list(request):
     now = timezone.now()
     scope = team_scope(request)
     cursors, cursor_error = _cursors(request)
-    result = selectors.schedules_keyset_page(selectors.schedules_with_last_run(scope["team_ids"]),
+    result = selectors.schedules_keyset_page(with_verdicts(selectors.schedules_with_last_run(scope["team_ids"])),
                                              size=PAGE_SIZE, **cursors)
     schedules = result["schedules"]
     recent = selectors.recent_runs_by_schedule(s.pk for s in schedules)
+    streaks = verdict_streaks(schedules, now=now)
     rows = [
         {
             "schedule": s,
@@ -78,6 +80,7 @@ def schedule_list(request):
             "fires": selectors.next_fire_times(s, now=now, count=2),
             **selectors.strip_summary(recent.get(s.pk, [])),
             "strip_label": _strip_label(recent.get(s.pk, [])),
+            "streak": streaks.get(s.pk),
         }
         for s in schedules
     ]
@@ -105,6 +108,10 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
     context["channels"] = channel_rows(schedule)
     context["retention_days"] = schedule_runs_retention(schedule)
     context["breaker_forecast"] = breaker_forecast(schedule, now=now)
+    streaks = verdict_streaks([schedule], now=now) if hasattr(schedule, "verdict_failure") else \
+        failing_streaks([schedule.pk], now=now)
+    context["streak"] = streaks.get(schedule.pk)
+    context["recent_rows"] = recent_runs_folded(schedule, now=now)
     visible = visible_team_ids(request.user)
     if visible is not None:  # another team's upstream or downstream is there, but not by name
         for key in ("upstream", "downstream"):
@@ -118,7 +125,7 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
 
 @page("scheduler.view_schedule")
 def schedule_detail(request, schedule_id: int):
-    schedule = get_object_or_404(Schedule.objects.select_related("workload_class"), pk=schedule_id)
+    schedule = get_object_or_404(with_verdicts(Schedule.objects.select_related("workload_class")), pk=schedule_id)
     return render(request, "scheduler/schedule_detail.html", _detail_context(request, schedule))
 
 

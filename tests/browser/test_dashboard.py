@@ -137,11 +137,11 @@ def test_an_operator_resets_an_open_breaker(page, login, shot, operator, make_sc
     page.goto("/")
     expect(page.locator("#breakers")).to_contain_text("flaky-feed")
     page.goto(f"/schedules/{schedule.pk}/")
-    expect(page.locator("#breaker .status")).to_have_text("Open")
+    expect(page.locator("#breaker .status")).to_have_text("OPEN")  # one casing for every status word (issue 37)
     page.fill("#breaker input[name=reason]", "feed fixed")
     page.click("#breaker button[type=submit]")
     expect(page.locator(".messages")).to_contain_text("Breaker of flaky-feed reset")
-    expect(page.locator("#breaker .status")).to_have_text("Closed")
+    expect(page.locator("#breaker .status")).to_have_text("CLOSED")
     assert Schedule.objects.get(pk=schedule.pk).breaker_status == BreakerStatus.CLOSED
     page.goto("/audit/")
     expect(page.locator("#entries")).to_contain_text("breaker.reset")

@@ -75,7 +75,7 @@ def test_the_overview_opens_with_what_needs_a_person(page, login, shot, viewer, 
     assert box("#attention") < box("#running") < box("#failures") < box("#latest")
     assert page.evaluate("typeof Idiomorph") == "object"
     shot("overview")
-    attention.locator("li.att-failing a").click()
+    attention.locator("li.att-failing > a").click()  # the item's own link (its streak links the run too)
     expect(page).to_have_url(f"{page.url.split('/runs/')[0]}/runs/{failed.pk}/")
 
 

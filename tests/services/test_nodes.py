@@ -125,6 +125,7 @@ def test_rerun_from_failure_runs_only_the_failed_and_blocked_nodes(wf, chain, no
     assert chain.extracts == {"n1": 1, "n2": 1, "n3": 2, "n4": 1, "n5": 1}
     assert [(t, resumed) for _, t, _, resumed in _rows(rerun)] == [
         ("n1", True), ("n2", True), ("n3", False), ("n4", False), ("n5", False)]
+    assert rerun.rows_loaded == 3  # the rows of the nodes it ran, not the whole workflow's 5 (issue 37)
     entry = AuditEntry.objects.get(action="run.rerun_from_failure")
     assert failed.code_version  # the entry about a run names the code it ran
     assert entry.after == {"run": rerun.pk, "skips": ["n1", "n2"], "code_version": failed.code_version}

@@ -49,7 +49,9 @@ def test_a_class_never_runs_more_than_its_limit_and_says_it_is_full(make_schedul
     assert tick(now + timedelta(seconds=11)) == []
     assert Run.objects.filter(status=S.RUNNING, workload_class=heavy).count() == 2
     waiting = Run.objects.get(pk=runs[2].pk)
-    assert explain_wait(waiting, now + timedelta(seconds=11)) == "class 'heavy' full (2/2)"
+    # the holders named, oldest admitted first (issue 37: "why waiting" one hop further)
+    assert explain_wait(waiting, now + timedelta(seconds=11)) == (
+        f"class 'heavy' full (2/2): held by run #{runs[0].pk} of 'big', run #{runs[1].pk} of 'big'")
 
 
 def test_max_runs_per_minute_keeps_the_excess_queued_until_allowed(make_schedule, now):

@@ -115,6 +115,23 @@ def nodes_done(run: Run) -> dict[str, RunRecord]:
     return {row.task_id: _record(row) for row in rows}
 
 
+def nodes_run_here(run: Run) -> set[str] | None:
+    """For a re-run from failure, the nodes this run itself completed in its earlier attempts (None for any
+    other run: every node it resumed was its own)."""
+    if not run.retry_of_id:
+        return None
+    return set(NodeRecord.objects.filter(run_id=run.pk, outcome=NodeOutcome.SUCCESS, resumed=False)
+               .values_list("task_id", flat=True))
+
+
+def rows_run_here(report, here: set[str] | None) -> int:
+    """A workflow run's rows: those of the nodes it ran (`nodes_run_here`), not of the nodes a re-run from
+    failure carried over from the run it repeats (issue 37: it reported the whole workflow's rows)."""
+    if here is None:
+        return report.rows
+    return sum(r.rows or 0 for r in report.records if not r.resumed or r.task_id in here)
+
+
 def node_records(run: Run) -> list[NodeRecord]:
     """Every node record of the run, in the order the nodes finished (for commands and the executor's tests)."""
     return list(NodeRecord.objects.filter(run=run).order_by("id"))
@@ -132,7 +149,8 @@ def node_records_shown(run: Run, *, limit: int) -> dict:
     return {"rows": sorted(rows, key=lambda r: r.pk), "total": total}
 
 
-__all__ = ["NodeLedger", "dbt_rerun_select", "node_records", "node_records_shown", "nodes_done"]
+__all__ = ["NodeLedger", "dbt_rerun_select", "node_records", "node_records_shown", "nodes_done", "nodes_run_here",
+           "rows_run_here"]
 
 
 def dbt_rerun_select(run: Run) -> list[str]:

@@ -18,7 +18,7 @@ from scheduler.services.worker.commands import (command_env_open, command_execut
 from scheduler.services.access.connections import connections_env
 from scheduler.services.worker.dbt import dbt_execute
 from scheduler.services.integrations.lineage import datasets_of, lineage_attach, lineage_enabled
-from scheduler.services.runs.nodes import NodeLedger, nodes_done
+from scheduler.services.runs.nodes import NodeLedger, nodes_done, nodes_run_here, rows_run_here
 from scheduler.services.runs.logs import node_logger
 from scheduler.services.access.teams import PermissionRefused
 from scheduler.services.runs.watermarks import encode_value
@@ -121,6 +121,7 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
         # each node's record is written by NodeLedger as the node finishes; nodes that
         # already succeeded for this run (an earlier attempt, or the run it re-runs) are skipped
         ledger = NodeLedger(run)
+        here = nodes_run_here(run)
         executor = Executor(ledger, clock=clock, done=nodes_done(run), on_node=node_logger(logs))
         lineage = lineage_enabled()
         for node_id, factory in workflow.nodes.items():
@@ -134,7 +135,7 @@ def _run_target(run: Run, token: str, ctx: RunContext, clock, *, control, logs
         for upstream, downstream in workflow.deps:
             executor.add_dep(downstream, upstream)
         report = executor.run()
-        return report.rows, _largest_integer_mark(report), report, None
+        return rows_run_here(report, here), _largest_integer_mark(report), report, None
     spec = get_pipeline(schedule.target_id)
     pipeline = _prepare(spec.factory(ctx), run, token)
     if ctx.watermark_column and not pipeline.watermark_column:
