@@ -227,7 +227,8 @@ def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict
         items.append({"kind": "failing", "label": "Failing", "href": run_url(s.verdict_run), "title": s.name,
                       "streak": streaks.get(s.pk),
                       # the cause's first line; its context is on the run's page
-                      "detail": f"last run #{s.verdict_run} failed: {first_line(s.verdict_reason) or 'no reason given'}"})
+                      "detail": f"last run #{s.verdict_run} failed: "
+                                f"{first_line(s.verdict_reason) or 'no reason given'}"})
     for s in late_schedules(team_ids):
         items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
                       "detail": f"freshness objective ({s.freshness_max_age_seconds or 0} s, "
