@@ -98,6 +98,6 @@ def test_a_file_past_the_size_bound_is_refused_before_parsing(tmp_path, monkeypa
 
     monkeypatch.setattr(schedule_yaml.yaml, "load", lambda *a, **k: pytest.fail("the file was parsed"))
     path = tmp_path / "big.yaml"
-    path.write_text("# " + "x" * schedule_files.MAX_FILE_CHARS + "\n")
+    path.write_text("# " + "x" * schedule_yaml.MAX_FILE_CHARS + "\n")
     _out, err, exc = run(path, "--dry-run")
     assert exc is not None and "is larger than" in err
