@@ -246,11 +246,15 @@ class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
         return super().delete_view(request, object_id, extra_context)
 
     def get_deleted_objects(self, objs, request):
-        """The bulk delete action: another team's schedule in the selection refuses it (audited, with the reason)."""
+        """The bulk delete action: another team's schedule in the selection refuses it (audited, with the reason).
+
+        A schedule's runs and their records go with it through the schedule service, which refuses unfinished
+        runs: deleting the schedule needs no delete permission on each of them."""
         if request.user.has_perm("scheduler.delete_schedule"):
             for obj in objs:
                 refuse_unless(request, "scheduler.delete_schedule", obj)
-        return super().get_deleted_objects(objs, request)
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
 
     def save_model(self, request, obj, form, change):
         """Save through the schedule service so the audit log and next fire time are kept."""
