@@ -321,9 +321,12 @@ class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
     def _set_enabled(self, request, queryset, *, enabled: bool) -> None:
         done = 0
         for schedule in permitted(self, request, "scheduler.toggle_schedule", queryset):
-            schedule_services.schedule_set_enabled(
-                schedule=schedule, enabled=enabled, actor=request.user, reason="admin action"
-            )
+            try:  # a schedule being deleted is refused
+                schedule_services.schedule_set_enabled(schedule=schedule, enabled=enabled, actor=request.user,
+                                                       reason="admin action")
+            except ServiceError as exc:
+                self.message_user(request, str(exc), level=messages.ERROR)
+                continue
             done += 1
         self.message_user(request, f"{'Enabled' if enabled else 'Disabled'} {done} schedule(s).")
 

@@ -70,6 +70,8 @@ def test_a_delete_with_unfinished_runs_is_refused_naming_them_and_the_action_sto
     assert Run.objects.get(pk=running.pk).stopping
     assert Schedule.objects.get(pk=schedule.pk).deleting_at is not None
     assert "being deleted" in admin_client.get(LIST).content.decode()
+    response = admin_client.post(LIST, {"action": "enable", "_selected_action": [schedule.pk]}, follow=True)
+    assert "is being deleted" in response.content.decode() and not Schedule.objects.get(pk=schedule.pk).enabled
 
 
 def test_the_delete_action_deletes_at_once_when_nothing_runs(admin_client, make_schedule, make_run):
