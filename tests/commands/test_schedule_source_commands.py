@@ -119,3 +119,12 @@ def test_delete_schedule_deletes_at_once_when_nothing_runs_and_holds_a_user_to_t
     assert out.strip() == "deleted orders" and not Schedule.objects.exists()
     with pytest.raises(CommandError, match="unknown schedule"):
         call("delete_schedule", "orders")
+
+
+def test_team_assign_of_a_managed_schedule_is_refused_before_any_change(schedules_file, make_schedule):
+    call("apply_schedules", schedules_file)
+    adhoc = make_schedule("adhoc")
+    Team.objects.create(name="billing")
+    with pytest.raises(CommandError, match="owner: is managed by team-schedules.yaml"):
+        call("team", "assign", "billing", "adhoc", "orders_sync")
+    assert Schedule.objects.get(pk=adhoc.pk).owner.name == "default"
