@@ -7,14 +7,13 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
-from django.http import HttpResponse, HttpResponseRedirect
-from django.urls import reverse
+from django.http import HttpResponse
 
+from scheduler.admin.schedule_deletes import ScheduleDeletesMixin
 from scheduler.admin.common import MaskedChannelsMixin, ScopedChoicesMixin, allowed, permitted, refuse_unless, visible
 from scheduler.core import ConfigError
 from scheduler.core.userdata import check_surrogates, parse_json, storable
 from scheduler.models import Schedule, TargetKind, Team, WorkloadClass
-from scheduler.services.definitions import schedule_removal
 from scheduler.services.definitions import schedules as schedule_services
 from scheduler.services.definitions.schedule_source import schedule_detach
 from scheduler.services.access import teams as team_services
@@ -164,7 +163,7 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
+class ScheduleAdmin(ScheduleDeletesMixin, ScopedChoicesMixin, admin.ModelAdmin):
     form = ScheduleForm
     list_display = (
         "name",
@@ -245,17 +244,6 @@ class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
             refuse_unless(request, "scheduler.delete_schedule", obj)
         return super().delete_view(request, object_id, extra_context)
 
-    def get_deleted_objects(self, objs, request):
-        """The bulk delete action: another team's schedule in the selection refuses it (audited, with the reason).
-
-        A schedule's runs and their records go with it through the schedule service, which refuses unfinished
-        runs: deleting the schedule needs no delete permission on each of them."""
-        if request.user.has_perm("scheduler.delete_schedule"):
-            for obj in objs:
-                refuse_unless(request, "scheduler.delete_schedule", obj)
-        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
-        return deleted, counts, set(), protected
-
     def save_model(self, request, obj, form, change):
         """Save through the schedule service so the audit log and next fire time are kept."""
         data = _editable(form.cleaned_data)
@@ -267,37 +255,6 @@ class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
         """depends_on was saved by the service."""
         for formset in formsets:
             self.save_formset(request, form, formset, change=change)
-
-    def delete_model(self, request, obj):
-        """Unfinished runs refuse it (the message names them); the action "Delete ... stopping their runs" stops
-        them first."""
-        self._delete(request, obj, stop_runs=False)
-
-    def delete_queryset(self, request, queryset):
-        for obj in permitted(self, request, "scheduler.delete_schedule", queryset):
-            self.delete_model(request, obj)
-
-    def _delete(self, request, obj, *, stop_runs: bool) -> None:
-        try:
-            status = schedule_removal.schedule_delete(schedule=obj, actor=request.user, reason="deleted in admin",
-                                                      stop_runs=stop_runs)
-        except ServiceError as exc:
-            self.message_user(request, str(exc), level=messages.ERROR)
-            return
-        if status == schedule_removal.DELETING:
-            self.message_user(request, f"Deleting {obj.name}: its runs are being stopped; it is deleted when they "
-                                       "have ended.", level=messages.WARNING)
-
-    def response_delete(self, request, obj_display, obj_id):
-        """A delete refused (unfinished runs) does not say "deleted successfully"."""
-        if Schedule.objects.filter(pk=obj_id).exists():
-            return HttpResponseRedirect(reverse("admin:scheduler_schedule_change", args=[obj_id]))
-        return super().response_delete(request, obj_display, obj_id)
-
-    @admin.action(description="Delete selected schedules, stopping their unfinished runs first", permissions=["delete"])
-    def delete_stopping_runs(self, request, queryset):
-        for schedule in permitted(self, request, "scheduler.delete_schedule", queryset):
-            self._delete(request, schedule, stop_runs=True)
 
     @admin.action(description="Detach selected schedules from their schedules file", permissions=["change"])
     def detach(self, request, queryset):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from scheduler.models import AuditEntry, Run, RunStatus, Schedule
@@ -80,3 +81,16 @@ def test_the_delete_action_deletes_at_once_when_nothing_runs(admin_client, make_
     admin_client.post(LIST, {"action": "delete_stopping_runs", "_selected_action": [schedule.pk]})
     assert not Schedule.objects.filter(pk=schedule.pk).exists()
     assert AuditEntry.objects.filter(action="schedule.delete", actor="ada").exists()
+
+
+def test_djangos_bulk_delete_refuses_a_selection_with_unfinished_runs_as_a_whole(admin_client, make_schedule,
+                                                                                make_run):
+    idle, busy = make_schedule("idle"), make_schedule("busy")
+    queued = make_run(busy, RunStatus.QUEUED)
+    response = admin_client.post(LIST, {"action": "delete_selected", "post": "yes",
+                                        "_selected_action": [idle.pk, busy.pk]})
+    said = [str(m) for m in get_messages(response.wsgi_request)]
+    assert len(said) == 1 and said[0].startswith(f"schedule 'busy' has unfinished runs: {queued.pk} (QUEUED)")
+    assert Schedule.objects.filter(pk__in=[idle.pk, busy.pk]).count() == 2
+    admin_client.post(LIST, {"action": "delete_selected", "post": "yes", "_selected_action": [idle.pk]})
+    assert not Schedule.objects.filter(pk=idle.pk).exists()
