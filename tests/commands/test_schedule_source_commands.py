@@ -128,3 +128,20 @@ def test_team_assign_of_a_managed_schedule_is_refused_before_any_change(schedule
     with pytest.raises(CommandError, match="owner: is managed by team-schedules.yaml"):
         call("team", "assign", "billing", "adhoc", "orders_sync")
     assert Schedule.objects.get(pk=adhoc.pk).owner.name == "default"
+
+
+def test_check_sees_a_connection_that_differs_from_the_file(schedules_file, settings):
+    from cryptography.fernet import Fernet
+
+    settings.ETL_CONNECTION_KEYS = [Fernet.generate_key().decode()]
+    schedules_file.write_text(FILE.replace("schedules:\n", "connections:\n  - {name: warehouse, owner: analytics, "
+                                                          "kind: postgres, host: db.example, port: 5432}\n"
+                                                          "schedules:\n"))
+    call("apply_schedules", schedules_file)
+    assert check(schedules_file)[0] == 0
+    from scheduler.models import Connection
+
+    Connection.objects.filter(name="warehouse").update(host="db2.example")
+    code, out = check(schedules_file)
+    assert code == 1 and "~ update connection warehouse" in out and "host" in out
+    assert Connection.objects.get(name="warehouse").host == "db2.example", "a check changes nothing"

@@ -130,3 +130,17 @@ def test_the_host_deletes_the_same_way(make_schedule, make_run, now):
     with pytest.raises(UnfinishedRuns):
         host.schedules.delete("orders", actor="tests")
     assert host.schedules.delete("orders", actor="tests", stop_runs=True) == DELETING
+
+
+@pytest.mark.django_db
+def test_a_prune_of_a_schedule_with_unfinished_runs_refuses_the_whole_file(make_schedule, make_run, standard_class):
+    from scheduler.services.definitions.schedule_files import ScheduleFileError, schedules_apply
+
+    busy = make_schedule("busy")
+    queued = make_run(busy, S.QUEUED)
+    text = "version: 1\nschedules:\n  - {name: kept, target_id: demo.noop, trigger_kind: manual}\n"
+    with pytest.raises(ScheduleFileError) as info:
+        schedules_apply(text=text, actor="tests", prune=True)
+    [problem] = info.value.problems
+    assert problem.entry == "busy" and f"unfinished runs: {queued.pk} (QUEUED)" in problem.problem
+    assert Schedule.objects.filter(pk=busy.pk).exists() and not Schedule.objects.filter(name="kept").exists()
