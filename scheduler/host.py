@@ -39,7 +39,9 @@ from scheduler.services.oversight.freshness import freshness_status
 from scheduler.services.runs.rerun import run_rerun_from_failure
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.services.definitions.schedule_files import Plan, schedules_apply, schedules_export
-from scheduler.services.definitions.schedules import schedule_delete, schedule_get, schedule_save, schedule_spec
+from scheduler.services.definitions.schedule_removal import schedule_delete
+from scheduler.services.definitions.schedule_source import schedule_detach
+from scheduler.services.definitions.schedules import schedule_get, schedule_save, schedule_spec
 from scheduler.services.access.teams import authorize, authorize_owner_change, owner_for_create, team_get
 from scheduler.services.runs.watermarks import encode_value, watermark_reset, watermark_set, watermark_state
 from scheduler.triggers.registry import get_trigger
@@ -171,15 +173,21 @@ class Schedules:
             authorize_owner_change(actor=actor, schedule=schedule, team=team_get(fields["owner"]))
         return schedule_save(data=fields, schedule=schedule, actor=actor, reason=reason)
 
-    def delete(self, name: str | int, *, actor: Any = "api", reason: str = "") -> None:
+    def delete(self, name: str | int, *, actor: Any = "api", reason: str = "", stop_runs: bool = False) -> str:
+        """"deleted", or with `stop_runs` "deleting" while its runs stop; unfinished runs refuse it otherwise."""
         schedule = schedule_get(name)
         authorize(actor=actor, perm="scheduler.delete_schedule", obj=schedule)
-        schedule_delete(schedule=schedule, actor=actor, reason=reason)
+        return schedule_delete(schedule=schedule, actor=actor, reason=reason, stop_runs=stop_runs)
+
+    def detach(self, name: str | int, *, actor: Any = "api", reason: str = "") -> Schedule:
+        """Detach it from the schedules file that manages it (audited), so it may be edited here."""
+        return schedule_detach(schedule=schedule_get(name), actor=actor, reason=reason)
 
     def apply(self, text: str, *, prune: bool = False, dry_run: bool = False, actor: Any = "api",
-              reason: str = "") -> Plan:
-        """Apply a schedules file's text, as `manage.py apply_schedules` does."""
-        return schedules_apply(text=text, actor=actor, prune=prune, dry_run=dry_run, reason=reason)
+              reason: str = "", source: str = "schedules.yaml") -> Plan:
+        """Apply a schedules file's text, as `manage.py apply_schedules` does; its schedules are then managed by
+        `source` (the file's name)."""
+        return schedules_apply(text=text, actor=actor, prune=prune, dry_run=dry_run, reason=reason, source=source)
 
     def export(self, names: list[str] | None = None) -> str:
         """The schedules file text for all schedules, or those named (channel URLs masked)."""

@@ -9,11 +9,13 @@ from django.core.validators import MinValueValidator
 from django.forms.fields import InvalidJSONInput
 from django.http import HttpResponse
 
+from scheduler.admin.schedule_deletes import ScheduleDeletesMixin
 from scheduler.admin.common import MaskedChannelsMixin, ScopedChoicesMixin, allowed, permitted, refuse_unless, visible
 from scheduler.core import ConfigError
 from scheduler.core.userdata import check_surrogates, parse_json, storable
 from scheduler.models import Schedule, TargetKind, Team, WorkloadClass
 from scheduler.services.definitions import schedules as schedule_services
+from scheduler.services.definitions.schedule_source import schedule_detach
 from scheduler.services.access import teams as team_services
 from scheduler.services.common.audit import audit_record
 from scheduler.services.runs.breakers import breaker_reset
@@ -35,6 +37,14 @@ SCHEDULE_STATE_FIELDS = (
     "runs_pruned_through",
     "created_at",
     "updated_at",
+    # the file that manages it, and a delete waiting for its runs: changed by apply_schedules, detach, delete
+    "source_file",
+    "source_digest",
+    "source_applied_at",
+    "source_applied_by",
+    "deleting_at",
+    "deleting_by",
+    "deleting_reason",
 )
 
 
@@ -73,6 +83,13 @@ class BoundedJSONField(forms.JSONField):
         text = super().prepare_value(value)
         # a lone surrogate stored before issue 33 (SQLite kept it escaped) is shown escaped: it cannot be UTF-8
         return text if isinstance(text, InvalidJSONInput) or storable(text) else json.dumps(value, cls=self.encoder)
+
+
+def _editable(cleaned: dict) -> dict:
+    """The form's values as the schedule service takes them."""
+    data = {k: v for k, v in cleaned.items() if k in schedule_services.EDITABLE and k != "depends_on"}
+    data["depends_on"] = list(cleaned.get("depends_on") or [])
+    return data
 
 
 class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
@@ -132,6 +149,8 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
             if key != "depends_on":
                 setattr(candidate, key, value)
         try:
+            if candidate.pk:  # a schedule a file manages: its fields change in the file only, until detached
+                schedule_services.schedule_check_managed(schedule=candidate, data=_editable(cleaned))
             schedule_services.validate_schedule(candidate, depends_on=list(cleaned.get("depends_on") or []))
         except ServiceError as exc:
             for error in exc.errors:  # every problem under its own field, each said once
@@ -144,7 +163,7 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
+class ScheduleAdmin(ScheduleDeletesMixin, ScopedChoicesMixin, admin.ModelAdmin):
     form = ScheduleForm
     list_display = (
         "name",
@@ -156,15 +175,23 @@ class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
         "workload_class",
         "breaker_status",
         "next_fire_at",
+        "managed",
     )
     # owners offered from the listed (visible) schedules only, never every team
     list_filter = (("owner", admin.RelatedOnlyFieldListFilter), "enabled", "trigger_kind", "workload_class",
                    "breaker_status")
     list_select_related = ("owner", "workload_class")
     search_fields = ("name", "target_id", "description")
-    readonly_fields = SCHEDULE_STATE_FIELDS
+    readonly_fields = ("managed", *SCHEDULE_STATE_FIELDS)
     filter_horizontal = ("depends_on",)
-    actions = ["enable", "disable", "run_now", "reset_breaker", "export_yaml"]
+    actions = ["enable", "disable", "run_now", "reset_breaker", "export_yaml", "detach", "delete_stopping_runs"]
+
+    @admin.display(description="managed by", ordering="source_file")
+    def managed(self, obj):
+        """"managed by schedules.yaml" for a schedule a file manages (edit it there, or detach it first)."""
+        if obj.deleting_at:
+            return f"being deleted (asked by {obj.deleting_by}): its runs are stopping"
+        return f"managed by {obj.source_file}" if obj.source_file else "—"
 
     @admin.display(description="target", ordering="target_id")
     def target(self, obj):
@@ -217,17 +244,9 @@ class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
             refuse_unless(request, "scheduler.delete_schedule", obj)
         return super().delete_view(request, object_id, extra_context)
 
-    def get_deleted_objects(self, objs, request):
-        """The bulk delete action: another team's schedule in the selection refuses it (audited, with the reason)."""
-        if request.user.has_perm("scheduler.delete_schedule"):
-            for obj in objs:
-                refuse_unless(request, "scheduler.delete_schedule", obj)
-        return super().get_deleted_objects(objs, request)
-
     def save_model(self, request, obj, form, change):
         """Save through the schedule service so the audit log and next fire time are kept."""
-        data = {k: v for k, v in form.cleaned_data.items() if k in schedule_services.EDITABLE and k != "depends_on"}
-        data["depends_on"] = list(form.cleaned_data.get("depends_on") or [])
+        data = _editable(form.cleaned_data)
         saved = schedule_services.schedule_save(data=data, actor=request.user, schedule=obj if change else None)
         obj.pk = saved.pk
         obj.refresh_from_db()
@@ -237,12 +256,16 @@ class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
         for formset in formsets:
             self.save_formset(request, form, formset, change=change)
 
-    def delete_model(self, request, obj):
-        schedule_services.schedule_delete(schedule=obj, actor=request.user, reason="deleted in admin")
-
-    def delete_queryset(self, request, queryset):
-        for obj in permitted(self, request, "scheduler.delete_schedule", queryset):
-            self.delete_model(request, obj)
+    @admin.action(description="Detach selected schedules from their schedules file", permissions=["change"])
+    def detach(self, request, queryset):
+        done = 0
+        for schedule in permitted(self, request, "scheduler.change_schedule", queryset):
+            try:
+                schedule_detach(schedule=schedule, actor=request.user, reason="admin action")
+                done += 1
+            except ServiceError as exc:
+                self.message_user(request, str(exc), level=messages.ERROR)
+        self.message_user(request, f"Detached {done} schedule(s): their fields may be edited here now.")
 
     @admin.action(description="Enable selected schedules", permissions=["toggle"])
     def enable(self, request, queryset):
@@ -255,9 +278,12 @@ class ScheduleAdmin(ScopedChoicesMixin, admin.ModelAdmin):
     def _set_enabled(self, request, queryset, *, enabled: bool) -> None:
         done = 0
         for schedule in permitted(self, request, "scheduler.toggle_schedule", queryset):
-            schedule_services.schedule_set_enabled(
-                schedule=schedule, enabled=enabled, actor=request.user, reason="admin action"
-            )
+            try:  # a schedule being deleted is refused
+                schedule_services.schedule_set_enabled(schedule=schedule, enabled=enabled, actor=request.user,
+                                                       reason="admin action")
+            except ServiceError as exc:
+                self.message_user(request, str(exc), level=messages.ERROR)
+                continue
             done += 1
         self.message_user(request, f"{'Enabled' if enabled else 'Disabled'} {done} schedule(s).")
 

@@ -32,7 +32,7 @@ log = logging.getLogger("scheduler.api")
 
 
 def problem(status: int, detail: str, *, kind: str | None = None, errors: list[dict] | None = None,
-            headers: dict[str, str] | None = None) -> HttpResponse:
+            headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> HttpResponse:
     phrase = HTTPStatus(status).phrase
     body: dict[str, Any] = {
         "type": TYPE_BASE + (kind or phrase.lower().replace(" ", "-").replace("'", "")),
@@ -42,6 +42,7 @@ def problem(status: int, detail: str, *, kind: str | None = None, errors: list[d
     }
     if errors:
         body["errors"] = errors
+    body.update(extra or {})
     response = HttpResponse(json.dumps(body), status=status, content_type=CONTENT_TYPE)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="api"'
@@ -79,7 +80,9 @@ def on_service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
     if isinstance(exc, NotFound):
         return problem(404, str(exc), kind="not-found", errors=errors)
     if isinstance(exc, Conflict):
-        return problem(409, str(exc), kind="conflict", errors=errors)
+        run_ids = getattr(exc, "run_ids", None)  # a schedule's delete refused: its unfinished runs
+        return problem(409, str(exc), kind="conflict", errors=errors,
+                       extra={"run_ids": run_ids} if run_ids is not None else None)
     return problem(422, str(exc), kind="invalid-input", errors=errors)
 
 

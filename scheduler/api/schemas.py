@@ -49,6 +49,7 @@ class Problem(Schema):
     status: int = Field(examples=[422])
     detail: str = Field(examples=["invalid input: trigger_config.cron: bad cron expression"])
     errors: list[FieldError] | None = None
+    run_ids: list[int] | None = Field(default=None, description="A delete refused: the schedule's unfinished runs.")
 
 
 class Strict(Schema):
@@ -82,6 +83,15 @@ class ScheduleOut(Schema):
     created_at: datetime
     updated_at: datetime
     spec: dict[str, Any] = Field(description="Every field as the schedules file writes it (SCHEDULE_FIELDS).")
+    managed_by: dict[str, Any] | None = Field(
+        default=None, description="The schedules file that manages it ({file, digest, applied_at, applied_by}); "
+                                   "its fields but `enabled` change in the file only, until it is detached.")
+    deleting: bool = Field(default=False, description="A delete waits for its runs to stop.")
+
+
+class ScheduleDeleting(Schema):
+    status: str = Field(examples=["deleting"])
+    stopping_runs: list[int]
 
 
 class ScheduleFields(Strict):

@@ -180,6 +180,23 @@ class Schedule(models.Model):
         "(mailto://, slack://, workflows://, ntfy://, json://, etlhooks://; see docs/notifications.md).",
     )
 
+    # --- schedules as code (the file that manages it) and a deferred delete ------------------
+    source_file = models.CharField(
+        max_length=200, blank=True,
+        help_text="The schedules file it was last applied from (e.g. schedules.yaml); empty: not managed by a file. "
+                  "Its definition is then changed in the file only, until it is detached.",
+    )
+    source_digest = models.CharField(max_length=64, blank=True, help_text="SHA-256 of that file's text, as applied.")
+    source_applied_at = models.DateTimeField(null=True, blank=True, help_text="When that file was applied to it.")
+    source_applied_by = models.CharField(max_length=150, blank=True, help_text="Who applied it.")
+    deleting_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="A delete that stops its runs was asked: disabled, its runs are being stopped, and the schedule is "
+                  "deleted once none is left unfinished (governance finishes it).",
+    )
+    deleting_by = models.CharField(max_length=150, blank=True, help_text="Who asked for that delete.")
+    deleting_reason = models.CharField(max_length=500, blank=True, help_text="Why, as recorded on the delete.")
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -195,6 +212,11 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def managed_by(self) -> str:
+        """The schedules file that manages it ("" when none)."""
+        return self.source_file
 
     def save(self, *args, **kwargs):
         if self.owner_id is None:  # a schedule made without an owner lands in the default team

@@ -94,10 +94,10 @@ def test_an_oversized_integer_in_a_file_is_refused_naming_the_line(tmp_path):
 
 
 def test_a_file_past_the_size_bound_is_refused_before_parsing(tmp_path, monkeypatch):
-    from scheduler.services.definitions import schedule_files
+    from scheduler.services.definitions import schedule_yaml
 
-    monkeypatch.setattr(schedule_files.yaml, "load", lambda *a, **k: pytest.fail("the file was parsed"))
+    monkeypatch.setattr(schedule_yaml.yaml, "load", lambda *a, **k: pytest.fail("the file was parsed"))
     path = tmp_path / "big.yaml"
-    path.write_text("# " + "x" * schedule_files.MAX_FILE_CHARS + "\n")
+    path.write_text("# " + "x" * schedule_yaml.MAX_FILE_CHARS + "\n")
     _out, err, exc = run(path, "--dry-run")
     assert exc is not None and "is larger than" in err

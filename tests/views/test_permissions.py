@@ -306,6 +306,8 @@ def _command_calls(world, tmp_path) -> dict[str, list[str]]:
         "apply_schedules": [str(changed), "--actor", "oscar"],
         "backfill": [schedule, "--from", "0", "--to", "10", "--window", "10", "--reason", "r", "--actor", "oscar"],
         "cancel_run": [run, "--actor", "oscar"],
+        "delete_schedule": [schedule, "--stop-runs", "--actor", "oscar"],
+        "detach_schedule": [schedule, "--actor", "oscar"],
         "event_token": ["create", "--name", "n", "--team", "default", "--actor", "oscar"],
         "rerun_from_failure": [run, "--actor", "oscar"],
         "reset_breaker": [schedule, "--reason", "r", "--actor", "oscar"],
@@ -377,7 +379,8 @@ def _facade_calls(world) -> dict[str, object]:
         "schedules.create": lambda: host.schedules.create("new", target_id="demo.noop", trigger_kind="manual",
                                                           owner="default", actor="oscar"),
         "schedules.update": lambda: host.schedules.update("orders", priority=9, actor="oscar"),
-        "schedules.delete": lambda: host.schedules.delete("orders", actor="oscar"),
+        "schedules.delete": lambda: host.schedules.delete("orders", actor="oscar", stop_runs=True),
+        "schedules.detach": lambda: host.schedules.detach("orders", actor="oscar"),
         "schedules.apply": lambda: host.schedules.apply(text, actor="oscar"),
         "schedules.test_channel": lambda: host.schedules.test_channel("orders", actor="oscar"),
     }

@@ -8,10 +8,13 @@ from ninja import Field, Query, Router, Schema, Status
 
 from scheduler import selectors
 from scheduler.api.common import MAX_LIMIT, bounded_limit, caller, errors, require, schedule_by_name, team_ids_for
-from scheduler.api.schemas import QueryBool, ScheduleCreate, ScheduleOut, SchedulePage, ScheduleUpdate
+from scheduler.api.schemas import (
+    QueryBool, ReasonIn, ScheduleCreate, ScheduleDeleting, ScheduleOut, SchedulePage, ScheduleUpdate)
 from scheduler.models import BreakerStatus, Schedule
 from scheduler.services.common.errors import NotFound, ServiceError
-from scheduler.services.definitions.schedules import schedule_delete, schedule_save, schedule_spec_masked
+from scheduler.services.definitions.schedule_removal import DELETED, schedule_delete, unfinished_runs
+from scheduler.services.definitions.schedule_source import managed_by, schedule_detach
+from scheduler.services.definitions.schedules import schedule_save, schedule_spec_masked
 from scheduler.services.access.teams import authorize_owner_change, owner_for_create, team_get, visible_team_ids
 
 router = Router(tags=["schedules"])
@@ -35,7 +38,7 @@ def schedule_out(schedule: Schedule, visible: frozenset[int] | None = None) -> d
         "trigger_kind": schedule.trigger_kind, "breaker_status": schedule.breaker_status,
         "breaker_failures": schedule.breaker_failures, "next_fire_at": schedule.next_fire_at,
         "last_fire_at": schedule.last_fire_at, "created_at": schedule.created_at, "updated_at": schedule.updated_at,
-        "spec": spec,
+        "spec": spec, "managed_by": managed_by(schedule), "deleting": schedule.deleting_at is not None,
     }
 
 
@@ -113,9 +116,26 @@ def update_schedule(request, name: str, payload: ScheduleUpdate):
                         visible_team_ids(user))
 
 
-@router.delete("/schedules/{name}", response={204: None, **errors()}, summary="Delete a schedule")
-def delete_schedule(request, name: str, reason: str = ""):
+@router.delete("/schedules/{name}", response={204: None, 202: ScheduleDeleting, **errors(409)},
+               summary="Delete a schedule")
+def delete_schedule(request, name: str, reason: str = "", stop_runs: QueryBool = False):
+    """204 when deleted. Unfinished runs refuse it (409 with their `run_ids`), unless `stop_runs=true`: they are
+    stopped as a cancel does, and the schedule is deleted once none is left (202 until then)."""
     schedule = schedule_by_name(name)
     require(request, "scheduler.delete_schedule", schedule)
-    schedule_delete(schedule=schedule, actor=caller(request), reason=reason)
-    return Status(204, None)
+    if schedule_delete(schedule=schedule, actor=caller(request), reason=reason, stop_runs=stop_runs) == DELETED:
+        return Status(204, None)
+    return Status(202, {"status": "deleting", "stopping_runs": [pk for pk, _ in unfinished_runs(schedule.pk)]})
+
+
+@router.post("/schedules/{name}/detach", response={200: ScheduleOut, **errors(409)},
+             summary="Detach a schedule from its schedules file")
+def detach_schedule(request, name: str, payload: ReasonIn):
+    """Its fields may then be edited here and in the admin; audited (`schedule.detach`). 409 when no file
+    manages it."""
+    schedule = schedule_by_name(name)
+    user = caller(request)
+    require(request, "scheduler.change_schedule", schedule)
+    schedule_detach(schedule=schedule, actor=user, reason=payload.reason)
+    return schedule_out(Schedule.objects.select_related("owner", "workload_class").get(pk=schedule.pk),
+                        visible_team_ids(user))

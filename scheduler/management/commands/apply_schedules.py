@@ -1,8 +1,9 @@
-"""`manage.py apply_schedules FILE [--actor NAME] [--dry-run] [--prune] [--json]`: schedules as code."""
+"""`manage.py apply_schedules FILE [--actor NAME] [--dry-run | --check] [--prune] [--json]`: schedules as code."""
 from __future__ import annotations
 
 import getpass
 import json
+import os
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
@@ -22,11 +23,20 @@ class Command(BaseCommand):
     help = ("Create, update (and with --prune delete) schedules so the database matches a YAML schedules file. "
             "Every entry is checked first; one invalid entry changes nothing. The plan is applied in one "
             "transaction, with an audit entry per change, as --actor and only on the teams that actor may edit; "
-            "--prune deletes only schedules of the teams the file names. Exits 2 on an invalid file or a refusal.")
+            "--prune deletes only schedules of the teams the file names. Each schedule it lists is then managed by the "
+            "file: edits elsewhere are refused until it is detached (detach_schedule). Exits 2 on an invalid file "
+            "or a refusal; with --check, 1 when the database differs from the file and 0 when it matches.")
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="The schedules file (YAML); '-' reads standard input.")
         parser.add_argument("--dry-run", action="store_true", help="Print the plan and change nothing.")
+        parser.add_argument("--check", action="store_true",
+                            help="Change nothing; print the differences and exit 1 when the database differs from "
+                                 "the file (a schedule, team or connection to change, a schedule it does not "
+                                 "manage, with --prune one to delete), 0 when it matches: a CI gate on drift.")
+        parser.add_argument("--source", default=None,
+                            help="The file's name as recorded on its schedules (default: FILE's name; "
+                                 "schedules.yaml for standard input).")
         parser.add_argument("--prune", action="store_true",
                             help="Delete schedules of the file's teams (the owners it names) that it does not list.")
         parser.add_argument("--actor", default=None,
@@ -37,9 +47,11 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         text = self._read(opts["file"])
         actor = "user:" + (opts["actor"] or getpass.getuser())
+        source = opts["source"] or ("schedules.yaml" if opts["file"] == "-" else os.path.basename(opts["file"]))
+        dry_run = opts["dry_run"] or opts["check"]
         try:
-            plan = schedules_apply(text=text, actor=actor, prune=opts["prune"], dry_run=opts["dry_run"],
-                                   reason=opts["reason"] or f"apply_schedules {opts['file']}")
+            plan = schedules_apply(text=text, actor=actor, prune=opts["prune"], dry_run=dry_run,
+                                   reason=opts["reason"] or f"apply_schedules {opts['file']}", source=source)
         except PermissionRefused as exc:
             if opts["json"]:
                 dump_json(self.stdout, {"ok": False, "applied": False,
@@ -54,9 +66,16 @@ class Command(BaseCommand):
             raise CommandError(f"{len(exc.problems)} problem(s) in {opts['file']}; nothing was changed",
                                returncode=USAGE_ERROR) from None
         if opts["json"]:
-            dump_json(self.stdout, {"ok": True, "dry_run": opts["dry_run"], **plan.as_dict(), "errors": []})
+            dump_json(self.stdout, {"ok": True, "dry_run": dry_run, **plan.as_dict(), "drift": plan.drift,
+                                    "errors": []})
         else:
-            self._print(plan, dry_run=opts["dry_run"])
+            self._print(plan, dry_run=dry_run, source=source)
+        if opts["check"]:
+            if not opts["json"]:
+                self.stdout.write(f"drift: the database differs from {source}" if plan.drift
+                                  else f"no drift: the database matches {source}")
+            if plan.drift:
+                sys.exit(1)
 
     def _read(self, path: str) -> str:
         try:
@@ -67,7 +86,12 @@ class Command(BaseCommand):
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"FILE {path}: cannot read it ({exc})", returncode=USAGE_ERROR) from None
 
-    def _print(self, plan: Plan, *, dry_run: bool) -> None:
+    def _print(self, plan: Plan, *, dry_run: bool, source: str) -> None:
+        for change in plan.teams:
+            self.stdout.write(f"{SIGNS[change['action']]} {change['action']} team {change['name']}")
+            if change["action"] == "update":
+                for field, diff in change["changes"].items():
+                    self.stdout.write(f"    {field}: {_show(diff['old'])} -> {_show(diff['new'])}")
         for change in plan.connections:  # the file's connections: fields, and of secrets only ***
             self.stdout.write(f"{SIGNS[change['action']]} {change['action']} connection {change['name']}")
             if change["action"] == "update":
@@ -78,6 +102,8 @@ class Command(BaseCommand):
             if change.action == UPDATE:
                 for field, (old, new) in change.shown_changes().items():
                     self.stdout.write(f"    {field}: {_show(old)} -> {_show(new)}")
+        for name in plan.unmanaged:
+            self.stdout.write(f"! {name} is not managed by {source} (detached, or made elsewhere)")
         s = plan.summary
         self.stdout.write(f"plan: {s['create']} to create, {s['update']} to update, {s['unchanged']} unchanged, "
                           f"{s['delete']} to delete")
@@ -85,5 +111,7 @@ class Command(BaseCommand):
             self.stdout.write("dry run: nothing was changed")
         elif plan.applied:
             self.stdout.write(self.style.SUCCESS("applied"))
+        elif plan.managed:
+            self.stdout.write(f"now managed by {source}: {', '.join(plan.managed)}")
         else:
             self.stdout.write("nothing to change")

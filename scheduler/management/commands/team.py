@@ -17,7 +17,7 @@ from scheduler.models import Schedule, Team
 from scheduler.services.access import teams as team_services
 from scheduler.services.oversight.alerts import webhook_to_channel
 from scheduler.services.integrations.channels import mask_url, split_channels
-from scheduler.services.definitions.schedules import schedule_get, schedule_save
+from scheduler.services.definitions.schedules import schedule_check_managed, schedule_get, schedule_save
 
 
 def _describe(team: Team) -> dict:
@@ -161,6 +161,7 @@ class Command(BaseCommand):
         schedules = [schedule_get(name) for name in opts["schedules"]]  # all known before any changes
         for schedule in schedules:
             team_services.authorize_owner_change(actor=opts["actor"], schedule=schedule, team=team)
+            schedule_check_managed(schedule=schedule, data={"owner": team})  # a file's: refused before any change
         for schedule in schedules:
             schedule_save(data={"owner": team}, schedule=schedule, actor=opts["actor"],
                           reason=opts["reason"] or f"assigned to team {team.name}")

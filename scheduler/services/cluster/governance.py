@@ -1,4 +1,5 @@
-"""The governance loop's work: timeouts, lost workers, breaker cooldowns, missed deadlines, orphans.
+"""The governance loop's work: timeouts, lost workers, breaker cooldowns, missed deadlines, orphans, and the
+deletes that waited for their schedule's runs to stop (definitions/schedule_removal.py).
 
 One loop across all clusters holds the `governance` lease (scheduler/loops.py)
 and calls `governance_tick` every ETL_GOVERNANCE_INTERVAL. Each job is its own
@@ -29,6 +30,7 @@ from scheduler.services.history.hour_counts import hour_counts_fold
 from scheduler.services.history.tally import tally_fold
 from scheduler.services.runs.waiting import waiting_in_turns
 from scheduler.services.admission.webhooks import webhook_prune
+from scheduler.services.definitions.schedule_removal import schedules_deleting_finish
 
 log = logging.getLogger(__name__)
 S = RunStatus
@@ -126,6 +128,7 @@ def _jobs() -> list[tuple[str, Callable[..., object]]]:
         ("freshness", freshness_check),
         ("deadlines_missed", deadlines_check),
         ("pruned", prune),
+        ("schedules_deleted", schedules_deleting_finish),
         ("tally_folded", tally_fold),
         ("hour_counts_folded", hour_counts_fold),
         ("audit_counts_folded", audit_counts_fold),

@@ -20,11 +20,11 @@ they stay in the database (rotate them with `rotate_webhook_secret`).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import yaml
 from django.db import transaction
 from django.utils import timezone
 
@@ -34,19 +34,24 @@ from scheduler.models import Schedule, Team, WorkloadClass
 from scheduler.services.integrations.channels import mask_url, split_channels, unmask_channels
 from scheduler.services.worker.commands import command_env_resolve, command_spec_shown
 from scheduler.services.definitions.connection_files import connections_file_apply
+from scheduler.services.definitions.schedule_source import FileSource, source_stamp
+from scheduler.services.definitions.team_files import teams_file_apply
+from scheduler.services.definitions.schedule_export import schedules_export  # noqa: F401  re-exported
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.definitions.schedules import (
     SCHEDULE_FIELDS,
     field_default,
-    schedule_delete,
     schedule_save,
     schedule_spec,
     validate_schedule,
 )
+from scheduler.services.definitions.schedule_removal import schedule_delete
 from scheduler.services.access.teams import authorize, authorize_create, authorize_owner_change
 from scheduler.services.definitions.schedule_yaml import (  # noqa: F401  re-exported: the reader's names
     CREATE, DELETE, FILE_VERSION, MAX_FILE_CHARS, UNCHANGED, UPDATE, Problem, ScheduleFileError, parse_document,
     parse_schedules_file)
+
+DEFAULT_SOURCE = "schedules.yaml"
 
 def _shown(field_name: str, value: Any) -> Any:
     if field_name == "alert_channels" and isinstance(value, list):
@@ -84,6 +89,12 @@ class Plan:
     applied: bool = False
     #: what the file's `connections:` section changed (connection_files.py): [{action, name, changes}], no secret
     connections: list[dict] = field(default_factory=list)
+    #: what its `teams:` section changed (team_files.py): [{action, name, changes}]
+    teams: list[dict] = field(default_factory=list)
+    #: schedules of the file that exist and were not managed by it (before this apply)
+    unmanaged: list[str] = field(default_factory=list)
+    #: schedules this apply put under the file (created, or taken over)
+    managed: list[str] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for c in self.changes if c.action == action)
@@ -96,8 +107,16 @@ class Plan:
     def has_changes(self) -> bool:
         return any(c.action != UNCHANGED for c in self.changes)
 
+    @property
+    def drift(self) -> bool:
+        """Whether the database differs from the file: a schedule, team or connection to change, or a schedule
+        of the file that the file does not manage (detached)."""
+        return (self.has_changes or bool(self.unmanaged)
+                or any(c["action"] != UNCHANGED for c in self.connections + self.teams))
+
     def as_dict(self) -> dict:
         return {"applied": self.applied, "summary": self.summary, "plan": [c.as_dict() for c in self.changes],
+                "teams": self.teams, "unmanaged": self.unmanaged, "managed": self.managed,
                 "connections": self.connections}
 
 
@@ -242,59 +261,79 @@ def _authorize_plan(plan: Plan, *, actor: Any) -> None:
 
 
 def schedules_apply(*, text: str | None = None, entries: list | None = None, actor: Any, prune: bool = False,
-                    dry_run: bool = False, reason: str = "", now: datetime | None = None) -> Plan:
+                    dry_run: bool = False, reason: str = "", now: datetime | None = None,
+                    source: str | None = DEFAULT_SOURCE) -> Plan:
     """Validate, plan and (unless dry_run) apply a schedules file in one transaction.
 
     Nothing changes when any entry is invalid (ScheduleFileError names each
     entry and field) or when applying fails part way (the transaction rolls back).
+    `source` names the file: each schedule it lists is then managed by it (schedule_source.py); None: not.
     """
-    connections = None
+    connections = teams = None
     if entries is None:
-        entries, connections = parse_document(text if text is not None else "")
+        text = text if text is not None else ""
+        entries, connections, teams = parse_document(text)
     now = now or timezone.now()
     reason = reason or "applied from a schedules file"
-    if connections is not None:  # first, on their own: the schedules may name what they declare
-        return _apply_with_connections(entries, connections, actor=actor, prune=prune, dry_run=dry_run, reason=reason,
-                                       now=now)
-    return _apply(entries, actor=actor, prune=prune, dry_run=dry_run, reason=reason, now=now)
-
-
-def _apply_with_connections(entries: list, connections: Any, *, actor: Any, prune: bool, dry_run: bool, reason: str,
-                            now: datetime) -> Plan:
-    """The `connections:` section saved (all or nothing, before and apart from the schedules, which may name
-    what it declares), then the schedules as always; a dry run plans both in a transaction that is rolled
-    back, so nothing is kept."""
+    stamp = None if source is None else FileSource.of(
+        name=source, text=text if text is not None else json.dumps(entries, sort_keys=True, default=str),
+        actor=actor, at=now)
+    if connections is None and teams is None:
+        return _apply(entries, actor=actor, prune=prune, dry_run=dry_run, reason=reason, now=now, stamp=stamp)
+    # first, on their own: the schedules may name the teams and connections the file declares
     with transaction.atomic():
-        changes, problems = connections_file_apply(connections, actor=actor, reason=reason)
+        team_changes, problems = teams_file_apply(teams, actor=actor, reason=reason) if teams is not None \
+            else ([], [])
+        if not problems and connections is not None:
+            conn_changes, problems = connections_file_apply(connections, actor=actor, reason=reason)
+        else:
+            conn_changes = []
         if problems:
             raise ScheduleFileError([Problem(*problem) for problem in problems])
-        if dry_run:
+        if dry_run:  # planned against what the sections would make, then rolled back: nothing is kept
             plan = schedules_plan(entries, prune=prune)
             _authorize_plan(plan, actor=actor)
-            plan.connections = changes
+            plan.unmanaged = _unmanaged(plan, stamp)
+            plan.connections, plan.teams = conn_changes, team_changes
             transaction.set_rollback(True)
             return plan
-    plan = _apply(entries, actor=actor, prune=prune, dry_run=False, reason=reason, now=now)
-    plan.connections = changes
+    plan = _apply(entries, actor=actor, prune=prune, dry_run=False, reason=reason, now=now, stamp=stamp)
+    plan.connections, plan.teams = conn_changes, team_changes
     return plan
 
 
-def _apply(entries: list, *, actor: Any, prune: bool, dry_run: bool, reason: str, now: datetime) -> Plan:
+def _unmanaged(plan: Plan, stamp: FileSource | None) -> list[str]:
+    """The schedules of the file that exist and are not managed by it (never applied from it, or detached)."""
+    if stamp is None:
+        return []
+    listed = [c.name for c in plan.changes if c.action in (UPDATE, UNCHANGED)]
+    return sorted(Schedule.objects.filter(name__in=listed).exclude(source_file=stamp.name)
+                  .values_list("name", flat=True))
+
+
+def _apply(entries: list, *, actor: Any, prune: bool, dry_run: bool, reason: str, now: datetime,
+           stamp: FileSource | None) -> Plan:
     # asked outside the transaction, so that a refusal's audit entry stays when nothing else does
     _authorize_plan(schedules_plan(entries, prune=prune), actor=actor)
     with transaction.atomic():
         plan = schedules_plan(entries, prune=prune)
-        if dry_run or not plan.has_changes:
+        plan.unmanaged = _unmanaged(plan, stamp)
+        if dry_run or not (plan.has_changes or plan.unmanaged or _restamp(plan, stamp)):
             return plan
         _authorize_plan(plan, actor=actor)  # the database may have moved since the first look
         try:
             for change in plan.changes:
                 if change.action == CREATE:
-                    schedule_save(data=dict(change.changes), actor=actor, reason=reason, now=now)
+                    schedule_save(data=dict(change.changes), actor=actor, reason=reason, now=now, source=stamp)
                 elif change.action == UPDATE:
                     target = Schedule.objects.get(name=change.name)
                     data = {f: new for f, (_old, new) in change.changes.items()}
-                    schedule_save(data=data, schedule=target, actor=actor, reason=reason, now=now)
+                    schedule_save(data=data, schedule=target, actor=actor, reason=reason, now=now, source=stamp)
+                elif change.action == UNCHANGED and stamp is not None:
+                    target = Schedule.objects.select_for_update().get(name=change.name)
+                    if target.source_file != stamp.name:  # coming under this file is a change of the schedule
+                        authorize(actor=actor, perm="scheduler.change_schedule", obj=target)
+                    source_stamp(schedule=target, source=stamp, actor=actor, reason=reason)
             for change in plan.changes:
                 if change.action == DELETE:
                     schedule_delete(schedule=Schedule.objects.get(name=change.name), actor=actor, reason=reason,
@@ -302,44 +341,18 @@ def _apply(entries: list, *, actor: Any, prune: bool, dry_run: bool, reason: str
         except ServiceError as exc:
             raise ScheduleFileError([Problem(change.name, e.field, getattr(e, "problem", None) or str(e))
                                      for e in exc.errors]) from None
-        plan.applied = True
+        plan.applied = plan.has_changes
+        plan.managed = sorted(plan.unmanaged + [c.name for c in plan.changes if c.action == CREATE and stamp])
     return plan
 
 
-# --- exporting -------------------------------------------------------------------
-
-class _Dumper(yaml.SafeDumper):
-    """Block style for schedules, flow style for short JSON configs; keys in SCHEDULE_FIELDS order."""
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str):
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _represent_str)
-
-
-def schedules_export(names: list[str] | None = None) -> str:
-    """The schedules (all, or those named) as a schedules file that `apply_schedules` reads back unchanged.
-
-    Channel URLs are written masked (`alert_channels`); applying the file back keeps each stored URL whose
-    masked form it finds, so a token never lands in a file or a repository.
-    """
-    qs = Schedule.objects.select_related("workload_class").prefetch_related("depends_on").order_by("name")
-    if names:
-        missing = sorted(set(names) - set(qs.filter(name__in=names).values_list("name", flat=True)))
-        if missing:
-            raise ServiceError(f"unknown schedule '{missing[0]}'", field="schedule")
-        qs = qs.filter(name__in=names)
-    specs = [schedule_spec(s, depends_on=[u.name for u in s.depends_on.all()]) for s in qs]
-    for spec in specs:  # secrets in channel URLs stay out of files; applying a masked URL keeps the stored one
-        spec["alert_channels"] = [mask_url(url) for url in spec["alert_channels"]]
-        spec["command"] = command_spec_shown(spec["command"])  # so do env values marked secret
-    body = yaml.dump({"version": FILE_VERSION, "schedules": specs}, Dumper=_Dumper, sort_keys=False,
-                     allow_unicode=True, default_flow_style=False, width=120)
-    return ("# Schedules as code: apply with `python manage.py apply_schedules FILE [--dry-run] [--prune]`.\n"
-            "# Every field is listed; a field left out of an entry takes its default.\n" + body)
+def _restamp(plan: Plan, stamp: FileSource | None) -> bool:
+    """Whether a schedule of the file has an older digest of it (another entry of the file changed)."""
+    if stamp is None:
+        return False
+    listed = [c.name for c in plan.changes if c.action != DELETE]
+    return Schedule.objects.filter(name__in=listed, source_file=stamp.name).exclude(
+        source_digest=stamp.digest).exists()
 
 
 __all__ = [

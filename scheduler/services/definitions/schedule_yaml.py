@@ -102,8 +102,8 @@ def parse_schedules_file(text: str) -> list[dict]:
     return parse_document(text)[0]
 
 
-def parse_document(text: str) -> tuple[list, Any]:
-    """(schedule entries, the `connections:` section or None) of a schedules file."""
+def parse_document(text: str) -> tuple[list, Any, Any]:
+    """(schedule entries, the `connections:` section or None, the `teams:` section or None) of a schedules file."""
     if not isinstance(text, str):
         raise ScheduleFileError([Problem("file", None, "must be YAML text")])
     if "\x00" in text:
@@ -123,11 +123,11 @@ def parse_document(text: str) -> tuple[list, Any]:
         raise ScheduleFileError([Problem("file", None, "is nested too deeply")]) from None
     if not isinstance(document, dict):
         raise ScheduleFileError([Problem("file", None, "must be a mapping with a 'schedules' list")])
-    unknown = sorted(str(k) for k in set(document) - {"version", "schedules", "connections"})
+    unknown = sorted(str(k) for k in set(document) - {"version", "schedules", "connections", "teams"})
     if unknown:
         # the file may be anything YAML reads (a config full of secrets): quote a short excerpt only
         raise ScheduleFileError([Problem("file", excerpt(unknown[0]),
-                                         "unknown key (allowed: version, schedules, connections)")])
+                                         "unknown key (allowed: version, teams, connections, schedules)")])
     version = document.get("version", FILE_VERSION)
     if version != FILE_VERSION:
         raise ScheduleFileError([Problem("file", "version", f"must be {FILE_VERSION}, got {excerpt(version)}")])
@@ -136,4 +136,4 @@ def parse_document(text: str) -> tuple[list, Any]:
         entries = []
     if not isinstance(entries, list):
         raise ScheduleFileError([Problem("file", "schedules", "must be a list of schedules")])
-    return entries, document.get("connections")
+    return entries, document.get("connections"), document.get("teams")

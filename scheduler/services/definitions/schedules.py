@@ -32,6 +32,7 @@ from scheduler.services.runs.queue import check_target_params, schedule_get, val
 from scheduler.services.admission.webhooks import webhook_rotate_secret
 from scheduler.services.worker.commands import command_env_seal, command_spec_shown
 
+from scheduler.services.definitions.schedule_source import FileSource, check_unmanaged, source_stamp
 from scheduler.services.definitions.schedule_checks import (  # noqa: E402,F401  re-exported: the checks' names
     EDITABLE, INT_MAX, JSON_FIELDS, MAX_RETENTION_DAYS, NAME_RE, NON_NEGATIVE_INT, POSITIVE_INT, SCHEDULE_FIELDS,
     TEXT_FIELDS, validate_schedule)
@@ -142,8 +143,11 @@ def _audited(snapshot: dict) -> dict:
 
 
 def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, reason: str = "",
-                  now: datetime | None = None) -> Schedule:
-    """Create (schedule=None) or update a schedule from a dict of field values."""
+                  now: datetime | None = None, source: FileSource | None = None) -> Schedule:
+    """Create (schedule=None) or update a schedule from a dict of field values.
+
+    `source`: the schedules file this change comes from (recorded on the schedule). Without it, a change of a
+    managed field of a schedule that a file manages is refused (Conflict naming the field and the file)."""
     now = now or timezone.now()
     data, upstreams = _resolve(data)
     creating = schedule is None
@@ -162,14 +166,13 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
             schedule = Schedule.objects.select_for_update().filter(pk=schedule.pk).first()
             if schedule is None:  # deleted since the caller read it
                 raise NotFound(f"schedule '{name}' was deleted", field="name")
+            if schedule.deleting_at is not None:
+                raise Conflict(f"schedule '{name}' is being deleted (asked by {schedule.deleting_by}); it changes "
+                               "no more", field="schedule")
             before = _snapshot(schedule)
-            if "alert_channels" in data:  # what a page or file showed masked keeps the stored secret
-                data["alert_channels"] = unmask_channels(
-                    split_channels(data["alert_channels"], field="alert_channels"), before["alert_channels"])
-            if "command" in data:  # so does a masked env value marked secret
-                data["command"] = command_env_seal(data["command"], before["command"])
-            for key, value in data.items():
-                setattr(schedule, key, value)
+            _merge(schedule, data, before)
+            if source is None:
+                _check_managed(schedule, before, upstreams)
         if (creating or "name" in data) and _name_taken(schedule):
             raise Conflict(f"a schedule named '{schedule.name}' already exists", field="name")
         if upstreams is None and not creating:
@@ -196,7 +199,37 @@ def schedule_save(*, data: dict, actor: Any, schedule: Schedule | None = None, r
                 before=None if before is None else _audited({k: before.get(k) for k in changed}),
                 after=_audited(changed), reason=reason, at=now,
             )
+        if source is not None:
+            source_stamp(schedule=schedule, source=source, actor=actor, reason=reason)
     return schedule
+
+
+def _merge(schedule: Schedule, data: dict, before: dict) -> None:
+    if "alert_channels" in data:  # what a page or file showed masked keeps the stored secret
+        data["alert_channels"] = unmask_channels(
+            split_channels(data["alert_channels"], field="alert_channels"), before["alert_channels"])
+    if "command" in data:  # so does a masked env value marked secret
+        data["command"] = command_env_seal(data["command"], before["command"])
+    for key, value in data.items():
+        setattr(schedule, key, value)
+
+
+def _check_managed(schedule: Schedule, before: dict, upstreams: list[Schedule] | None) -> None:
+    if schedule.source_file:
+        wanted = schedule_spec(schedule, depends_on=None if upstreams is None else [u.name for u in upstreams])
+        check_unmanaged(schedule, [f for f in SCHEDULE_FIELDS if wanted[f] != before[f]])
+
+
+def schedule_check_managed(*, schedule: Schedule, data: dict) -> None:
+    """Raise the refusal `schedule_save` would raise for `data` on a schedule that a file manages (a form asks
+    before it saves); nothing is written."""
+    stored = Schedule.objects.filter(pk=schedule.pk).first()
+    if stored is None or not stored.source_file:
+        return
+    data, upstreams = _resolve(data)
+    before = _snapshot(stored)
+    _merge(stored, data, before)
+    _check_managed(stored, before, upstreams)
 
 
 def _name_taken(schedule: Schedule) -> bool:
@@ -221,16 +254,6 @@ def _write(schedule: Schedule, *, creating: bool, was: str) -> None:
 def schedule_set_enabled(*, schedule: Schedule, enabled: bool, actor: Any, reason: str = "",
                          now: datetime | None = None) -> Schedule:
     return schedule_save(data={"enabled": bool(enabled)}, schedule=schedule, actor=actor, reason=reason, now=now)
-
-
-def schedule_delete(*, schedule: Schedule, actor: Any, reason: str = "", now: datetime | None = None) -> None:
-    now = now or timezone.now()
-    with transaction.atomic():
-        downstream = list(schedule.downstream.values_list("name", flat=True))
-        before = _snapshot(schedule)
-        audit_record(actor=actor, action="schedule.delete", target=schedule, before=_audited(before),
-                     after={"downstream_unlinked": downstream}, reason=reason, at=now)
-        schedule.delete()
 
 
 def schedule_rotate_secret(*, schedule: Schedule, actor: Any, reason: str = "") -> str:
