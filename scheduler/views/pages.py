@@ -33,6 +33,7 @@ from scheduler.views.common import (
 )
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm, scoped
 from scheduler.views.logs import log_done, log_page
+from scheduler.views.run_evidence import error_parts, fold_repeated_traceback
 from scheduler.worklist import failure_worklist
 from scheduler.services.access.teams import visible_team_ids
 from scheduler.services.admission.clusters import clusters_context
@@ -144,11 +145,13 @@ def run_detail(request, run_id: int):
         context["command"] = dbt_command_context(run.schedule.dbt)
     context["offers"] = rerun_offers(run, now=now)
     context["rerun_form"] = RerunForm()
+    context["error"] = error_parts(run.error)
     if not request.htmx:
         context.update(_log_filter(request, run))
         lines, more = ([], False) if context["node_error"] else log_page(run, after=0, node=context["log_node"])
         context["log_lines"], context["log_more"] = lines, more
         context["last_seq"] = lines[-1].seq if lines else 0
+        context["folded_seq"] = fold_repeated_traceback(lines, run.error)
         context["log_done"] = log_done(run, now)
     return render(request, partial(request, "scheduler/run_detail.html", "live"), context)
 
