@@ -131,14 +131,26 @@ def schedule_channel_test(request, schedule_id: int, index: int):
 
 @action("scheduler.toggle_schedule")
 def schedule_toggle(request, schedule_id: int):
+    """Pause (`enabled=0`) or resume (`enabled=1`) a schedule: the list's switch and the schedule page's button."""
     schedule = get_object_or_404(Schedule, pk=schedule_id)
-    enabled = request.POST.get("enabled") == "1"
+    back = request.POST.get("next") if _safe_next(request) else reverse("scheduler:schedules")
+    choice = request.POST.get("enabled")
+    form = ReasonForm(request.POST)
+    if choice not in ("0", "1"):
+        messages.error(request, f"enabled: must be 1 (resume) or 0 (pause), got '{(choice or '')[:20]}'; "
+                                f"{schedule.name} is unchanged.")
+        return redirect(back)
+    if not form.is_valid():
+        messages.error(request, f"reason: {' '.join(form.errors['reason'])} {schedule.name} is unchanged.")
+        return redirect(back)
+    enabled = choice == "1"
     try:
-        schedule_set_enabled(schedule=schedule, enabled=enabled, actor=request.user, reason="dashboard")
-        messages.success(request, f"{schedule.name} {'enabled' if enabled else 'disabled'}.")
+        schedule_set_enabled(schedule=schedule, enabled=enabled, actor=request.user,
+                             reason=form.cleaned_data["reason"] or "dashboard")
+        messages.success(request, f"{schedule.name} {'resumed (enabled)' if enabled else 'paused (disabled)'}.")
     except ServiceError as exc:
         messages.error(request, str(exc))
-    return redirect(request.POST.get("next") if _safe_next(request) else "scheduler:schedules")
+    return redirect(back)
 
 
 def _safe_next(request) -> bool:
