@@ -237,7 +237,8 @@ def _run_after_move(request, schedule: Schedule, reason: str):
     """"Move and run now": the mark has moved; the run reads the window it causes (a refusal is said, the move
     stands)."""
     try:
-        run = run_trigger_manual(schedule=schedule, actor=request.user, reason=f"after moving the watermark: {reason}"[:500])
+        run = run_trigger_manual(schedule=schedule, actor=request.user,
+                                 reason=f"after moving the watermark: {reason}"[:500])
     except ServiceError as exc:
         messages.error(request, f"The watermark moved, but no run was started: {exc}")
         return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
