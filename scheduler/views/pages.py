@@ -130,6 +130,8 @@ def run_detail(request, run_id: int):
         context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, deps,
                                                                               limit=RUN_PAGE_REPORT_NODES)
         context["report_total"] = charts.report_size(run.report)
+        # the nodes that ran have log lines and a record: the graph links each to them (a blocked one has none)
+        context["report_ran"] = {str(r.get("task_id")) for r in run.report.get("records", []) or []}
     if run.schedule.target_kind in (TargetKind.WORKFLOW, TargetKind.DBT):
         shown = node_records_shown(run, limit=RUN_PAGE_NODES)
         context["nodes"], context["nodes_total"] = _trim_tracebacks(shown["rows"]), shown["total"]
