@@ -48,6 +48,8 @@ def trigger_fires(kind: str, config_text: str, zone_name: str, *, now, count: in
 @page("scheduler.view_schedule")
 def trigger_preview(request):
     """GET trigger_kind, trigger_config (JSON text), timezone: the next fires, or what is wrong, naming the field."""
+    if not request.GET:  # a blank form: nothing to preview yet, and nothing wrong
+        return render(request, "scheduler/_trigger_preview.html", {"blank": True})
     answer = trigger_fires(request.GET.get("trigger_kind", ""), request.GET.get("trigger_config", ""),
                            request.GET.get("timezone", "") or "UTC", now=timezone.now())
     # htmx swaps a 200 only: a refusal is still shown where the field is edited; a plain request gets its 400

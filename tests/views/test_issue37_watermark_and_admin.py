@@ -144,6 +144,11 @@ def test_a_trigger_without_timed_fires_says_so(viewer_client):
     assert response.status_code == 200 and "no timed fires" in _text(response)
 
 
+def test_a_blank_query_is_nothing_to_preview_yet(viewer_client):
+    response = viewer_client.get(PREVIEW)
+    assert response.status_code == 200 and 'id="trigger-preview-blank"' in response.content.decode()
+
+
 def test_the_preview_needs_a_login(client):
     response = client.get(PREVIEW, {"trigger_kind": "cron", "trigger_config": "{}", "timezone": "UTC"})
     assert response.status_code == 302 and "/accounts/login" in response["Location"]
