@@ -8,8 +8,9 @@ from django.utils.html import format_html
 
 # the admin's ids of the fields the preview reads
 PREVIEW_FIELDS = "#id_trigger_kind, #id_trigger_config, #id_timezone"
-PREVIEW_TRIGGER = ("load, change from:#id_trigger_kind, change from:#id_timezone, "
-                   "input changed delay:400ms from:#id_trigger_config")
+PREVIEW_TRIGGER = ("load, input changed delay:400ms from:#id_trigger_config, "
+                   "input changed delay:400ms from:#id_trigger_kind, input changed delay:400ms from:#id_timezone, "
+                   "change from:#id_trigger_kind, change from:#id_timezone")
 
 
 class TriggerConfigWidget(forms.Textarea):
