@@ -24,10 +24,14 @@ install-test: $(PY)
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(MAKE) --no-print-directory install-test
 
+# the demo, always on the embedded default (SQLite in var/, the ORM broker), whatever DATABASE_URL or REDIS_URL the
+# shell exports: a real database is prepared with `manage.py init_production` (docs/deploy.md), never seeded with it
+DEMO_ENV := env -u DATABASE_URL -u REDIS_URL
+
 run: install
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py setup_demo
-	$(PY) manage.py serve
+	$(DEMO_ENV) $(PY) manage.py migrate --noinput
+	$(DEMO_ENV) $(PY) manage.py setup_demo
+	$(DEMO_ENV) $(PY) manage.py serve
 
 # Each pass runs on WORKERS pytest-xdist workers, each with its own test database (pytest-django adds _gw0, _gw1 to
 # its name), temporary directories and block of ports (tests/throwaway.py). `make test` runs the two passes side by

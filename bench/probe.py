@@ -51,3 +51,25 @@ class _UntilCancelled:
 
 register_pipeline("bench.cooperative", lambda ctx: Pipeline(_UntilCancelled(ctx), IdentityTransform(), NoopSink()),
                   description="loops on ctx.check_cancelled() with a 50 ms sleep until it is stopped", replace=True)
+
+
+# --- scenario 12: the first line of a pipeline's code -------------------------------
+
+_first_line = os.environ.get("ETL_BENCH_FIRST_LINE_FILE")
+
+
+def _first_line_pipeline(ctx):
+    """The pipeline's factory is the first of a team's code a run calls: it writes `run id, time` and does nothing."""
+    if _first_line:
+        fd = os.open(_first_line, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{ctx.run_id} {time.time():.6f}\n".encode())
+        finally:
+            os.close(fd)
+    from scheduler.pipelines.noop import NoopSource
+
+    return Pipeline(NoopSource(), IdentityTransform(), NoopSink())
+
+
+register_pipeline("bench.first_line", _first_line_pipeline, replace=True,
+                  description="records when its code begins (ETL_BENCH_FIRST_LINE_FILE), then does nothing")

@@ -44,6 +44,7 @@ SCENARIOS = {
     9: ("s9_cancel", ["sqlite", "postgres"]),
     10: ("s10_command", ["sqlite", "postgres"]),
     11: ("s11_runlog", ["sqlite", "postgres"]),
+    12: ("s12_start_latency", ["sqlite", "postgres"]),
 }
 
 

@@ -270,12 +270,20 @@ MIDDLEWARE.insert(
     MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "whitenoise.middleware.WhiteNoiseMiddleware"
 )
 # and straight from the apps' and static/'s own files when STATIC_ROOT lacks them (a server started without
-# `serve`'s collectstatic, or STATIC_ROOT pointed at an empty directory): never a page without its CSS and htmx
+# `serve`'s collectstatic, or STATIC_ROOT pointed at an empty directory): never a page without its CSS and htmx.
+# The finders' files replace the collected ones under the same plain URL (app.css), uncompressed and cached 60 s,
+# so pages name the hashed copy collectstatic made (app.3f2a….css, gzipped beside it, cached for ever, issue 37);
+# a name the manifest lacks (nothing collected) stays plain and comes from the finders (etlsite/static_storage.py)
 WHITENOISE_USE_FINDERS = True
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "etlsite.static_storage.HashedOrPlainStorage"},
 }
+# HTML is gzipped (inside WhiteNoise, which serves its own precompressed files). BREACH: Django's GZipMiddleware
+# pads each response by a random length, the CSRF token is masked per response, and a page that shows a secret
+# (a new API token) is sent uncompressed (scheduler.middleware.never_compressed)
+MIDDLEWARE.insert(MIDDLEWARE.index("whitenoise.middleware.WhiteNoiseMiddleware") + 1,
+                  "scheduler.middleware.CompressHtml")
 # after the session and auth middleware: the viewer's display zone lives in their session
 MIDDLEWARE.append("scheduler.middleware.DisplayTimezoneMiddleware")
 ETL_ADDR = envstr("ETL_ADDR", "127.0.0.1:8000")

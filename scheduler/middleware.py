@@ -1,10 +1,12 @@
-"""Request middleware: the viewer's display time zone, and no-store for signed-in pages."""
+"""Request middleware: the viewer's display time zone, no-store for signed-in pages, compressed HTML."""
 
 from __future__ import annotations
 
 import zoneinfo
+from functools import wraps
 
 from django.conf import settings
+from django.middleware.gzip import GZipMiddleware
 from django.utils import timezone
 from django.utils.cache import patch_cache_control
 
@@ -61,3 +63,25 @@ def client_ip(request) -> str:
         if forwarded:
             return forwarded[-1]
     return request.META.get("REMOTE_ADDR", "")
+
+
+def never_compressed(view):
+    """A view whose answer may show a secret beside text the viewer sent (a new API token and its name): sent
+    uncompressed, so its length cannot leak the secret a guess at a time (BREACH)."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        response.never_compressed = True
+        return response
+
+    return wrapped
+
+
+class CompressHtml(GZipMiddleware):
+    """Django's gzip (with its random padding against BREACH), except for answers marked `never_compressed`."""
+
+    def process_response(self, request, response):
+        if getattr(response, "never_compressed", False):
+            return response
+        return super().process_response(request, response)

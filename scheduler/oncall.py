@@ -9,6 +9,7 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from scheduler.core.errors import first_line
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule
 from scheduler.models.run import LOST_WORKER
 from scheduler.selectors import (
@@ -205,8 +206,9 @@ def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict
     for s in failing_schedules(team_ids)[:ATTENTION_LIMIT]:
         if s.pk in broken:
             continue  # its open breaker already says so, once
+        why = first_line(s.verdict_reason) or "no reason given"  # the cause; its context is on the run's page
         items.append({"kind": "failing", "label": "Failing", "href": run_url(s.verdict_run), "title": s.name,
-                      "detail": f"last run #{s.verdict_run} failed: {s.verdict_reason or 'no reason given'}"})
+                      "detail": f"last run #{s.verdict_run} failed: {why}"})
     for s in late_schedules(team_ids):
         items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
                       "detail": f"freshness objective ({s.freshness_max_age_seconds or 0} s, "

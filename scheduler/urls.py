@@ -1,7 +1,7 @@
 from django.urls import path
 
-from scheduler.views import (api, audit, backfills, failures, hooks, logs, metrics, pages, prefs, schedules, teams,
-                             tokens, trigger_preview)
+from scheduler.views import (api, audit, backfills, failures, goto, hooks, logs, metrics, pages, prefs, schedules,
+                             teams, tokens, trigger_preview)
 
 app_name = "scheduler"
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/", pages.run_list, name="runs"),
     path("runs/blocked/", pages.blocked_list, name="blocked"),
     path("runs/skipped/", pages.skipped_list, name="skipped"),
+    path("runs/go/", goto.run_goto, name="run_goto"),
     path("runs/<int:run_id>/", pages.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel", pages.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/log", logs.run_log, name="run_log"),

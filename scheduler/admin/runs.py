@@ -30,36 +30,13 @@ class AttentionFilter(admin.SimpleListFilter):
         return queryset.filter(status__in=chosen) if chosen else queryset
 
 
-@admin.register(Run)
-class RunAdmin(ScopedChoicesMixin, ReadOnlyAdmin):
-    list_display = (
-        "id",
-        "schedule",
-        "status",
-        "trigger_kind",
-        "priority",
-        "workload_class",
-        "queued_at",
-        "finished_at",
-        "reason",
-        "blocked_by_shown",
-    )
-    readonly_fields = ("blocked_by_shown",)
-    list_filter = (AttentionFilter, "status", "trigger_kind", "workload_class")
-    search_fields = ("schedule__name", "trigger_key", "reason")
-    list_select_related = ("schedule", "workload_class", "blocked_by")
-    # COUNT(*) over millions of rows is the slowest part of a change list
-    show_full_result_count = False
-    actions = ["cancel", "rerun_from_failure"]
-
-    def has_cancel_permission(self, request):
-        return request.user.has_perm("scheduler.cancel_run")
+class ScopedRunsMixin:
+    """Runs and backfills of the teams a reader may see; with viewing scoped, a run that stands for another team's
+    names neither that schedule nor its run (scheduler/scoped_runs.py): in the list, and on a run's own page."""
 
     def get_queryset(self, request):
         return visible(super().get_queryset(request), request.user, "schedule__owner_id")
 
-    # With viewing scoped, a run that stands for another team's names neither that schedule nor its run
-    # (scheduler/scoped_runs.py): in the list, and on a run's own page.
     def get_changelist_instance(self, request):
         changelist = super().get_changelist_instance(request)
         changelist.result_list = hide_other_teams(changelist.result_list, visible_team_ids(request.user))
@@ -83,6 +60,32 @@ class RunAdmin(ScopedChoicesMixin, ReadOnlyAdmin):
         if getattr(run, "hidden_blocker", False):
             return HIDDEN_SCHEDULE
         return run.blocked_by or "-"
+
+
+@admin.register(Run)
+class RunAdmin(ScopedRunsMixin, ScopedChoicesMixin, ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "schedule",
+        "status",
+        "trigger_kind",
+        "priority",
+        "workload_class",
+        "queued_at",
+        "finished_at",
+        "reason",
+        "blocked_by_shown",
+    )
+    readonly_fields = ("blocked_by_shown",)
+    list_filter = (AttentionFilter, "status", "trigger_kind", "workload_class")
+    search_fields = ("schedule__name", "trigger_key", "reason")
+    list_select_related = ("schedule", "workload_class", "blocked_by")
+    # COUNT(*) over millions of rows is the slowest part of a change list
+    show_full_result_count = False
+    actions = ["cancel", "rerun_from_failure"]
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm("scheduler.cancel_run")
 
     def has_trigger_permission(self, request):
         return request.user.has_perm("scheduler.trigger_schedule")
@@ -108,7 +111,7 @@ class RunAdmin(ScopedChoicesMixin, ReadOnlyAdmin):
 
 
 @admin.register(Backfill)
-class BackfillAdmin(ReadOnlyAdmin):
+class BackfillAdmin(ScopedRunsMixin, ReadOnlyAdmin):
     list_display = (
         "id",
         "schedule",
@@ -121,35 +124,6 @@ class BackfillAdmin(ReadOnlyAdmin):
         "requested_by",
     )
     list_filter = ("status",)
-
-    def get_queryset(self, request):
-        return visible(super().get_queryset(request), request.user, "schedule__owner_id")
-
-    # With viewing scoped, a run that stands for another team's names neither that schedule nor its run
-    # (scheduler/scoped_runs.py): in the list, and on a run's own page.
-    def get_changelist_instance(self, request):
-        changelist = super().get_changelist_instance(request)
-        changelist.result_list = hide_other_teams(changelist.result_list, visible_team_ids(request.user))
-        return changelist
-
-    def get_object(self, request, object_id, from_field=None):
-        run = super().get_object(request, object_id, from_field)
-        return None if run is None else hide_other_teams([run], visible_team_ids(request.user))[0]
-
-    def get_fields(self, request, obj=None):
-        return [("blocked_by_shown" if name == "blocked_by" else name) for name in super().get_fields(request, obj)
-                if name != "blocked_by_shown"]
-
-    def get_search_fields(self, request):
-        # a search of reasons or trigger keys would tell whether another team's schedule or run id exists
-        scoped = visible_team_ids(request.user) is not None
-        return ("schedule__name",) if scoped else super().get_search_fields(request)
-
-    @admin.display(description="blocked by", ordering="blocked_by")
-    def blocked_by_shown(self, run):
-        if getattr(run, "hidden_blocker", False):
-            return HIDDEN_SCHEDULE
-        return run.blocked_by or "-"
 
 
 __all__ = ["AttentionFilter", "BackfillAdmin", "RunAdmin"]

@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 
 from . import stop
 from .dag import topological_order
-from .errors import EtlError
+from .errors import EtlError, own_words
 from .ledger import Ledger, Outcome, RunRecord
 from .pipeline import Pipeline
 
@@ -62,7 +62,7 @@ class RunReport:
 
 
 def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    return own_words(exc)  # the cause's own words first (errors.py)
 
 
 ERROR_CHARS = 8000  # a node's traceback keeps its end: the frame that raised and the message

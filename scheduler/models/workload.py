@@ -2,6 +2,12 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 
+# the classes every installation starts with (migration 0002 made them; `init_production` makes any missing):
+# (name, concurrency limit, description)
+DEFAULT_CLASSES = [("standard", 4, "Everyday syncs"), ("heavy", 1, "Large loads, one at a time"),
+                   ("critical", 2, "Must-run jobs")]
+
+
 class WorkloadClass(models.Model):
     """A named lane of the queue with its own concurrency limit."""
 

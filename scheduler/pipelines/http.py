@@ -152,7 +152,7 @@ class HttpJsonSource:
             raise HttpError(exc.code, url, detail) from exc
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise EtlError(f"GET {url} failed: {reason}") from exc
+            raise EtlError(f"{reason}\nwhile fetching GET {url}") from exc
         if not 200 <= status < 300:
             raise HttpError(status, url)
         try:

@@ -26,6 +26,7 @@ from itertools import repeat
 from typing import Any
 
 from scheduler.core import ConfigError, EtlError, LineageDataset, LoadError, Window, stop
+from scheduler.core.errors import in_context
 
 from . import sql_stream
 from .sql_load import column, copy_upsert, executemany_upsert, last_per_key, value_rows
@@ -143,7 +144,7 @@ class SqlSource:
                         # dicts made in C (map over zip), not in a Python loop: a row costs what dict() costs
                         yield from map(dict, map(zip, repeat(names), batch))
                 except _db_errors() as exc:
-                    raise EtlError(f"{self!r} failed: {exc}") from exc
+                    raise EtlError(in_context(exc, f"while reading {self!r}")) from exc
         finally:
             db.close()
 
@@ -172,7 +173,7 @@ class SqlSource:
                 cur.execute(sql, binds)
                 (above,) = cur.fetchone()
             except _db_errors() as exc:
-                raise EtlError(f"{self!r} failed: {exc}") from exc
+                raise EtlError(in_context(exc, f"while reading {self!r}")) from exc
             finally:
                 cur.close()
         finally:
@@ -290,7 +291,7 @@ class SqlSink:
                     finally:
                         cur.close()
             except _db_errors() as exc:
-                raise EtlError(f"{self!r} failed: {exc}") from exc
+                raise EtlError(in_context(exc, f"while loading {self!r}")) from exc
         finally:
             db.close()
         return len(rows)
@@ -317,9 +318,9 @@ class SqlSink:
             log.debug("%r from %r: rows go through Python (%s)", self, source, why)
             return None
         except sql_stream.SourceFailed as failed:
-            raise EtlError(f"{source!r} failed: {failed.__cause__}") from failed.__cause__
+            raise EtlError(in_context(failed.__cause__, f"while reading {source!r}")) from failed.__cause__
         except sql_stream.SinkFailed as failed:
-            raise LoadError(f"{self!r} failed: {failed.__cause__}") from failed.__cause__
+            raise LoadError(in_context(failed.__cause__, f"while loading {self!r}")) from failed.__cause__
         finally:
             src.close()
 

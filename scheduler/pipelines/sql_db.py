@@ -11,6 +11,7 @@ from urllib.parse import quote as url_quote
 from urllib.parse import urlsplit, urlunsplit
 
 from scheduler.core import ConfigError, EtlError, LineageDataset
+from scheduler.core.errors import in_context
 from scheduler.core.lineage import postgres_dataset, sql_url_dataset, sqlite_dataset
 
 from . import sql_pool
@@ -168,7 +169,7 @@ def connect(db: str, *, create: bool = False) -> _Db:
         try:
             conn = sqlite3.connect(f"file:{url_quote(path)}?mode={mode}", uri=True, timeout=30, isolation_level=None)
         except sqlite3.OperationalError as exc:
-            raise EtlError(f"cannot open SQLite database {path!r}: {exc}") from exc
+            raise EtlError(in_context(exc, f"while opening the SQLite database {path!r}")) from exc
         return _Db(SQLITE, conn, style="qmark", owned=True)
     import psycopg
 
@@ -178,7 +179,10 @@ def connect(db: str, *, create: bool = False) -> _Db:
             # no prepared statements on the server: DISCARD ALL (sql_pool.give_back) would drop them under psycopg
             conn = psycopg.connect(db, autocommit=True, connect_timeout=10, prepare_threshold=None)
         except psycopg.Error as exc:
-            raise EtlError(f"cannot connect to {redact(db)}: {exc}") from exc
+            # a driver's message may quote the connection string it was given: its password goes first
+            password = urlsplit(db).password
+            text = in_context(exc, f"while connecting to {redact(db)}")
+            raise EtlError(text.replace(password, "***") if password else text) from exc
     return _Db(POSTGRESQL, conn, style="format", owned=True, url=db)
 
 

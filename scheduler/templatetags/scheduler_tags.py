@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
+from scheduler.core.errors import first_line as _first_line
 from scheduler.permissions import VERBS, schedule_of
 
 register = template.Library()
@@ -69,6 +70,12 @@ def exit_code_text(code) -> str:
     except ValueError:
         name = f"signal {-code}"
     return f"{code} (killed by {name})"
+
+
+@register.filter
+def first_line(value) -> str:
+    """A reason's first line, for lists: a failure's cause (its detail and context are on the run's page)."""
+    return _first_line(str(value or ""))
 
 
 @register.filter
@@ -263,3 +270,14 @@ def audit_target_url(entry) -> str:
 def breaker_state_then(reason: str) -> str:
     """The breaker's state when the run was blocked, read from the reason it was given then (never today's state)."""
     return "half-open" if str(reason or "").startswith("circuit half-open") else "open"
+
+
+# Status is never colour alone (issue 37): a mark beside the colour, the same in the graph and its legend
+STATUS_GLYPHS = {"succeeded": "✓", "failed": "✕", "running": "▶", "stopping": "■", "queued": "…", "waiting": "…",
+                 "blocked": "⊘", "skipped": "↷", "cancelled": "–", "none": "○"}
+
+
+@register.filter
+def status_glyph(status) -> str:
+    """'FAILED' -> '✕': the mark a picture draws beside a status's colour."""
+    return STATUS_GLYPHS.get(str(status or "none").lower(), "")

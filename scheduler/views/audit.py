@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from scheduler import audit_reads
+from scheduler.services.history.prune import retention_summary
 from scheduler.views.common import int_or_none, page
 from scheduler.services.access.teams import visible_team_ids
 from scheduler.views.forms import AuditFilterForm, scoped
@@ -60,6 +61,7 @@ def audit_report(request):
         "counts": audit_reads.audit_counts(filters, now=timezone.now(), **scope),
         "older": entries[PAGE_SIZE - 1].id if len(entries) > PAGE_SIZE else None,
         "query": query.urlencode(),
+        "retention": retention_summary(),  # how far back the log and the runs go (no longer on the overview)
     }
     return render(request, "scheduler/audit.html", context)
 

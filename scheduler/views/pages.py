@@ -25,7 +25,7 @@ from scheduler.services.runs.stop import stop_outcome
 from scheduler.services.runs.nodes import node_records_shown
 from scheduler.services.runs.rerun import RERUNNABLE, run_rerun_from_failure
 from scheduler.services.runs.rerun import rerun_offers
-from scheduler.services.history.prune import retention_summary, run_pruned_note
+from scheduler.services.history.prune import run_pruned_note
 from scheduler.services.runs.rerun import run_rerun as run_rerun_service
 from scheduler.views import charts, timeline_charts
 from scheduler.views.common import (
@@ -33,6 +33,7 @@ from scheduler.views.common import (
 )
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm, scoped
 from scheduler.views.logs import log_done, log_page
+from scheduler.views.polls import poll_answer
 from scheduler.views.run_evidence import error_parts, fold_repeated_traceback
 from scheduler.worklist import failure_worklist
 from scheduler.services.access.teams import visible_team_ids
@@ -54,9 +55,7 @@ def overview(request):
     now = timezone.now()
     context = {**oncall.overview(now, team_ids=scope["team_ids"]),
                "failures": failure_worklist(now, team_ids=scope["team_ids"]), **scope, **clusters_context(now)}
-    if not request.htmx:  # the live part polls; the retention in force is read once per page
-        context["retention"] = retention_summary()
-    return render(request, partial(request, "scheduler/overview.html", "live"), context)
+    return poll_answer(request, render(request, partial(request, "scheduler/overview.html", "live"), context))
 
 
 @page("scheduler.view_run")
@@ -78,7 +77,7 @@ def run_list(request):
         query.pop(key, None)
     context = {"form": form, "page": result, "query": query.urlencode(), "live": not request.GET.get("before"),
                **scope}
-    return render(request, partial(request, "scheduler/runs.html", "table"), context)
+    return poll_answer(request, render(request, partial(request, "scheduler/runs.html", "table"), context))
 
 
 def _explain(run: Run, now) -> str:
@@ -270,6 +269,10 @@ def run_rerun_failed(request, run_id: int):
     return redirect("scheduler:run_detail", run_id=new.pk)
 
 
+# a flash true only while the run is stopping: app.js takes it away once the run page shows the run final
+UNTIL_FINAL = "until-final"
+
+
 @action("scheduler.cancel_run")
 def run_cancel(request, run_id: int):
     """Cancel a run; `force=1` ("Kill now") ends its process at once instead of asking its code to stop."""
@@ -288,12 +291,13 @@ def run_cancel(request, run_id: int):
         messages.success(request, f"Run {run.pk} cancelled.")
     elif outcome == ALREADY_STOPPING:
         messages.info(request, f"Run {run.pk} is already stopping ({run.get_stop_kind_display().lower()}): "
-                               f"{run.stop_reason}.")
+                               f"{run.stop_reason}.", extra_tags=UNTIL_FINAL)
     elif force:
-        messages.success(request, f"Run {run.pk} is being killed; it shows as STOPPING until its process has ended.")
+        messages.success(request, f"Run {run.pk} is being killed; it shows as STOPPING until its process has ended.",
+                         extra_tags=UNTIL_FINAL)
     else:
         messages.success(request, f"Run {run.pk} is stopping: its code was asked to stop. It keeps its slot until "
-                                  "its work has ended, then it is CANCELLED.")
+                                  "its work has ended, then it is CANCELLED.", extra_tags=UNTIL_FINAL)
     return redirect("scheduler:run_detail", run_id=run.pk)
 
 

@@ -7,6 +7,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from scheduler.middleware import never_compressed
 from scheduler.models import ApiToken
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.access.tokens import parse_expiry, token_create, token_get, token_revoke
@@ -27,6 +28,7 @@ def _context(request, **extra) -> dict:
     return {"tokens": tokens, "form": TokenForm(), "created": None, **extra}
 
 
+@never_compressed
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def api_tokens(request):

@@ -32,8 +32,8 @@ UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea')]
 
 def _styled_and_live(page) -> dict:
     return page.evaluate(
-        """() => ({
-            sheet: [...document.styleSheets].some(s => (s.href || '').endsWith('/scheduler/app.css') && s.cssRules.length > 20),
+        r"""() => ({
+            sheet: [...document.styleSheets].some(s => /\/scheduler\/app\.([0-9a-f]{12}\.)?css$/.test(s.href || '') && s.cssRules.length > 20),
             background: getComputedStyle(document.body).backgroundColor,
             htmx: typeof window.htmx === 'object' && typeof window.htmx.version === 'string',
             morph: typeof window.Idiomorph === 'object',

@@ -38,3 +38,14 @@ def test_an_unknown_or_malformed_id_exits_2(backfill, value):
     with pytest.raises(CommandError) as info:
         call_command("backfill_status", value)
     assert info.value.returncode == 2 and "backfill_id" in str(info.value)
+
+
+def test_datetime_windows_print_as_the_documented_half_open_interval(make_schedule, now):
+    schedule = make_schedule("dated", watermark_config={"type": "datetime", "column": "ts",
+                                                        "initial": "2026-03-01T00:00:00+00:00"})
+    backfill = backfill_submit(schedule=schedule, start="2026-03-01T00:00:00+00:00", end="2026-03-03T00:00:00+00:00",
+                               window=86400, reason="replay", requested_by="olivia", now=now)
+    out = StringIO()
+    call_command("backfill_status", str(backfill.pk), "--windows", stdout=out)
+    assert "#0    [2026-03-01T00:00:00+00:00, 2026-03-02T00:00:00+00:00)  PENDING" in out.getvalue()
+    assert "(2026" not in out.getvalue()

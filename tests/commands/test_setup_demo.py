@@ -146,3 +146,40 @@ def test_the_new_logins_are_written_to_a_file_only_the_owner_may_read(demo_paths
     assert f"login: operator / {password}" in text and "admin login: admin / " in text and "old" not in text
     call_command("setup_demo", "--no-kickoff", stdout=StringIO())
     assert path.read_text() == text  # no new login: the file is left as it was
+
+
+def test_it_refuses_a_database_holding_other_schedules_naming_them_and_changes_nothing(demo_paths, make_schedule):
+    from scheduler.models import AuditEntry, Team
+
+    for name in ("orders_hourly", "invoices", "a_customers", *[f"extra_{i:02}" for i in range(10)]):
+        make_schedule(name)
+    entries = AuditEntry.objects.count()
+    with pytest.raises(CommandError) as info:
+        call_command("setup_demo", stdout=StringIO())
+    message = str(info.value)
+    assert info.value.returncode == 2 and message.startswith(
+        "database: it holds schedules that are not the demo's (a_customers, extra_00, ")
+    assert "extra_08 and 3 more)" in message and "init_production" in message and "--force" in message
+    assert Schedule.objects.count() == 13 and not User.objects.exists() and AuditEntry.objects.count() == entries
+    assert not Team.objects.filter(name__in=DEMO_TEAMS).exists() and not (demo_paths / "source.sqlite3").exists()
+
+
+def test_force_adds_the_demo_beside_other_schedules_and_the_demos_own_schedules_never_count(demo_paths,
+                                                                                            make_schedule):
+    make_schedule("orders_hourly")
+    call_command("setup_demo", "--no-kickoff", "--force", stdout=StringIO())
+    assert Schedule.objects.filter(name="nightly").exists() and Schedule.objects.filter(name="orders_hourly").exists()
+    Schedule.objects.filter(name="orders_hourly").delete()
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())  # the demo alone: no refusal
+
+
+def test_make_run_keeps_the_demo_on_the_embedded_default_whatever_the_shell_exports():
+    import subprocess
+
+    from tests.integration.cluster import ROOT
+
+    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": "postgres://etl@db.internal/etl", "REDIS_URL": "redis://r/0"}
+    plan = subprocess.run(["make", "-n", "run"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    steps = [line for line in plan.stdout.splitlines() if "manage.py" in line]
+    assert [line.split("manage.py ")[1] for line in steps] == ["migrate --noinput", "setup_demo", "serve"]
+    assert all(line.startswith("env -u DATABASE_URL -u REDIS_URL ") for line in steps), steps

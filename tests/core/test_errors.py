@@ -2,7 +2,7 @@ import pickle
 
 import pytest
 
-from scheduler.core import ConfigError, CycleError, EtlError, PermanentError
+from scheduler.core import ConfigError, CycleError, EtlError, LoadError, PermanentError
 
 
 def test_cycle_error_names_the_cycle_path():
@@ -39,3 +39,15 @@ def test_errors_survive_pickling_for_the_task_queue(exc):
 
 def test_permanent_error_is_marked_permanent():
     assert PermanentError("x").permanent is True
+
+
+def test_a_wrapped_failure_reads_cause_first_and_a_long_one_keeps_its_first_line_and_its_context():
+    from scheduler.core.errors import failure_reason, first_line, in_context
+
+    cause = RuntimeError('relation "src_events" does not exist\nLINE 1: SELECT ' + "x" * 900)
+    wrapped = EtlError(in_context(cause, "while reading SqlSource('sqlite:///a.db', table='src_events')"))
+    reason = failure_reason(wrapped, limit=200)
+    assert len(reason) <= 200 and first_line(reason) == 'relation "src_events" does not exist'
+    assert reason.endswith("\n…\nwhile reading SqlSource('sqlite:///a.db', table='src_events')")
+    assert failure_reason(KeyError("country")) == "KeyError: 'country'"  # a bare message keeps its type
+    assert failure_reason(LoadError("")) == "LoadError" and failure_reason(EtlError("x" * 600)) == "x" * 499 + "…"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.test import Client
@@ -231,6 +232,13 @@ def test_the_owning_teams_operator_may_act(operator_client, world):
     assert Run.objects.filter(schedule_id=world["schedule_id"]).count() == 2
 
 
+def _as_seen(response, pk) -> str:
+    """A 404 page (styled, issue 37) less what differs for any two ids: the id asked for, where the page repeats it,
+    and the CSRF token, masked afresh in every response. What is left must not tell a hidden object from none."""
+    text = re.sub(rf"(?<=#){pk}\b|(?<=%2F){pk}(?=%2F)|(?<=/){pk}(?=/)", "<id>", response.content.decode())
+    return re.sub(r'(csrfmiddlewaretoken" value="|"X-CSRFToken": ")[^"]+', r"\1<token>", text)
+
+
 def test_other_teams_are_hidden_when_viewing_all_is_off(client, outsider, world, settings):
     """Answered 404 as a missing id is (issue 33: a 403 told that the id exists), and the refusal audited."""
     settings.ETL_TEAMS_VIEW_ALL = False
@@ -239,7 +247,7 @@ def test_other_teams_are_hidden_when_viewing_all_is_off(client, outsider, world,
                       ("scheduler:backfill_detail", "backfill_id")):
         theirs, missing = (client.get(reverse(name, args=[pk])) for pk in (world[key], 987654))
         assert theirs.status_code == missing.status_code == 404
-        assert theirs.content == missing.content
+        assert _as_seen(theirs, world[key]) == _as_seen(missing, 987654)
     assert AuditEntry.objects.filter(action="permission.denied", actor="oscar").count() == 3
 
 
@@ -277,6 +285,7 @@ COMMANDS_NOT_ACTING_ON_A_SCHEDULE = {
     "serve": "the web process",
     "run_pipeline": "runs a registered pipeline in this process, outside every schedule and the ledger",
     "setup_demo": "the demo's own data, from the shell",
+    "init_production": "makes an installation ready (migrate, workload classes, the first admin), from the shell",
     "prune_history": "retention of every team's finished history, an operator's maintenance from the shell "
     "(what it may never delete: docs/semantics.md, Retention)",
     "audit_archive": "reads an audit archive file",

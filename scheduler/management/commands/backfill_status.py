@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand
 from scheduler.management.commands._semantics import bad_input, dump
 from scheduler.management.commands.backfill import progress_bar
 from scheduler.models import Backfill, BackfillWindow
+from scheduler.models.run import interval_text
 from scheduler.services.admission.backfills import backfill_progress
 
 
@@ -37,5 +38,5 @@ class Command(BaseCommand):
         self.stdout.write(progress_bar(progress))
         if options["windows"]:
             for w in windows:
-                self.stdout.write(f"  #{w['seq']:<4} ({w['low']}, {w['high']}]  {w['status']:<9} "
+                self.stdout.write(f"  #{w['seq']:<4} {interval_text(w['low'], w['high'])}  {w['status']:<9} "
                                   f"attempts {w['attempts']}  run {w['run_id'] or '-'}")

@@ -48,6 +48,11 @@ def demo_owner(name: str) -> str | None:
     return next((team for team, (_, names) in DEMO_TEAMS.items() if name in names), None)
 
 
+def demo_names() -> set[str]:
+    """The names of the demo's schedules."""
+    return {data["name"] for data in demo_schedules(datetime.now(timezone.utc))}
+
+
 def demo_schedules(now: datetime) -> list[dict]:
     initial = (now - timedelta(days=30)).replace(minute=0, second=0, microsecond=0).isoformat()
     watermark = {"type": "datetime", "column": "last_modified", "initial": initial, "lag": 5,
@@ -92,7 +97,8 @@ def demo_schedules(now: datetime) -> list[dict]:
 
 class Command(BaseCommand):
     help = ("Create demo data, two demo teams (ingest, analytics) owning the demo schedules, an operator login in "
-            "ingest and an admin login (idempotent); new logins also go to ETL_DEMO_LOGINS_FILE (mode 0600).")
+            "ingest and an admin login (idempotent); new logins also go to ETL_DEMO_LOGINS_FILE (mode 0600). "
+            "Refuses a database that holds other schedules unless --force.")
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="operator",
@@ -100,12 +106,16 @@ class Command(BaseCommand):
         parser.add_argument("--admin-username", default="admin",
                             help="The admin login (staff, admin group: the Django admin); '' creates none.")
         parser.add_argument("--no-kickoff", action="store_true", help="Do not trigger the first syncs.")
+        parser.add_argument("--force", action="store_true",
+                            help="Add the demo even to a database that holds schedules of its own.")
 
     def handle(self, *args, **opts):
         if opts["admin_username"] == opts["username"]:
             raise CommandError(
                 "--admin-username: must differ from --username (an operator is not an admin)", returncode=2
             )
+        if not opts["force"]:
+            self._refuse_a_real_database()
         now = datetime.now(timezone.utc)
         generate_source_db(settings.ETL_DEMO_SOURCE_DB, now=now)
         create_warehouse_db(settings.ETL_DEMO_WAREHOUSE_DB)
@@ -137,6 +147,18 @@ class Command(BaseCommand):
         if self.new_logins:
             write_owner_only(settings.ETL_DEMO_LOGINS_FILE, "".join(line + "\n" for line in self.new_logins))
             self.stdout.write(f"these logins are also in {settings.ETL_DEMO_LOGINS_FILE} (readable only by you)")
+
+    @staticmethod
+    def _refuse_a_real_database() -> None:
+        """The demo (its schedules, one failing every 30 s, and two logins) goes only into a database of its own."""
+        others = list(Schedule.objects.exclude(name__in=demo_names()).order_by("name").values_list("name", flat=True))
+        if others:
+            named = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
+            raise CommandError(
+                f"database: it holds schedules that are not the demo's ({named}); setup_demo would add the demo's "
+                "schedules, teams and logins beside them. Keep the demo in a database of its own (`make run` uses "
+                "var/etl.sqlite3), prepare a real installation with `manage.py init_production`, or give --force",
+                returncode=2)
 
     def _teams(self) -> dict[str, Team]:
         teams = {}

@@ -188,8 +188,10 @@ def _flush(pending: list[tuple[Ending, Any]], pump: "HeartbeatPump") -> dict[int
     for ending, _ in pending:
         if out.get(ending.run.pk) == "discarded":
             log.info("run %s was changed by someone else (cancelled or lost); result discarded", ending.run.pk)
+    # the ends written are known as written: their closing notes need no read
+    ended = {e.run.pk: e.run for e, _ in pending if out.get(e.run.pk) not in (None, "discarded", "error")}
     try:
-        captures_store([logs for _, logs in pending])
+        captures_store([logs for _, logs in pending], ended=ended)
     except Exception:
         log.warning("could not store the logs of a batch", exc_info=True)
     return out

@@ -20,7 +20,7 @@ from django.utils import timezone
 from scheduler import signals
 from scheduler.core import RunReport, Window, compute_window
 from scheduler.core.windows import cut_by_max_window, reached_until
-from scheduler.core.errors import PermanentError
+from scheduler.core.errors import PermanentError, failure_reason
 from scheduler.core.ends import EndKind
 from scheduler.core.stop import FENCE, RunStopped
 from scheduler.models import Run, RunStatus, TargetKind, TriggerKind
@@ -40,6 +40,7 @@ from scheduler.services.runs.watermarks import Loaded, decode_value, encode_valu
 
 log = logging.getLogger(__name__)
 S = RunStatus
+ERROR_CHARS = 8000  # a run's error keeps its reason and the end of its traceback
 
 
 class NothingToRead(Exception):
@@ -244,11 +245,12 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
             error = f"{text}\n--- last lines ---\n{exc.tail}" if exc.tail else text
             return _report(run, token, status=S.FAILED, reason=reason, retryable=not getattr(exc, "permanent", False),
                            clock=clock, settle=settle,
-                           facts=_Facts(error=error[-8000:], exit_code=exc.exit_code, rows=getattr(exc, "rows", None),
-                                        report=getattr(exc, "report", None)))
+                           facts=_Facts(error=error[-ERROR_CHARS:], exit_code=exc.exit_code,
+                                        rows=getattr(exc, "rows", None), report=getattr(exc, "report", None),
+                                        window=window))
         except Exception as exc:
             logs.note("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), level="ERROR")
-            return _report_failure(run, token, exc, clock=clock, settle=settle)
+            return _report_failure(run, token, exc, clock=clock, settle=settle, window=window)
         if control.requested is not None:
             # the code returned after it was asked to stop: nothing it did since counts as the run's result
             request = control.requested
@@ -257,7 +259,11 @@ def _execute_guarded(run: Run, token: str, *, now: datetime, clock, logs, settle
     if report is not None and not report.ok:
         failed = report.failed[0] if report.failed else (report.blocked[0] if report.blocked else "?")
         reason = next((r.reason for r in report.records if r.task_id == failed and r.reason), "")
-        return _report(run, token, status=S.FAILED, reason=f"node '{failed}' failed: {reason}"[:500], clock=clock,
+        cause, _, detail = reason.partition("\n")  # the node's cause first, as a pipeline's (core/errors.py)
+        said = f"node '{failed}' failed"
+        if cause:
+            said = f"{cause}\n{said}" + (f"\n{detail}" if detail else "")
+        return _report(run, token, status=S.FAILED, reason=said[:500], clock=clock,
                        settle=settle, facts=_Facts(error=reason, rows=rows, report=report, window=window))
     loaded = Loaded(config, window, max_value, capped, replay=_replays(run)) if config is not None else None
     return _report(run, token, status=S.SUCCEEDED, clock=clock, settle=settle, loaded=loaded,
@@ -295,13 +301,19 @@ def _report_stopped(run: Run, token: str, kind: str, reason: str, *, control, lo
                    facts=_Facts(exit_code=exit_code))
 
 
-def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle) -> Any:
+def _report_failure(run: Run, token: str, exc: BaseException, *, clock, settle, window: Window | None = None) -> Any:
+    """A failure's reason and error begin with the cause's own words, then where it happened (core/errors.py); the
+    error adds the traceback (its end, where it was raised). The window it was reading stays on the run."""
     permanent = isinstance(exc, PermanentError) or getattr(exc, "permanent", False)
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:]
-    reason = f"{type(exc).__name__}: {exc}"[:500]
+    reason = failure_reason(exc)
     if permanent:
-        reason = f"permanent error, not retried: {reason}"[:500]
-    return _report(run, token, status=S.FAILED, reason=reason, clock=clock, settle=settle, facts=_Facts(error=text))
+        head, _, rest = reason.partition("\n")
+        reason = f"{head} (permanent error, not retried)" + (f"\n{rest}" if rest else "")
+        reason = reason[:500]
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+    error = f"{reason}\n\n{trace[-(ERROR_CHARS - len(reason) - 2):]}"
+    return _report(run, token, status=S.FAILED, reason=reason, clock=clock, settle=settle,
+                   facts=_Facts(error=error, window=window))
 
 
 @dataclass

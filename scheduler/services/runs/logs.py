@@ -152,11 +152,18 @@ class RunLogCapture(logging.Handler):
 OUTCOME_FIELDS = ("status", "rows_loaded", "reason", "watermark_after", "started_at", "finished_at")
 
 
-def captures_store(captures: list[RunLogCapture]) -> int:
-    """A batch's finished runs: their closing notes and every pending line in one insert."""
+def captures_store(captures: list[RunLogCapture], *, ended: dict[int, Run] | None = None) -> int:
+    """A batch's finished runs: their closing notes and every pending line in one insert.
+
+    `ended`: runs whose end their worker has just written, as written (in memory: not read again, as `finish_from`);
+    the others' outcome is read."""
     if not captures:
         return 0
-    rows = {r["id"]: r for r in Run.objects.filter(pk__in=[c.run_id for c in captures]).values("id", *OUTCOME_FIELDS)}
+    ended = ended or {}
+    rows = {pk: {name: getattr(run, name) for name in OUTCOME_FIELDS} for pk, run in ended.items()}
+    unread = [c.run_id for c in captures if c.run_id not in rows]
+    if unread:
+        rows.update({r["id"]: r for r in Run.objects.filter(pk__in=unread).values("id", *OUTCOME_FIELDS)})
     lines: list[RunLogLine] = []
     for capture in captures:
         capture.close_notes(rows.get(capture.run_id))

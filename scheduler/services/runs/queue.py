@@ -205,17 +205,13 @@ def run_trigger_manual(
         raise Conflict(f"schedule '{schedule.name}' is disabled; enable it first", field="schedule")
     now = now or timezone.now()
     who, _kind = actor_name(actor)
+    run = run_build(
+        schedule=schedule, trigger_kind=TriggerKind.MANUAL, trigger_key=f"manual:{uuid.uuid4().hex}", params=params,
+        logical_time=now, triggered_by=who, now=now,
+    )
     with transaction.atomic():
-        run = run_enqueue(
-            schedule=schedule,
-            trigger_kind=TriggerKind.MANUAL,
-            trigger_key=f"manual:{uuid.uuid4().hex}",
-            params=params,
-            logical_time=now,
-            triggered_by=who,
-            now=now,
-        )
-        assert run is not None  # a fresh uuid cannot collide
+        # a fresh uuid cannot collide: the insert needs no savepoint of its own (run_enqueue's, for a double fire)
+        run.save(force_insert=True)
         audit_record(
             actor=actor, action="run.trigger", target=schedule, after={"run": run.pk, "params": params}, reason=reason
         )
