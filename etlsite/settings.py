@@ -133,6 +133,8 @@ except Exception:
     raise ImproperlyConfigured(f"TIME_ZONE: unknown time zone {TIME_ZONE!r}") from None
 USE_I18N = False
 USE_TZ = True
+# dates and times the admin writes: one format with the pages (etlsite/formats/en/formats.py, issue 37)
+FORMAT_MODULE_PATH = ["etlsite.formats"]
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

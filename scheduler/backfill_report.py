@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from statistics import median
+
 from django.db.models import Count, F
 
-from scheduler.models import BackfillWindow, WindowStatus
+from scheduler.models import BackfillStatus, BackfillWindow, Run, RunStatus, WindowStatus
+from scheduler.timefmt import parse_moment
 
 
 # the worst status of a block decides its colour: a failure must not hide among successes
@@ -51,3 +55,36 @@ def backfill_window_page(backfill, *, start: int, size: int) -> list:
     return list(BackfillWindow.objects.filter(backfill=backfill, seq__gte=start)
                 .only("id", "seq", "low", "high", "status", "attempts", "run_id", "backfill_id")
                 .order_by("seq")[:size])
+
+
+def status_words(status: str, failed: int) -> tuple[str, str]:
+    """A backfill's status as its pill says it, and the pill's colour: a completed backfill with failed windows
+    is not a success ("Completed with 1 failed window", in the failure colour)."""
+    label = BackfillStatus(status).label
+    if status == BackfillStatus.COMPLETED and failed:
+        return f"{label} with {failed} failed window{'s' if failed != 1 else ''}", "failed"
+    return label, str(status).lower()
+
+
+def _span(low: str, high: str):
+    """A stored window's size: a timedelta (datetime marks), an int (integer marks), None when open or unread."""
+    a, b = parse_moment(low), parse_moment(high)
+    if a is not None and b is not None and "T" in low and "T" in high:
+        return b - a
+    try:
+        return int(high) - int(low)
+    except (TypeError, ValueError):
+        return None
+
+
+def typical_window_seconds(schedule, size, *, last: int = 20, scan: int = 300) -> float | None:
+    """The median run time of the schedule's last `last` successful runs whose window was of `size` (a timedelta
+    or an integer count), among its latest `scan` successes: a backfill's ETA must not take a 5-minute live
+    window's run time for a day's (issue 37). None: no such run yet."""
+    rows = (Run.objects.filter(schedule=schedule, status=RunStatus.SUCCEEDED, started_at__isnull=False,
+                               finished_at__isnull=False)
+            .order_by("-id").values_list("started_at", "finished_at", "window_low", "window_high")[:scan])
+    want = size if isinstance(size, (timedelta, int)) else None
+    durations = [max((end - start).total_seconds(), 0.0) for start, end, low, high in rows
+                 if want is not None and _span(low, high) == want][:last]
+    return median(durations) if durations else None

@@ -12,6 +12,7 @@ from django.utils import timezone
 from scheduler.core.errors import first_line
 from scheduler.models import BackfillStatus, BreakerStatus, Run, RunStatus, Schedule
 from scheduler.models.run import LOST_WORKER
+from scheduler.timefmt import moment_text
 from scheduler.selectors import (
     active_runs, as_written, backfills_with_progress, fold_runs, governance_health, owned_by, queue_by_class,
 )
@@ -178,7 +179,7 @@ def deadline_text(run: Run, *, at: bool = False) -> str:
     """'missed its deadline (N s after logical time)', as the run page and the overview say it;
     `at` adds the logical time itself."""
     seconds = run.schedule.deadline_seconds
-    when = f" {run.logical_time:%Y-%m-%d %H:%M} UTC" if at and run.logical_time else ""
+    when = f" {moment_text(run.logical_time)}" if at and run.logical_time else ""
     return f"missed its deadline ({seconds} s after logical time{when})" if seconds else "missed its deadline"
 
 
@@ -213,7 +214,7 @@ def needs_attention(now: datetime, *, breakers=None, team_ids=None) -> list[dict
         items.append({"kind": "late", "label": "Data late", "href": schedule_url(s.pk), "title": s.name,
                       "detail": f"freshness objective ({s.freshness_max_age_seconds or 0} s, "
                                 f"{s.freshness_measure.replace('_', ' ')}) breached since "
-                                f"{s.freshness_breached_at:%Y-%m-%d %H:%M} UTC"})
+                                f"{moment_text(s.freshness_breached_at)}"})
     for run in missed_deadlines(now, team_ids)[:ATTENTION_LIMIT]:
         items.append({"kind": "deadline", "label": "Missed deadline", "href": run_url(run.pk),
                       "title": f"run #{run.pk} of {run.schedule.name}",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC
 
+from django.db.models.functions import Coalesce
+
+from scheduler import timeline
 from scheduler.core.userdata import terminal_safe
 from scheduler.models import NodeRecord, Run, RunLogLine, RunStatus, RunUpstream
 from scheduler.selectors import owned_by
@@ -46,6 +49,17 @@ def run_filters_apply(qs, filters: dict):
         qs = qs.filter(queued_at__gte=filters["since"])
     if filters.get("until"):
         qs = qs.filter(queued_at__lt=filters["until"])
+    if filters.get("hide_backfills"):
+        qs = qs.filter(backfill__isnull=True)
+    if filters.get("from") or filters.get("to"):
+        # a timeline slice: started (queued, if never started) in [from, to), as its bar counted them; the queue
+        # time bounds the scan (a run starts after it is queued, and within the timeline's reach back)
+        started = Coalesce("started_at", "queued_at")
+        if filters.get("from"):
+            qs = qs.alias(began=started).filter(began__gte=filters["from"],
+                                                queued_at__gte=filters["from"] - timeline.REACH_BACK)
+        if filters.get("to"):
+            qs = qs.alias(began=started).filter(began__lt=filters["to"], queued_at__lt=filters["to"])
     return owned_by(qs, filters.get("team_ids"))
 
 

@@ -30,53 +30,85 @@ HOUR = 3600
 
 
 class HourSlice(Func):
-    """The slice of a rollup row, (its hour - start) // step in seconds, in integer arithmetic on PostgreSQL and
-    SQLite (where a datetime is UTC text), not PostgreSQL's numeric EXTRACT on each of thousands of rows.
-    The two constants are whole numbers, written into the SQL."""
+    """The slice of a rollup row (its hour) or of a run (a moment), (moment - start) // step in seconds, in integer
+    arithmetic on PostgreSQL and SQLite (where a datetime is UTC text), not PostgreSQL's numeric EXTRACT on each of
+    thousands of rows. The two constants are whole numbers, written into the SQL."""
 
     output_field = IntegerField()
 
-    def __init__(self, column: str, *, start: datetime, step: int) -> None:
-        super().__init__(F(column))
+    def __init__(self, column, *, start: datetime, step: int) -> None:
+        super().__init__(F(column) if isinstance(column, str) else column)
         self.origin, self.step = int(start.timestamp()), int(step)
 
     def as_sql(self, compiler, connection, **extra):
         column, params = compiler.compile(self.get_source_expressions()[0])
         if connection.vendor == "postgresql":
-            seconds = f"date_part('epoch', {column})::bigint"
+            seconds = f"floor(date_part('epoch', {column}))::bigint"
         else:
             seconds = f"CAST(strftime('%%s', {column}) AS INTEGER)"  # %%: the cursor interpolates the SQL
         return f"(({seconds} - {self.origin}) / {self.step})", params
 
 
-def owned(qs, team_ids):
-    return qs if team_ids is None else qs.filter(schedule__owner_id__in=list(team_ids))
+def owned(qs, team_ids, backfills: bool = True):
+    """`qs` narrowed to the teams' schedules, and without backfill windows' runs when `backfills` is false."""
+    qs = qs if team_ids is None else qs.filter(schedule__owner_id__in=list(team_ids))
+    return qs if backfills else qs.filter(backfill__isnull=True)
 
 
-def in_range(*, start: datetime, end: datetime, team_ids=None):
+def in_range(*, start: datetime, end: datetime, team_ids=None, backfills: bool = True):
     """Runs that overlap [start, end]: queued before the end (and not long before the start), not finished before
     the start. run_queued_at_idx bounds the scan to the range."""
-    return (owned(Run.objects.filter(queued_at__lt=end, queued_at__gte=start - REACH_BACK), team_ids)
+    return (owned(Run.objects.filter(queued_at__lt=end, queued_at__gte=start - REACH_BACK), team_ids, backfills)
             .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=start)))
 
 
-def count_upto(*, start: datetime, end: datetime, limit: int, team_ids=None) -> int:
+def ledger_slice_counts(*, start: datetime, end: datetime, step: int, schedule_ids=None, team_ids=None,
+                        backfills: bool = True, only_backfills: bool = False) -> list[tuple]:
+    """(schedule id, slice, status, runs) counted from the ledger, for slices shorter than the rollup's hour (a
+    short range: its runs are few enough to group in one pass) and for the backfill runs a crowded range leaves
+    out. A run is in the slice it started in (was queued in, if it never started), as in the rollup; one that
+    started before `start` is in the first slice, as is a live run."""
+    rows = in_range(start=start, end=end, team_ids=team_ids, backfills=backfills).order_by()
+    if only_backfills:
+        rows = rows.filter(backfill__isnull=False)
+    if schedule_ids is not None:
+        rows = rows.filter(schedule_id__in=sorted(set(schedule_ids)))
+    summed = (rows.annotate(slice=HourSlice(Coalesce("started_at", "queued_at"), start=start, step=step))
+              .values_list("schedule_id", "slice", "status").annotate(n=Count("id")))
+    return [(sid, max(index, 0), status, n) for sid, index, status, n in summed]
+
+
+def without(counts: list[tuple], left_out: list[tuple]) -> list[tuple]:
+    """`counts` less `left_out` (both as slice_counts gives them): a crowded range's counts without its backfills."""
+    summed: dict[tuple, int] = {}
+    for sid, index, status, n in counts:
+        summed[sid, index, status] = summed.get((sid, index, status), 0) + n
+    for sid, index, status, n in left_out:
+        summed[sid, index, status] = summed.get((sid, index, status), 0) - n
+    return [(*key, n) for key, n in summed.items() if n > 0]
+
+
+def count_upto(*, start: datetime, end: datetime, limit: int, team_ids=None, backfills: bool = True) -> int:
     """The runs in range (in_range), counted up to `limit` + 1 at most (more than `limit` is all the page needs).
 
     Those queued in the range first: each of them is in it, so a crowded range stops after `limit` + 1 index
     entries; only a quiet one goes on to those queued before it that reach into it."""
-    inside = owned(Run.objects.filter(queued_at__gte=start, queued_at__lt=end), team_ids).order_by()
+    inside = owned(Run.objects.filter(queued_at__gte=start, queued_at__lt=end), team_ids, backfills).order_by()
     n = inside[: limit + 1].count()
     if n > limit:
         return n
-    before = in_range(start=start, end=min(start, end), team_ids=team_ids).order_by()
+    before = in_range(start=start, end=min(start, end), team_ids=team_ids, backfills=backfills).order_by()
     return n + before[: limit + 1 - n].count()
 
 
-def runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None) -> list[Run]:
-    """The runs in range, oldest first, each with what its bar needs."""
+def runs(*, start: datetime, end: datetime, limit: int = 3000, team_ids=None, backfills: bool = True,
+         schedule_ids=None) -> list[Run]:
+    """The runs in range (of `schedule_ids`, if given), oldest first, each with what its bar needs."""
+    found = in_range(start=start, end=end, team_ids=team_ids, backfills=backfills)
+    if schedule_ids is not None:
+        found = found.filter(schedule_id__in=sorted(set(schedule_ids)))
     return list(
-        in_range(start=start, end=end, team_ids=team_ids)
+        found
         .select_related("schedule")
         .only("id", "status", "stop_requested_at", "queued_at", "started_at", "finished_at", "schedule__id",
               "schedule__name")
@@ -140,4 +172,5 @@ def schedules(counts: list[tuple]) -> list[dict]:
     return [{**row, "name": names.get(sid, "")} for sid, row in found.items() if row["n"] > 0 and sid in names]
 
 
-__all__ = ["count_upto", "hour_start", "in_range", "outside_rows", "runs", "schedules", "slice_counts"]
+__all__ = ["count_upto", "hour_start", "in_range", "ledger_slice_counts", "outside_rows", "runs", "schedules",
+           "slice_counts", "without"]

@@ -2,6 +2,7 @@ from django.urls import path
 
 from scheduler.views import (api, audit, backfills, failures, goto, hooks, logs, metrics, pages, prefs, schedules,
                              teams, tokens, trigger_preview)
+from scheduler.views import timeline_page
 
 app_name = "scheduler"
 
@@ -15,7 +16,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel", pages.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/log", logs.run_log, name="run_log"),
     path("runs/<int:run_id>/rerun", pages.run_rerun, name="run_rerun"),
-    path("timeline/", pages.timeline, name="timeline"),
+    path("timeline/", timeline_page.timeline, name="timeline"),
     path("runs/<int:run_id>/rerun-from-failure", pages.run_rerun_failed, name="run_rerun_failed"),
     path("schedules/", schedules.schedule_list, name="schedules"),
     path("schedules/graph/", schedules.dependency_graph, name="graph"),

@@ -1,7 +1,7 @@
 from django.db import models
 
 from scheduler.models.choices import BackfillStatus, WindowStatus
-from scheduler.models.run import interval_text
+from scheduler.timefmt import interval_text, span_words
 
 
 class Backfill(models.Model):
@@ -40,6 +40,13 @@ class Backfill(models.Model):
     @property
     def range_text(self) -> str:
         return interval_text(self.range_from, self.range_to)
+
+    @property
+    def window_words(self) -> str:
+        """The window size as a person reads it: '1 day', '6 hours' (datetime marks), '500 values' (integers)."""
+        if "T" in self.range_from or "T" in self.range_to:
+            return span_words(self.window_size)
+        return f"{self.window_size} values"
 
 
 class BackfillWindow(models.Model):

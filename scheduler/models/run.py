@@ -2,6 +2,7 @@ from django.db import models
 
 from scheduler.models.choices import RunStatus, StopKind, TriggerKind
 from scheduler.models.fields import MaskedCharField, MaskedJSONField, MaskedTextField
+from scheduler.timefmt import interval_text
 
 
 #: The rows in the index governance's deadline check reads (services/deadlines.py): runs with a logical time
@@ -26,15 +27,6 @@ def requeue_fields(*, reason: str, attempt: int | None = None, not_before=None) 
     if not_before is not None:
         fields["not_before"] = not_before
     return fields
-
-
-def interval_text(low: str, high: str) -> str:
-    """Stored bounds as read: [low, high) for datetimes, (low, high] for integers; empty without any."""
-    if not (low or high):
-        return ""
-    if "T" in low or "T" in high:
-        return f"[{low or 'start'}, {high or 'now'})"
-    return f"({low or 'start'}, {high or 'latest'}]"
 
 
 class Run(models.Model):

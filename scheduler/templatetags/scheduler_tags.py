@@ -6,6 +6,7 @@ import json
 import signal
 from datetime import datetime
 from datetime import timezone as dt_timezone
+from zoneinfo import ZoneInfo
 
 from django import template
 from django.urls import reverse
@@ -13,8 +14,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
+from scheduler.backfill_report import status_words
 from scheduler.core.errors import first_line as _first_line
 from scheduler.permissions import VERBS, schedule_of
+from scheduler.timefmt import moment_text, parse_moment, span_words, utc_iso
 
 register = template.Library()
 
@@ -55,6 +58,13 @@ def run_pill(run) -> str:
     """A run's status pill as pages show it: STOPPING for a RUNNING run asked to stop (`Run.shown_status`)."""
     shown = getattr(run, "shown_status", None) or run.status
     return format_html('<span class="status s-{}">{}</span>', str(shown).lower(), shown)
+
+
+@register.simple_tag
+def backfill_status(backfill, failed=0) -> str:
+    """A backfill's status pill: "Completed with 1 failed window" in the failure colour, not a green success."""
+    text, css = status_words(backfill.status, failed or 0)
+    return format_html('<span class="status s-{}" data-status="{}">{}</span>', css, backfill.status, text)
 
 
 @register.filter
@@ -122,38 +132,52 @@ def when(context, value, relative: bool = True) -> str:
     """
     if not value:
         return "—"
-    local = timezone.localtime(value)
     utc = value.astimezone(dt_timezone.utc)
-    stamp = local.strftime("%Y-%m-%d %H:%M:%S")
-    zone = local.tzname() or ""
-    html = format_html(
-        '<time datetime="{}" title="{} UTC">{} {}</time>',
-        utc.strftime("%Y-%m-%dT%H:%M:%SZ"), utc.strftime("%Y-%m-%d %H:%M:%S"), stamp, zone,
-    )
+    html = format_html('<time datetime="{}" title="{} UTC">{}</time>', utc_iso(value),
+                       utc.strftime("%Y-%m-%d %H:%M:%S"), moment_text(value))
     if relative:
         html += format_html(' <span class="muted small rel">{}</span>', ago(value, _now(context)))
     return html
 
 
-def _parse_mark(value) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt_timezone.utc)
-    if not isinstance(value, str) or len(value) < 10 or not value[:4].isdigit() or value[4:5] != "-":
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt_timezone.utc)
+_parse_mark = parse_moment
 
 
 def mark_text(value) -> str:
     """A watermark value as plain text: a datetime in the viewer's zone to the second, anything else as it is."""
-    moment = _parse_mark(value)
+    moment = parse_moment(value)
     if moment is None:
         return "" if value is None else str(value)
-    local = timezone.localtime(moment)
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname() or ''}".strip()
+    return moment_text(moment)
+
+
+@register.filter(name="moment")
+def moment_filter(value, zone=None) -> str:
+    """{{ value|moment }}: a datetime (or ISO text) as plain text in the viewer's zone (or `zone`), to the
+    second, its zone named; the one format for times in titles and attributes, where a <time> cannot go."""
+    moment = parse_moment(value)
+    if moment is None:
+        return "—" if value in (None, "") else str(value)
+    return moment_text(moment, ZoneInfo(zone) if zone else None)
+
+
+@register.simple_tag
+def zoned(value, zone: str = "", also: str = "") -> str:
+    """{% zoned moment "Europe/Berlin" %}: like `when` without the relative part, in a given zone (a schedule's
+    own) when one is named, else in the viewer's; UTC on hover, and the zone `also` names (a schedule's own, in
+    a narrow list) after it."""
+    if not value:
+        return "—"
+    utc = value.astimezone(dt_timezone.utc)
+    hover = f"{utc:%Y-%m-%d %H:%M:%S} UTC" + (f" · {moment_text(value, ZoneInfo(also))}" if also else "")
+    return format_html('<time datetime="{}" title="{}">{}</time>', utc_iso(value), hover,
+                       moment_text(value, ZoneInfo(zone) if zone else None))
+
+
+@register.filter
+def span(value) -> str:
+    """{{ seconds|span }}: a window size as words, 86400 -> '1 day'."""
+    return span_words(value)
 
 
 @register.simple_tag
@@ -225,6 +249,9 @@ def _shown(value) -> str:
         return ""
     if value == "" or value is None:
         return "(empty)" if value == "" else "null"
+    moment = parse_moment(value) if isinstance(value, str) and value[10:11] == "T" else None
+    if moment is not None:  # a time in an audit value: read like every other time, not as stored ISO
+        return moment_text(moment)
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= 120 else text[:119] + "…"
 

@@ -134,7 +134,7 @@ def _preview(schedule: Schedule, form: ScheduleBackfillForm) -> dict:
         if skipped == total:
             return {"error": f"reprocess: all {total} windows already succeeded; nothing to reprocess"}
     count = total - skipped
-    typical = selectors.typical_run_seconds(schedule)
+    typical = backfill_report.typical_window_seconds(schedule, size)
     preview = {"count": count, "total": total, "skipped": skipped, "words": form.window_words(), "typical": typical,
                "shorter": count > 1 and pairs[-1][1] - pairs[-1][0] != pairs[0][1] - pairs[0][0],
                "parallel": form.cleaned_data["max_parallel"], "first": pairs[0], "last": pairs[-1]}
@@ -228,17 +228,21 @@ def backfill_detail(request, backfill_id: int):
     progress = _progress(backfill, backfill_report.backfill_counts(backfill))
     open_windows = sum(progress["counts"][s] for s in OPEN_WINDOWS)
     finished = backfill.status in (BackfillStatus.COMPLETED, BackfillStatus.CANCELLED) and not open_windows
-    context = {"backfill": backfill, "progress": progress, "finished": finished, "statuses": WindowStatus.choices}
+    status_text, status_class = backfill_report.status_words(backfill.status, progress["failed"])
+    context = {"backfill": backfill, "progress": progress, "finished": finished, "statuses": WindowStatus.choices,
+               "status_text": status_text, "status_class": status_class}
     part = request.GET.get("part")
-    if request.htmx and part != "grid":  # the poll (and any other htmx request) gets the summary
+    if request.htmx and part not in ("grid", "windows"):  # the poll (and any other htmx request): the summary
         response = render(request, "scheduler/backfill_detail.html#summary", context)
         if request.GET.get("seen") != progress["signature"]:
             response["HX-Trigger"] = "backfill-changed"
         # the last swap shows the final numbers; 286 tells htmx to stop polling
         return HttpResponseStopPolling(response.content, headers=response.headers) if finished else response
-    context["grid"] = backfill_report.backfill_grid(backfill, cells=GRID_CELLS)
+    if part != "windows":
+        context["grid"] = backfill_report.backfill_grid(backfill, cells=GRID_CELLS)
     if request.htmx and part == "grid":
         return render(request, "scheduler/backfill_detail.html#grid", context)
+    # the table under the grid reloads with it (on the summary's "backfill-changed"): one live state on the page
     start = max(0, min(int_or_none(request.GET.get("from")) or 0, max(0, backfill.total_windows - 1)))
     context["page"] = {
         "windows": backfill_report.backfill_window_page(backfill, start=start, size=WINDOW_PAGE),
@@ -247,6 +251,8 @@ def backfill_detail(request, backfill_id: int):
         "next": start + WINDOW_PAGE if start + WINDOW_PAGE < backfill.total_windows else None,
         "size": WINDOW_PAGE,
     }
+    if request.htmx and part == "windows":
+        return render(request, "scheduler/backfill_detail.html#windows", context)
     return render(request, "scheduler/backfill_detail.html", context)
 
 

@@ -34,6 +34,38 @@ def scoped(form: forms.Form, user) -> forms.Form:
     return form
 
 
+class MomentField(forms.Field):
+    """A moment in a URL (a timeline slice's bounds): ISO 8601, `2026-12-05T02:10:00Z` or with an offset; without
+    one it is read in the viewer's zone. The error names the field."""
+
+    def __init__(self, *, name: str, **kwargs):
+        self.name = name
+        super().__init__(required=False, widget=forms.TextInput(attrs={"size": 20, "placeholder": "2026-12-05T02:10Z"}),
+                         **kwargs)
+
+    def to_python(self, value):
+        value = str(value or "").strip()
+        if not value:
+            return None
+        try:
+            if len(value) > 40:
+                raise ValueError(value)
+            moment = datetime.fromisoformat(value.replace(" ", "T", 1) if "T" not in value else value)
+        except ValueError:
+            raise forms.ValidationError(
+                f"{self.name}: {value[:40]!r} is not a date and time; write it as 2026-12-05T02:10:00Z "
+                f"(ISO 8601; without an offset it is read in your zone)") from None
+        return moment if moment.tzinfo else django_timezone.make_aware(moment, django_timezone.get_current_timezone())
+
+    def prepare_value(self, value):
+        """The bound shown back as a person reads it: the viewer's wall clock, to the second (read back the same)."""
+        try:
+            moment = value if isinstance(value, datetime) else self.to_python(value)
+        except forms.ValidationError:
+            return value
+        return "" if moment is None else django_timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+
+
 class RunFilterForm(forms.Form):
     status = forms.ChoiceField(choices=[("", "any")] + RunStatus.choices, required=False)
     schedule = forms.ModelChoiceField(
@@ -48,17 +80,30 @@ class RunFilterForm(forms.Form):
         required=False, label="To (UTC day, inclusive)", widget=forms.DateInput(attrs={"type": "date"})
     )
 
+    hide_backfills = forms.BooleanField(required=False, label="Hide backfill windows")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # "from" is a Python keyword: declared here; runs that started (were queued, if never started) in [from, to)
+        zone = django_timezone.localtime().tzname()
+        self.fields["from"] = MomentField(name="from", label=f"Started from ({zone})")
+        self.fields["to"] = MomentField(name="to", label=f"Started before ({zone})")
+
     def clean(self):
         cleaned = super().clean()
         since, until = cleaned.get("since"), cleaned.get("until")
         if since and until and until < since:
             self.add_error("until", "must be on or after From")
+        low, high = cleaned.get("from"), cleaned.get("to")
+        if low and high and high <= low:
+            self.add_error("to", "to: must be after from")
         return cleaned
 
     def filters(self) -> dict:
         """Cleaned values ready for run_reads.run_filters_apply; invalid fields are left out."""
         data = {
-            k: v for k, v in getattr(self, "cleaned_data", {}).items() if v not in (None, "") and k not in self.errors
+            k: v for k, v in getattr(self, "cleaned_data", {}).items()
+            if v not in (None, "", False) and k not in self.errors
         }
         if "since" in data:
             data["since"] = _day_start(data["since"])
@@ -190,7 +235,7 @@ class RerunForm(forms.Form):
 # the timeline's ranges: the value in the URL, what the select says, the seconds drawn
 TIMELINE_RANGES = [("15m", "15 minutes", 900), ("1h", "1 hour", 3600), ("3h", "3 hours", 3 * 3600),
                    ("6h", "6 hours", 6 * 3600), ("12h", "12 hours", 12 * 3600), ("24h", "24 hours", 24 * 3600),
-                   ("48h", "48 hours", 48 * 3600)]
+                   ("48h", "48 hours", 48 * 3600), ("7d", "7 days", 7 * 86400)]
 
 
 def timeline_ranges(default_hours: int) -> list[tuple[str, str, int]]:
@@ -206,6 +251,7 @@ class TimelineForm(forms.Form):
     """The range the timeline draws. Unbound or invalid, the select shows the default: what is drawn then."""
 
     range = forms.ChoiceField(choices=[], required=False, label="Last")
+    hide_backfills = forms.BooleanField(required=False, label="Hide backfill windows")
 
     def __init__(self, data=None, *, default_hours: int):
         self.ranges = timeline_ranges(default_hours)
@@ -222,6 +268,10 @@ class TimelineForm(forms.Form):
         if self.is_bound and self.is_valid() and self.cleaned_data["range"]:
             value = self.cleaned_data["range"]
         return next(r for r in self.ranges if r[0] == value)
+
+    def hides_backfills(self) -> bool:
+        """Whether the viewer asked to leave backfill windows' runs out (the switch; off by default)."""
+        return bool(self.is_bound and self.is_valid() and self.cleaned_data.get("hide_backfills"))
 
 
 WINDOW_UNITS = [("minutes", "minutes"), ("hours", "hours"), ("days", "days")]

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
-from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils import timezone
 
 from scheduler import run_reads
 from scheduler import oncall
-from scheduler import timeline as timeline_reads
 from scheduler.scoped_runs import hide_in_text, hide_other_teams, hide_upstream_rows
 from scheduler.models import AuditEntry, Run, RunStatus, StopKind, TargetKind
 from scheduler.pipelines.registry import get_workflow
@@ -27,11 +23,11 @@ from scheduler.services.runs.rerun import RERUNNABLE, run_rerun_from_failure
 from scheduler.services.runs.rerun import rerun_offers
 from scheduler.services.history.prune import run_pruned_note
 from scheduler.services.runs.rerun import run_rerun as run_rerun_service
-from scheduler.views import charts, timeline_charts
+from scheduler.views import charts
 from scheduler.views.common import (
     action, command_context, dbt_command_context, int_or_none, page, partial, team_scope,
 )
-from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, TimelineForm, scoped
+from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, scoped
 from scheduler.views.logs import log_done, log_page
 from scheduler.views.polls import poll_answer
 from scheduler.views.run_evidence import error_parts, fold_repeated_traceback
@@ -322,54 +318,3 @@ def blocked_list(request):
 @page("scheduler.view_run")
 def skipped_list(request):
     return _reason_list(request, RunStatus.SKIPPED, "Skipped runs")
-
-
-# Past this many runs in the range the timeline groups them (a bar per schedule and time slice): each run's bar
-# costs ~350 bytes of HTML, and the page must stay under 100 KB whatever the history (issues 23 and 25).
-TIMELINE_MAX_BARS = 200
-TIMELINE_MAX_GROUPS = 200  # groups on the whole page; each row gets its share of time slices
-TIMELINE_MAX_ROWS = 40  # schedules drawn when grouped: those with failed or blocked runs first, then the busiest
-
-
-@page("scheduler.view_run")
-def timeline(request):
-    """A Gantt of the chosen range: one row per schedule, queue wait pale, execution solid; grouped when crowded."""
-    form = TimelineForm(request.GET or None, default_hours=settings.ETL_TIMELINE_HOURS)
-    value, words, seconds = form.chosen()
-    now = timezone.now()
-    start = now - timedelta(seconds=seconds)
-    scope = team_scope(request)
-    window = {"start": start, "end": now, "team_ids": scope["team_ids"]}
-    options = {"start": start, "end": now, "tz": timezone.get_current_timezone(),
-               "schedule_href": lambda pk: reverse("scheduler:schedule_detail", args=[pk])}
-    total = timeline_reads.count_upto(limit=TIMELINE_MAX_BARS, **window)
-    left_out = {"schedules": 0, "runs": 0}
-    if total <= TIMELINE_MAX_BARS:
-        chart = timeline_charts.timeline_chart(timeline_reads.runs(**window),
-                                      href=lambda run: reverse("scheduler:run_detail", args=[run.pk]), **options)
-    else:
-        # counted from the hour rollup: the chart starts on the UTC hour at or before `start`
-        start = options["start"] = window["start"] = timeline_reads.hour_start(start)
-        span = (now - start).total_seconds()
-        outside = timeline_reads.outside_rows(**window)
-        # one pass over the range's counts, in the slices of as many rows as can be drawn
-        step = timeline_charts.hour_step(span=span, rows=TIMELINE_MAX_ROWS, max_groups=TIMELINE_MAX_GROUPS)
-        counts = timeline_reads.slice_counts(step=step, outside=outside, **window)
-        per_schedule = timeline_reads.schedules(counts)
-        total = sum(row["n"] for row in per_schedule)
-        chosen = sorted(per_schedule, key=lambda r: (r["trouble"] == 0, -r["n"], r["name"]))[:TIMELINE_MAX_ROWS]
-        left_out = {"schedules": len(per_schedule) - len(chosen), "runs": total - sum(row["n"] for row in chosen),
-                    "trouble": sum(r["trouble"] for r in per_schedule) - sum(r["trouble"] for r in chosen)}
-        ids = {row["schedule_id"] for row in chosen}
-        finer = timeline_charts.hour_step(span=span, rows=len(chosen), max_groups=TIMELINE_MAX_GROUPS)
-        if finer < step:  # fewer rows to draw: their share of the bars is larger, the slices shorter
-            step, counts = finer, timeline_reads.slice_counts(step=finer, schedule_ids=ids, outside=outside, **window)
-        runs_url = reverse("scheduler:runs")
-        chart = timeline_charts.timeline_groups(
-            [(row["schedule_id"], row["name"]) for row in chosen], [c for c in counts if c[0] in ids],
-            step=step, group_href=lambda name, status: f"{runs_url}?{urlencode({'schedule': name, 'status': status})}",
-            **options)
-    context = {"form": form, "chart": chart, "range_value": value, "range_words": words, "seconds": seconds,
-               "start": start, "now": now, "total": total, "total_text": f"{total:,}", "left_out": left_out,
-               **scope}
-    return render(request, partial(request, "scheduler/timeline.html", "chart"), context)

@@ -5,12 +5,14 @@ Like charts.py, these functions only decide where the bars go; a row writes its 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+
+from scheduler.timefmt import moment_text
 
 # --- timeline (Gantt) of runs per schedule ----------------------------------
 
@@ -70,6 +72,17 @@ class Timeline:
     span_seconds: float = 0
     grouped: int = 0  # runs drawn in groups (0: each run is its own bar)
     group_seconds: float = 0
+    group_words: str = ""  # the slice as words: "1 minute", "2 hours"
+    by_hour: bool = False  # grouped from the hour rollup (whole UTC hours), not from the ledger
+    one_by_one: int = 0  # rows of a grouped chart drawn run by run (their runs do not overlap)
+
+
+def merged(grouped: Timeline, runs: Timeline) -> Timeline:
+    """A grouped chart with the rows of another of the same range and size drawn run by run, in name order."""
+    rows = sorted(grouped.rows + runs.rows, key=lambda r: r.label)
+    for i, row in enumerate(rows):
+        row.y = 22 + i * grouped.row_h
+    return replace(grouped, rows=rows, height=22 + max(len(rows), 1) * grouped.row_h + 6, now_x=runs.now_x)
 
 
 def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: int = 170, row_h: int = 24,
@@ -101,9 +114,8 @@ def timeline_chart(runs: Iterable, *, start, end, plot_w: int = 900, label_w: in
             x, x2 = x_of(started), x_of(stop)
         wait = (started - run.queued_at).total_seconds() if started else None
         ran = (stop - started).total_seconds() if started else None
-        queued = run.queued_at.astimezone(tz)
         shown = getattr(run, "shown_status", run.status).lower()  # a run asked to stop is drawn as stopping
-        title = f"#{run.pk} {run.schedule.name} {shown}: queued {queued:%H:%M:%S} {queued.tzname()}"
+        title = f"#{run.pk} {run.schedule.name} {shown}: queued {moment_text(run.queued_at, tz)}"
         if wait is not None:
             title += f", waited {wait:.1f} s, ran {ran:.1f} s"
         elif run.finished_at is None:
@@ -158,8 +170,21 @@ def hour_step(*, span: float, rows: int, max_groups: int) -> int:
     return hours * 3600
 
 
+# a short range's slices (counted from the ledger): minutes for 15 minutes, never finer than a minute
+SHORT_STEPS = (60, 120, 180, 300, 600, 900, 1200, 1800, 3600, 7200, 10800)
+
+
+def short_step(*, span: float, rows: int, max_groups: int) -> int:
+    """The shortest round slice (a minute at least) that keeps `rows` rows of slices of `span` seconds under
+    `max_groups` bars: a crowded 15 minutes is grouped by the minute, not into one bar per schedule."""
+    rows = max(rows, 1)
+    fits = (s for s in SHORT_STEPS if rows * -(-span // s) <= max_groups)
+    return next(fits, max(int(-(-span // 60)) * 60, 60))
+
+
 def timeline_groups(schedules: list[tuple[int, str]], counts: Iterable[tuple], *, start, end, step: float,
-                    plot_w: int = 900, label_w: int = 170, row_h: int = 24, group_href=lambda name, status: "",
+                    plot_w: int = 900, label_w: int = 170, row_h: int = 24,
+                    group_href=lambda name, status, low, high: "",
                     schedule_href=lambda schedule_id: "", tz=timezone.utc) -> Timeline:
     """A crowded range: per schedule, one bar per time slice holding runs, coloured by its worst run.
 
@@ -178,7 +203,6 @@ def timeline_groups(schedules: list[tuple[int, str]], counts: Iterable[tuple], *
         row[key] = row.get(key, 0) + n
     rows = []
     total = 0
-    hrefs: dict[tuple[str, str], str] = {}  # a row's few statuses: one URL each, not one per bar
     for schedule_id, name in sorted(schedules, key=lambda s: s[1]):
         row = TimelineRow(name, schedule_href(schedule_id), 0)
         for index, counted in sorted(slices.get(schedule_id, {}).items()):
@@ -187,13 +211,14 @@ def timeline_groups(schedules: list[tuple[int, str]], counts: Iterable[tuple], *
             total += n
             x0 = label_w + plot_w * index * step / span
             x1 = label_w + plot_w * min((index + 1) * step, span) / span
-            low = (start + timedelta(seconds=index * step)).astimezone(tz)
+            low = start + timedelta(seconds=index * step)
+            high = min(low + timedelta(seconds=step), end)
             words = ", ".join(f"{c} {s}" for s, c in sorted(counted.items(), key=lambda kv: -kv[1]))
-            title = f"{name}: {n} run{'s' if n != 1 else ''} from {low:%H:%M} {low.tzname()}: {words}"
+            title = (f"{name}: {n} run{'s' if n != 1 else ''} from {moment_text(low, tz)} to "
+                     f"{moment_text(high, tz)}: {words}")
+            # the link keeps the slice: those runs, of the worst status, started in [low, high)
             row.bars.append(TimelineBar(0, worst, round(x0, 1), round(max(x1 - x0 - 1, 1.0), 1), 0, 0, title,
-                                        hrefs.get((name, worst)) or hrefs.setdefault((name, worst),
-                                                                                     group_href(name, worst.upper())),
-                                        n))
+                                        group_href(name, worst.upper(), low, high), n))
         rows.append(row)
     top = 22
     for i, row in enumerate(rows):

@@ -49,12 +49,19 @@ def test_a_submitted_range_is_read_in_the_schedules_zone(operator_client, berlin
 
 def test_the_preview_counts_the_windows_and_estimates_from_recent_runs(operator_client, berlin, make_run):
     t = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
-    for i in range(3):
+    for i in range(3):  # runs of one-day windows: 20 s each
+        day = datetime(2026, 10, 1 + i, tzinfo=timezone.utc)
         make_run(berlin, RunStatus.SUCCEEDED, started_at=t + timedelta(hours=i),
-                 finished_at=t + timedelta(hours=i, seconds=20))
+                 finished_at=t + timedelta(hours=i, seconds=20), window_low=day.isoformat(),
+                 window_high=(day + timedelta(days=1)).isoformat())
+    for i in range(5):  # later runs of 5-minute windows (the live schedule) took 400 s: not a day's run time
+        low = t + timedelta(hours=5, minutes=5 * i)
+        make_run(berlin, RunStatus.SUCCEEDED, started_at=low, finished_at=low + timedelta(seconds=400),
+                 window_low=low.isoformat(), window_high=(low + timedelta(minutes=5)).isoformat())
     url = reverse("scheduler:schedule_backfill_preview", args=[berlin.pk])
     text = _text(operator_client.get(url, _form(), HTTP_HX_REQUEST="true"))
-    assert "31 windows of 1 day, about 10 min at the recent run time" in text  # 31 x 20 s, one at a time
+    # 31 x 20 s, one at a time: only the runs of one-day windows count
+    assert "31 windows of 1 day, about 10 min at the recent run time of windows of 1 day" in text
     text = _text(operator_client.get(url, _form(max_parallel="4"), HTTP_HX_REQUEST="true"))
     assert "31 windows of 1 day, about 3 min at the recent run time" in text  # 8 rounds of 20 s
     assert not Backfill.objects.exists()
@@ -63,7 +70,7 @@ def test_the_preview_counts_the_windows_and_estimates_from_recent_runs(operator_
 def test_the_preview_without_history_says_it_cannot_estimate(operator_client, berlin):
     url = reverse("scheduler:schedule_backfill_preview", args=[berlin.pk])
     text = _text(operator_client.get(url, _form(window_count="6", window_unit="hours"), HTTP_HX_REQUEST="true"))
-    assert "124 windows of 6 hours" in text and "no finished run to estimate from" in text
+    assert "124 windows of 6 hours" in text and "no recent run of a window of 6 hours to estimate from" in text
 
 
 def test_the_preview_names_a_bad_field(operator_client, berlin):

@@ -129,7 +129,7 @@ def test_20000_runs_in_48_hours_are_counted_by_the_database_and_the_page_stays_u
 
 
 def test_the_largest_page_drawn_run_by_run_stays_under_100_kb(viewer_client, make_schedule):
-    from scheduler.views.pages import TIMELINE_MAX_BARS
+    from scheduler.views.timeline_page import TIMELINE_MAX_BARS
 
     schedules = [make_schedule(f"warehouse-feed-with-a-long-name-{i:03d}") for i in range(40)]
     _crowd(schedules, TIMELINE_MAX_BARS)
