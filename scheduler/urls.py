@@ -1,7 +1,7 @@
 from django.urls import path
 
 from scheduler.views import (api, audit, backfills, failures, goto, hooks, logs, metrics, pages, prefs, schedules,
-                             teams, tokens)
+                             teams, tokens, trigger_preview)
 from scheduler.views import timeline_page
 
 app_name = "scheduler"
@@ -20,6 +20,7 @@ urlpatterns = [
     path("runs/<int:run_id>/rerun-from-failure", pages.run_rerun_failed, name="run_rerun_failed"),
     path("schedules/", schedules.schedule_list, name="schedules"),
     path("schedules/graph/", schedules.dependency_graph, name="graph"),
+    path("schedules/trigger-preview", trigger_preview.trigger_preview, name="trigger_preview"),
     path("schedules/<int:schedule_id>/", schedules.schedule_detail, name="schedule_detail"),
     path("schedules/<int:schedule_id>/toggle", schedules.schedule_toggle, name="schedule_toggle"),
     path("schedules/<int:schedule_id>/run", schedules.schedule_run_now, name="schedule_run_now"),

@@ -10,6 +10,7 @@ from django.forms.fields import InvalidJSONInput
 from django.http import HttpResponse
 
 from scheduler.admin.schedule_deletes import ScheduleDeletesMixin
+from scheduler.admin.trigger_widget import TriggerConfigWidget
 from scheduler.admin.common import MaskedChannelsMixin, ScopedChoicesMixin, allowed, permitted, refuse_unless, visible
 from scheduler.core import ConfigError
 from scheduler.core.userdata import check_surrogates, parse_json, storable
@@ -96,6 +97,7 @@ class ScheduleForm(MaskedChannelsMixin, forms.ModelForm):
     class Meta:
         model = Schedule
         exclude = ["webhook_secret", *SCHEDULE_STATE_FIELDS]
+        widgets = {"trigger_config": TriggerConfigWidget(attrs={"rows": 3})}
         field_classes = {"params": BoundedJSONField, "trigger_config": BoundedJSONField,
                          "watermark_config": BoundedJSONField, "command": BoundedJSONField,
                          "dbt": BoundedJSONField}

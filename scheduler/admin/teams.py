@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from scheduler.admin.common import MaskedChannelsMixin, visible
 from scheduler.models import Team
@@ -47,10 +49,27 @@ class TeamAdmin(admin.ModelAdmin):
     list_display = ("name", "description", "member_names", "schedule_count", "channels")
     search_fields = ("name", "description", "members__username")
     filter_horizontal = ("members",)
-    readonly_fields = ("webhook_secret_state",)
+    readonly_fields = ("webhook_secret_state", "channel_tests")
 
     def get_fields(self, request, obj=None):
-        return ["name", "description", "members", "alert_channels", "webhook_secret_state"]
+        return ["name", "description", "members", "alert_channels", "channel_tests", "webhook_secret_state"]
+
+    @admin.display(description="test the channels")
+    def channel_tests(self, obj):
+        """A test button per saved channel, right under the field (issue 37); it posts to the team's test view
+        from inside this form (formaction) and comes back here with the answer."""
+        if obj is None or not obj.pk:
+            return "Save the team first: then each channel gets a test button here."
+        rows = [format_html(
+            '<li><code>{}</code> <button type="submit" class="button" formaction="{}" formmethod="post" '
+            'formnovalidate name="back" value="admin" id="channel-test-{}">Send a test notification</button></li>',
+            mask_url(url), reverse("scheduler:team_channel_test", args=[obj.pk, i]), i)
+            for i, url in enumerate(split_channels(obj.alert_channels, field="alert_channels"))]
+        if not rows:
+            return "No channels saved yet."
+        return format_html('<ul class="channel-tests">{}</ul><p class="help">Sends to the saved channel, not an '
+                           "edited one: save your edits first (a test leaves this page unsaved).</p>",
+                           format_html_join("", "{}", ((r,) for r in rows)))
 
     @admin.display(description="alert channels")
     def channels(self, obj):

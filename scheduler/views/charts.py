@@ -247,7 +247,10 @@ def _offset(seconds: float) -> str:
     return f"{seconds / 3600:g} h"
 
 
-def node_gantt(records: Iterable, *, plot_w: int = 640, label_w: int = 210, row_h: int = 16,
+GANTT_MIN_BAR_PX = 6.0  # a node that failed in 40 ms is still a bar a person sees (and can point at)
+
+
+def node_gantt(records: Iterable, *, plot_w: int = 640, label_w: int = 210, row_h: int = 24,
                max_rows: int = 300) -> Gantt:
     """One row per node record that ran in this run (in the order they started): a bar from its start to its end.
 
@@ -278,11 +281,11 @@ def node_gantt(records: Iterable, *, plot_w: int = 640, label_w: int = 210, row_
         if getattr(r, "reason", ""):
             title += f": {r.reason}"
         bars.append(GanttBar(r.task_id, label, status, round(label_w + begin * scale, 1), top + i * row_h,
-                             round(max(took * scale, 2.0) if span > 0 else plot_w, 1), title))
+                             round(max(took * scale, GANTT_MIN_BAR_PX) if span > 0 else plot_w, 1), title))
     step = next((s for s in GANTT_STEPS if span / s <= 8), GANTT_STEPS[-1])
     ticks, t = [], 0
     while t <= span and span > 0:
         ticks.append((round(label_w + t * scale, 1), _offset(t)))
         t += step
-    height = top + len(bars) * row_h + 4
+    height = top + len(bars) * row_h + 22  # room under the rows for the axis line and its caption
     return Gantt(bars, ticks, label_w + plot_w + 10, height, label_w, plot_w, row_h, span, left_out, resumed)

@@ -146,6 +146,9 @@ def dbt_command_context(spec: dict | None) -> dict:
     return command_context({"argv": argv, "cwd": spec["project_dir"]})
 
 
+COMMAND_HEAD_CHARS = 100
+
+
 def command_context(spec: dict | None) -> dict:
     """A command target as the run page and the schedule page show it: the line, its cwd, its env names."""
     spec = spec or {}
@@ -153,5 +156,9 @@ def command_context(spec: dict | None) -> dict:
         line, form = shlex.join(str(a) for a in spec["argv"] or []), "argv"
     else:
         line, form = str(spec.get("shell", "")), "shell"
+    lines = line.splitlines() or [""]
+    # a long script is folded behind its first line: the run's facts and actions come first (issue 37)
+    long = len(lines) > 1 or len(line) > COMMAND_HEAD_CHARS
+    head = lines[0][:COMMAND_HEAD_CHARS] + ("…" if long else "")
     return {"line": line, "form": form, "argv": spec.get("argv"), "cwd": spec.get("cwd", ""),
-            "env_names": sorted(spec.get("env") or {})}
+            "env_names": sorted(spec.get("env") or {}), "long": long, "head": head, "line_count": len(lines)}

@@ -32,6 +32,7 @@ from scheduler.views.common import (
 from scheduler.views.forms import ReasonForm, RerunForm, RunFilterForm, scoped
 from scheduler.views.logs import log_done, log_page
 from scheduler.views.polls import poll_answer
+from scheduler.views.run_evidence import error_parts, fold_repeated_traceback
 from scheduler.worklist import failure_worklist
 from scheduler.services.access.teams import visible_team_ids
 from scheduler.services.admission.clusters import clusters_context
@@ -126,6 +127,8 @@ def run_detail(request, run_id: int):
         context["report_rows"], context["report_graph"] = charts.report_nodes(run.report, deps,
                                                                               limit=RUN_PAGE_REPORT_NODES)
         context["report_total"] = charts.report_size(run.report)
+        # the nodes that ran have log lines and a record: the graph links each to them (a blocked one has none)
+        context["report_ran"] = {str(r.get("task_id")) for r in run.report.get("records", []) or []}
     if run.schedule.target_kind in (TargetKind.WORKFLOW, TargetKind.DBT):
         shown = node_records_shown(run, limit=RUN_PAGE_NODES)
         context["nodes"], context["nodes_total"] = _trim_tracebacks(shown["rows"]), shown["total"]
@@ -141,11 +144,13 @@ def run_detail(request, run_id: int):
         context["command"] = dbt_command_context(run.schedule.dbt)
     context["offers"] = rerun_offers(run, now=now)
     context["rerun_form"] = RerunForm()
+    context["error"] = error_parts(run.error)
     if not request.htmx:
         context.update(_log_filter(request, run))
         lines, more = ([], False) if context["node_error"] else log_page(run, after=0, node=context["log_node"])
         context["log_lines"], context["log_more"] = lines, more
         context["last_seq"] = lines[-1].seq if lines else 0
+        context["folded_seq"] = fold_repeated_traceback(lines, run.error)
         context["log_done"] = log_done(run, now)
     return render(request, partial(request, "scheduler/run_detail.html", "live"), context)
 

@@ -15,18 +15,20 @@ from scheduler import selectors
 from scheduler.streaks import failing_streaks, recent_runs_folded, verdict_streaks, with_verdicts
 from scheduler.models import Schedule, TargetKind
 from scheduler.services.runs.breakers import breaker_forecast, breaker_reset
-from scheduler.services.common.errors import ServiceError
+from scheduler.services.common.errors import Conflict, ServiceError
 from scheduler.services.oversight.freshness import freshness_status
 from scheduler.services.history.prune import schedule_runs_retention
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.services.definitions.schedules import schedule_set_enabled
 from scheduler.services.access.teams import actable_team_ids, visible_team_ids
-from scheduler.services.runs.watermarks import watermark_config, watermark_preview, watermark_reset, watermark_set
+from scheduler.services.runs.watermarks import (encode_value, watermark_config, watermark_preview, watermark_reset,
+                                                watermark_set)
 from scheduler.templatetags.scheduler_tags import mark_text
 from scheduler.views import charts
-from scheduler.views.common import action, command_context, dbt_command_context, page, team_scope
+from scheduler.views.common import action, command_context, dbt_command_context, page, require, team_scope
 from scheduler.views.forms import ReasonForm, RunNowForm, WatermarkForm
 from scheduler.views.teams import answer_test, channel_rows
+from scheduler.views.watermark_hints import watermark_hints
 
 
 HIDDEN = {"hidden": True}
@@ -118,7 +120,10 @@ def _detail_context(request, schedule: Schedule, **extra) -> dict:
             context[key] = [s if s.owner_id in visible else HIDDEN for s in context[key]]
     context.setdefault("run_now_form", RunNowForm())
     config = watermark_config(schedule)
-    context.setdefault("watermark_form", WatermarkForm(datetime_mark=bool(config and config.is_datetime)))
+    mark = context.get("watermark")
+    context["wm_hints"] = hints = watermark_hints(schedule, mark.value if mark else "")
+    context.setdefault("watermark_form", WatermarkForm(datetime_mark=bool(config and config.is_datetime),
+                                                       initial={"value": hints.get("prefill", "")}))
     context.update(extra)
     return context
 
@@ -138,14 +143,26 @@ def schedule_channel_test(request, schedule_id: int, index: int):
 
 @action("scheduler.toggle_schedule")
 def schedule_toggle(request, schedule_id: int):
+    """Pause (`enabled=0`) or resume (`enabled=1`) a schedule: the list's switch and the schedule page's button."""
     schedule = get_object_or_404(Schedule, pk=schedule_id)
-    enabled = request.POST.get("enabled") == "1"
+    back = request.POST.get("next") if _safe_next(request) else reverse("scheduler:schedules")
+    choice = request.POST.get("enabled")
+    form = ReasonForm(request.POST)
+    if choice not in ("0", "1"):
+        messages.error(request, f"enabled: must be 1 (resume) or 0 (pause), got '{(choice or '')[:20]}'; "
+                                f"{schedule.name} is unchanged.")
+        return redirect(back)
+    if not form.is_valid():
+        messages.error(request, f"reason: {' '.join(form.errors['reason'])} {schedule.name} is unchanged.")
+        return redirect(back)
+    enabled = choice == "1"
     try:
-        schedule_set_enabled(schedule=schedule, enabled=enabled, actor=request.user, reason="dashboard")
-        messages.success(request, f"{schedule.name} {'enabled' if enabled else 'disabled'}.")
+        schedule_set_enabled(schedule=schedule, enabled=enabled, actor=request.user,
+                             reason=form.cleaned_data["reason"] or "dashboard")
+        messages.success(request, f"{schedule.name} {'resumed (enabled)' if enabled else 'paused (disabled)'}.")
     except ServiceError as exc:
         messages.error(request, str(exc))
-    return redirect(request.POST.get("next") if _safe_next(request) else "scheduler:schedules")
+    return redirect(back)
 
 
 def _safe_next(request) -> bool:
@@ -190,18 +207,27 @@ def schedule_watermark(request, schedule_id: int):
         value = None if reset else form.cleaned_data["value"]
         reason, force = form.cleaned_data["reason"], form.cleaned_data["force"]
         try:
-            if request.POST.get("confirm") != "1":
+            then_run = request.POST.get("then_run") == "1"  # "Move and run now" confirms the move too
+            if request.POST.get("confirm") != "1" and not then_run:
                 preview = watermark_preview(schedule=schedule, value=value, reason=reason, force=force,
                                             now=timezone.now())
                 context = {"schedule": schedule, "preview": preview, "reset": reset, "value": value or "",
-                           "typed": request.POST.get("value", ""), "reason": reason, "force": force}
+                           "typed": request.POST.get("value", ""), "reason": reason, "force": force,
+                           "wm_hints": watermark_hints(schedule, encode_value(preview["start"]))}
                 return render(request, "scheduler/watermark_confirm.html", context)
+            if then_run:  # asked before anything moves: a refused run must not leave a moved mark behind
+                require(request, "scheduler.trigger_schedule", schedule)
+                if not schedule.enabled:
+                    raise Conflict(f"{schedule.name} is paused, so no run can start now; resume it first, or "
+                                   "move the mark alone", field="then_run")
             if reset:
                 watermark_reset(schedule=schedule, actor=request.user, reason=reason)
                 messages.success(request, f"Watermark of {schedule.name} reset.")
             else:
                 stored = watermark_set(schedule=schedule, value=value, actor=request.user, reason=reason, force=force)
                 messages.success(request, f"Watermark of {schedule.name} set to {mark_text(stored)}.")
+            if then_run:
+                return _run_after_move(request, schedule, reason)
             return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
         except ServiceError as exc:
             for error in exc.errors:
@@ -212,6 +238,19 @@ def schedule_watermark(request, schedule_id: int):
     return render(
         request, "scheduler/schedule_detail.html", _detail_context(request, schedule, watermark_form=form), status=400
     )
+
+
+def _run_after_move(request, schedule: Schedule, reason: str):
+    """"Move and run now": the mark has moved; the run reads the window it causes (a refusal is said, the move
+    stands)."""
+    try:
+        run = run_trigger_manual(schedule=schedule, actor=request.user,
+                                 reason=f"after moving the watermark: {reason}"[:500])
+    except ServiceError as exc:
+        messages.error(request, f"The watermark moved, but no run was started: {exc}")
+        return redirect("scheduler:schedule_detail", schedule_id=schedule.pk)
+    messages.success(request, f"Queued run {run.pk} of {schedule.name}: it reads from the new mark.")
+    return redirect("scheduler:run_detail", run_id=run.pk)
 
 
 @action("scheduler.reset_breaker")

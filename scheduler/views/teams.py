@@ -53,4 +53,6 @@ def answer_test(request, *, target, index: int, back: str):
 @action("scheduler.change_team")
 def team_channel_test(request, team_id: int, index: int):
     team = get_object_or_404(Team, pk=team_id)
-    return answer_test(request, target=team, index=index, back=reverse("scheduler:team_detail", args=[team.pk]))
+    # the team's admin page sends its test from inside its own form (formaction) and is answered there
+    page_back = ("admin:scheduler_team_change" if request.POST.get("back") == "admin" else "scheduler:team_detail")
+    return answer_test(request, target=team, index=index, back=reverse(page_back, args=[team.pk]))

@@ -43,7 +43,7 @@ def test_the_schedule_page_offers_no_action_on_another_teams_schedule(operator_c
     assert "Backfill…" not in page
     own = operator_client.get(reverse("scheduler:schedule_detail", args=[ours.pk])).content.decode()
     offered = [name for name, url in _action_urls(ours).items() if f'action="{url}"' in own]
-    assert offered == ["run now", "breaker reset", "watermark"] and "Backfill…" in own
+    assert offered == ["run now", "breaker reset", "watermark", "toggle"] and "Backfill…" in own  # pause (37)
 
 
 def test_the_schedules_list_offers_run_now_and_the_toggle_only_on_own_schedules(operator_client, theirs, ours):
