@@ -79,9 +79,12 @@ def never_compressed(view):
 
 
 class CompressHtml(GZipMiddleware):
-    """Django's gzip (with its random padding against BREACH), except for answers marked `never_compressed`."""
+    """Django's gzip (with its random padding against BREACH) for pages (text/html) only, except for answers marked
+    `never_compressed`. The API's JSON goes as it is: it carries secrets (a new token) beside text a caller chose."""
 
     def process_response(self, request, response):
         if getattr(response, "never_compressed", False):
+            return response
+        if not response.get("Content-Type", "").startswith("text/html"):
             return response
         return super().process_response(request, response)

@@ -47,5 +47,5 @@ def test_datetime_windows_print_as_the_documented_half_open_interval(make_schedu
                                window=86400, reason="replay", requested_by="olivia", now=now)
     out = StringIO()
     call_command("backfill_status", str(backfill.pk), "--windows", stdout=out)
-    assert "#0    [2026-03-01T00:00:00+00:00, 2026-03-02T00:00:00+00:00)  PENDING" in out.getvalue()
+    assert "#0    [2026-03-01 00:00:00 UTC, 2026-03-02 00:00:00 UTC)  PENDING" in out.getvalue()
     assert "(2026" not in out.getvalue()
