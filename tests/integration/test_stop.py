@@ -94,7 +94,8 @@ def _assert_requeued(run: Run) -> None:
     assert run.attempt == 1, "the cluster's stop spends no attempt"
     assert run.reason.startswith("the cluster stopped; re-queued (attempt 1/3 not spent)"), run.reason
     assert (run.started_at, run.worker_id, run.dispatch_token, run.stop_kind) == (None, "", "", "")
-    actions = list(AuditEntry.objects.filter(target_id=str(run.pk)).values_list("action", flat=True))
+    entries = AuditEntry.objects.filter(target_type="run", target_id=str(run.pk))
+    actions = list(entries.values_list("action", flat=True))
     assert "run.stop.shutdown" in actions and "run.requeue.shutdown" in actions, actions
 
 
