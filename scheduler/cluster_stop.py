@@ -102,6 +102,7 @@ class ClusterStop:
         self.grace = grace
         self.cancel_grace = settings.ETL_CANCEL_GRACE_SECONDS if cancel_grace is None else cancel_grace
         self.signal = ""
+        self.asked_at: float | None = None  # monotonic: the grace counts from the signal
         self.began: float | None = None
         self.requested: float | None = None
         self.holders: list[str] = []
@@ -114,6 +115,7 @@ class ClusterStop:
     def ask(self, signum: int, frame=None) -> None:
         """The signal handler: notes the signal; the main loop does the rest (no database work in a handler)."""
         if not self.signal:
+            self.asked_at = time.monotonic()
             self.signal = signal.Signals(signum).name
 
     def step(self, now: float) -> bool:
@@ -124,7 +126,7 @@ class ClusterStop:
         self._note_workers()
         if self.requested is None:
             runs = self._runs()
-            if runs is None or (runs and now - self.began < self.grace):
+            if runs is None or (runs and now - self.asked_at < self.grace):
                 return False
             if runs:
                 log.warning("the grace of %g s is over: asking %d running run(s) to stop (the cluster stopped)",
@@ -132,7 +134,7 @@ class ClusterStop:
                 self._quietly(runs_stop_for_shutdown, runs)
             self.requested = now
             return False
-        if now - self.began < shutdown_bound(grace=self.grace, cancel_grace=self.cancel_grace):
+        if now - self.asked_at < shutdown_bound(grace=self.grace, cancel_grace=self.cancel_grace):
             return False
         log.error("the cluster's processes did not end within %g s of %s: killing its process tree",
                   shutdown_bound(grace=self.grace, cancel_grace=self.cancel_grace), self.signal)

@@ -68,12 +68,15 @@ def _running(run: Run, pids: Path, log: Path) -> Run:
 
 def _stop(proc: subprocess.Popen, signum: int, log: Path) -> float:
     """Signal the process group as a terminal or a process manager does; when (monotonic) it was sent."""
-    began = time.monotonic()
+    began, sent = time.monotonic(), time.strftime("%H:%M:%S")
     os.killpg(proc.pid, signum)
     try:
         proc.wait(BOUND)
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"still running {BOUND} s after {signum!r}\n{log.read_text()[-4000:]}") from None
+        ps = subprocess.run(["ps", "-s", str(proc.pid), "-o", "pid,ppid,pgid,stat,wchan:24,etime,args"],
+                            capture_output=True, text=True).stdout
+        raise AssertionError(f"still running {BOUND} s after {signum!r} at {sent}\n{ps}\n{log.read_text()[-4000:]}"
+                             ) from None
     return began
 
 

@@ -16,6 +16,7 @@ from scheduler.loops import start_loops, stop_loops
 from scheduler.rollout import Rollout
 from scheduler.services.runs.dependencies import all_cycles
 from scheduler.services.worker.supervisor import become_subreaper, reap_orphans
+from scheduler.services.worker.processes import exit_now
 
 log = logging.getLogger("scheduler.cluster")
 DEFAULT_GRACE = 30.0
@@ -90,3 +91,5 @@ class Command(BaseCommand):
             rollout.restart()  # does not return: this process runs again on the code installed now
         rollout.leave()
         log.info("cluster stopped")
+        if stop.asked:
+            exit_now(0)  # stopped on a signal: within its bound, not after the interpreter's teardown

@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.core.timing import shutdown_bound
 from scheduler.models import LoopLease
-from scheduler.services.worker.processes import become_subreaper, kill_tree
+from scheduler.services.worker.processes import become_subreaper, exit_now, kill_tree
 
 
 ANNOUNCE_WAIT = 60.0
@@ -215,5 +215,4 @@ class Command(BaseCommand):
         if left:
             self.stderr.write(f"killed {len(left)} process(es) left behind by the web server or the cluster")
         self.stdout.write("stopped")
-        if code:
-            sys.exit(code)
+        exit_now(code)

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,19 @@ def own_group_dying_with_parent(parent: int) -> None:
     os.register_at_fork(after_in_child=lambda: os.getppid() == me and _die_with_parent())
 
 
+def exit_now(code: int) -> None:
+    """End this process at once with `code`, its logs and output flushed: a stopped cluster or server whose work is
+    done spends no more of its stop's bound on the interpreter's teardown (seconds for a Django process on a
+    loaded machine)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def become_subreaper() -> None:
     """Orphans of this process's descendants are re-parented here (not to init), where `reap_orphans` finds them."""
     _subreaper(True)
@@ -291,5 +305,5 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:].split()[0] != "Z"
 
 
-__all__ = ["become_subreaper", "descendants", "kill_run_processes", "kill_tree", "own_group_dying_with_parent",
-           "pid_alive", "reap_group", "reap_orphans", "signal_group"]
+__all__ = ["become_subreaper", "descendants", "exit_now", "kill_run_processes", "kill_tree",
+           "own_group_dying_with_parent", "pid_alive", "reap_group", "reap_orphans", "signal_group"]
