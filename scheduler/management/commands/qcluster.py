@@ -3,24 +3,41 @@
 SIGINT or SIGTERM stops it within a bound, and nothing of its process tree is left (scheduler/cluster_stop.py).
 """
 import logging
+import math
 import os
+import socket
 import signal
 import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
+from django.utils import timezone
 
 from scheduler.cluster_stop import STOP_TICK, ClusterStop, OwnGroupCluster
 from scheduler.loops import start_loops, stop_loops
 from scheduler.rollout import Rollout
+from scheduler.services.admission.clusters import clusters_live
 from scheduler.services.runs.dependencies import all_cycles
 from scheduler.services.worker.supervisor import become_subreaper, reap_orphans
-from scheduler.services.worker.processes import exit_now
+from scheduler.services.worker.processes import exit_now, pid_alive
 
 log = logging.getLogger("scheduler.cluster")
 DEFAULT_GRACE = 30.0
 ORPHAN_CHECK_SECONDS = 0.5  # far below ETL_STUCK_SECONDS: a dead worker's command is gone before its run's retry
+
+
+def _warn_of_another_cluster_here() -> None:
+    """A second cluster on one machine is allowed (clusters share the queue) but seldom meant, as when a second
+    `make run` starts beside a first: say so, with the pid to stop."""
+    try:
+        here = [c for c in clusters_live(now=timezone.now()) if c.host == socket.gethostname()]
+    except Exception:  # the database is away: the cluster starts all the same
+        return
+    for other in here:
+        if other.pid != os.getpid() and pid_alive(other.pid):
+            log.warning("another cluster runs on this machine: %s (pid %d); both take runs from the one queue. "
+                        "If this one should replace it, stop it (SIGTERM) first", other.name, other.pid)
 
 
 class Command(BaseCommand):
@@ -44,7 +61,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         settings.SECRET_KEY  # noqa: B018  the cluster signs its messages
-        if not options["grace"] >= 0:
+        if not (math.isfinite(options["grace"]) and options["grace"] >= 0):
             raise CommandError(f"--grace: must be zero or more seconds, got {options['grace']}")
         if options["cluster_name"]:
             os.environ["ETL_CLUSTER_ID"] = options["cluster_name"]
@@ -69,6 +86,7 @@ class Command(BaseCommand):
         rollout = Rollout(options["cluster_name"])
         signal.signal(signal.SIGHUP, rollout.on_sighup)
         cluster.start()
+        _warn_of_another_cluster_here()
         rollout.join()
         if not options["no_loops"] and not stop.asked:
             loops.extend(start_loops(options["cluster_name"]))
