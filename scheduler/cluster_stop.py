@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 import uuid
 from multiprocessing import current_process
@@ -151,7 +152,9 @@ class ClusterStop:
         if released:
             log.info("returned %d admitted but unstarted runs to the queue", released)
         if self.cluster.stop_event is not None:
-            self.cluster.stop_event.set()
+            # in a thread: a multiprocessing Event's set() waits for its waiter (the sentinel) to wake, and a hung
+            # sentinel would hold this loop, and the bound, with it
+            threading.Thread(target=self.cluster.stop_event.set, name="etl-stop-sentinel", daemon=True).start()
 
     def _note_workers(self) -> None:
         """The worker ids of the processes under the sentinel (kept: a worker ended by force still owns its run)."""

@@ -3,7 +3,9 @@
 A command run (a shell whose child sleeps) is running when the signal comes. The cluster gives it the grace, stops
 it as a cancel does, puts it back in the queue without spending its attempt, and exits; then no process of the
 tree is left: none in the signalled session, not the worker that ran the command, not the command or its child.
-Every wait polls the database, a file or a process with a deadline; the deadline of the exit is the bound asserted.
+A sentinel that never ends its part (django-q2's issue #346, played by freezing it) changes nothing but the time:
+past the stop's bound the cluster kills its tree itself. Every wait polls the database, a file or a process with a
+deadline; the deadline of the exit is the bound asserted.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.core.timing import shutdown_bound
 from scheduler.models import AuditEntry, Run, RunStatus
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.services.worker.processes import pid_alive
@@ -66,27 +69,27 @@ def _running(run: Run, pids: Path, log: Path) -> Run:
                       timeout=60, what="the command and its child to run", log_path=log)
 
 
-def _stop(proc: subprocess.Popen, signum: int, log: Path) -> float:
+def _stop(proc: subprocess.Popen, signum: int, log: Path, *, bound: float = BOUND) -> float:
     """Signal the process group as a terminal or a process manager does; when (monotonic) it was sent."""
     began, sent = time.monotonic(), time.strftime("%H:%M:%S")
     os.killpg(proc.pid, signum)
     try:
-        proc.wait(BOUND)
+        proc.wait(bound)
     except subprocess.TimeoutExpired:
         ps = subprocess.run(["ps", "-s", str(proc.pid), "-o", "pid,ppid,pgid,stat,wchan:24,etime,args"],
                             capture_output=True, text=True).stdout
-        raise AssertionError(f"still running {BOUND} s after {signum!r} at {sent}\n{ps}\n{log.read_text()[-4000:]}"
+        raise AssertionError(f"still running {bound} s after {signum!r} at {sent}\n{ps}\n{log.read_text()[-4000:]}"
                              ) from None
     return began
 
 
-def _assert_nothing_left(*, sid: int, pids: list[int], began: float, log: Path) -> None:
-    """Within BOUND of the signal, no process of the tree is alive (a SIGKILL the kernel still delivers is waited
+def _assert_nothing_left(*, sid: int, pids: list[int], began: float, log: Path, bound: float = BOUND) -> None:
+    """Within `bound` of the signal, no process of the tree is alive (a SIGKILL the kernel still delivers is waited
     for, up to the bound)."""
     def left() -> list[int]:
         return sorted({pid for pid in pids if pid_alive(pid)} | set(_session(sid)))
 
-    while left() and time.monotonic() < began + BOUND:
+    while left() and time.monotonic() < began + bound:
         time.sleep(0.05)
     assert left() == [], f"processes of the tree outlived it: {left()}\n{log.read_text()[-3000:]}"
 
@@ -110,25 +113,48 @@ def _kill_leftovers(pids: list[int]) -> None:
             pass
 
 
-def test_sigterm_to_a_clusters_group_requeues_its_running_command_and_leaves_no_process(make_schedule, tmp_path):
+def _sentinel(main: int) -> int:
+    """django-q2's sentinel: the cluster's main process's child that leads a process group of its own."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            _state, ppid, pgrp = stat[stat.rfind(")") + 2:].split()[:3]
+            if int(ppid) == main and int(pgrp) == int(entry.name):
+                return int(entry.name)
+    raise AssertionError(f"no sentinel under {main}")
+
+
+@pytest.mark.parametrize("sentinel", ["stops", "hangs"])
+def test_sigterm_to_a_clusters_group_requeues_its_running_command_and_leaves_no_process(make_schedule, tmp_path,
+                                                                                        sentinel):
+    """"hangs": django-q2's sentinel never ends its part (it is frozen, as in its issue #346): past the stop's
+    bound the cluster kills its tree all the same."""
     pids, log = tmp_path / "command.pids", tmp_path / "cluster.log"
     run = _command_run(make_schedule, pids)
     proc = start_cluster("stopping", log_path=log, extra_env=FAST, args=("--grace", str(GRACE)))
+    bound = BOUND if sentinel == "stops" else shutdown_bound(grace=GRACE, cancel_grace=CANCEL_GRACE) + 5
     watched: list[int] = []
     try:
         running = _running(run, pids, log)
         worker = int(running.worker_id.rsplit(":", 1)[1])
         watched = [*_recorded(pids), worker, *_session(proc.pid)]
-        began = _stop(proc, signal.SIGTERM, log)
+        if sentinel == "hangs":
+            os.kill(_sentinel(proc.pid), signal.SIGSTOP)
+        began = _stop(proc, signal.SIGTERM, log, bound=bound)
         took = time.monotonic() - began
-        _assert_nothing_left(sid=proc.pid, pids=watched, began=began, log=log)
+        _assert_nothing_left(sid=proc.pid, pids=watched, began=began, log=log, bound=bound)
     finally:
         _kill_leftovers(watched)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
     assert took >= GRACE, "the run had its grace"
-    assert "the grace of 2 s is over" in log.read_text()
+    assert "the grace of 2 s is over" in text
+    assert ("killing its process tree" in text) == (sentinel == "hangs"), text[-3000:]
     _assert_requeued(run)
 
 
