@@ -5,8 +5,8 @@ SIGINT or SIGTERM stops it within a bound, and nothing of its process tree is le
 import logging
 import math
 import os
-import socket
 import signal
+import socket
 import time
 
 from django.conf import settings
@@ -19,8 +19,8 @@ from scheduler.loops import start_loops, stop_loops
 from scheduler.rollout import Rollout
 from scheduler.services.admission.clusters import clusters_live
 from scheduler.services.runs.dependencies import all_cycles
-from scheduler.services.worker.supervisor import become_subreaper, reap_orphans
 from scheduler.services.worker.processes import exit_now, pid_alive
+from scheduler.services.worker.supervisor import become_subreaper, reap_orphans
 
 log = logging.getLogger("scheduler.cluster")
 DEFAULT_GRACE = 30.0
