@@ -11,6 +11,15 @@ from __future__ import annotations
 SUPERVISOR_TICK = 0.1  # seconds between the supervisor's looks: the precision of timeouts, graces and fences
 STOP_POLL_SECONDS = 1.0  # how often the pump reads its runs' stop requests between two beats
 LAST_WORDS_SECONDS = 2.0  # what a worker may spend writing before the supervisor ends its process
+# A stopping cluster asks its runs to stop once its grace is over; their workers read the request within a poll,
+# kill what ignored it after the cancel grace, and may spend their last words. Past grace + cancel grace + this, the
+# cluster kills its whole process tree and writes the runs' ends itself (django-q2's own stop can hang: #346).
+SHUTDOWN_KILL_SECONDS = STOP_POLL_SECONDS + LAST_WORDS_SECONDS + 1.0
+
+
+def shutdown_bound(*, grace: float, cancel_grace: float) -> float:
+    """The longest a cluster's stop takes from the signal to the kill of whatever of its tree is left."""
+    return grace + cancel_grace + SHUTDOWN_KILL_SECONDS
 
 
 def fence_grace(*, grace: float, fence: float, stuck: float) -> float:
@@ -33,4 +42,5 @@ def timing_problems(*, fence: float, stuck: float, grace: float) -> list[str]:
     return problems
 
 
-__all__ = ["LAST_WORDS_SECONDS", "STOP_POLL_SECONDS", "SUPERVISOR_TICK", "fence_grace", "timing_problems"]
+__all__ = ["LAST_WORDS_SECONDS", "SHUTDOWN_KILL_SECONDS", "STOP_POLL_SECONDS", "SUPERVISOR_TICK", "fence_grace",
+           "shutdown_bound", "timing_problems"]

@@ -5,7 +5,9 @@ static files are collected and then served by WhiteNoise with DEBUG off, the web
 side runs on gunicorn (not the development server).
 """
 import ipaddress
+import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -17,10 +19,13 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from scheduler.core.timing import shutdown_bound
 from scheduler.models import LoopLease
+from scheduler.services.worker.processes import become_subreaper, exit_now, kill_tree
 
 
 ANNOUNCE_WAIT = 60.0
+CLUSTER_EXIT_SECONDS = 10.0  # past the cluster's own stop bound: its last writes, then its tree is killed from here
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -91,6 +96,20 @@ def _worker_options() -> list[str]:
     return ["--worker-class", "etlsite.gunicorn_workers.ThreadWorker", "--threads", str(settings.ETL_WEB_THREADS)]
 
 
+def _refuse_a_second_server(host: str, port: int) -> None:
+    """A second `serve` (a second `make run`) on a taken address is refused before it starts anything (its cluster
+    would otherwise run beside the first one's while its web server failed to bind)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandError(
+                f"--addr: {host}:{port} is in use ({exc.strerror}): another `serve` (`make run`) may be running; "
+                "stop it first (Ctrl-C in its terminal), or pass another --addr / ETL_ADDR") from None
+
+
 class Command(BaseCommand):
     help = "Run the web server (gunicorn, static files by WhiteNoise) and a qcluster; Ctrl-C or SIGTERM stops both."
 
@@ -98,7 +117,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--addr", default=settings.ETL_ADDR, help="HOST:PORT to listen on (default: ETL_ADDR or 127.0.0.1:8000)."
         )
-        parser.add_argument("--grace", type=float, default=30.0, help="Seconds to wait for a clean stop.")
+        parser.add_argument(
+            "--grace", type=float, default=30.0,
+            help="On Ctrl-C or SIGTERM: seconds the web's requests and the cluster's running runs get to end before "
+                 "they are stopped (the runs go back to the queue).")
         parser.add_argument(
             "--no-cluster", action="store_true",
             help="Web only: for a machine whose clusters run elsewhere (and the browser tests, which drive runs).",
@@ -108,6 +130,7 @@ class Command(BaseCommand):
         host, port = parse_addr(opts["addr"])
         if opts["grace"] <= 0:
             raise CommandError(f"--grace: must be a positive number of seconds, got {opts['grace']}")
+        _refuse_a_second_server(host, port)
         call_command("collectstatic", interactive=False, verbosity=0)
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         manage = [sys.executable, sys.argv[0]] if sys.argv[0].endswith("manage.py") else [sys.executable, "manage.py"]
@@ -129,7 +152,7 @@ class Command(BaseCommand):
             ]),
         }
         if not opts["no_cluster"]:
-            procs["cluster"] = subprocess.Popen([*manage, "qcluster"])
+            procs["cluster"] = subprocess.Popen([*manage, "qcluster", "--grace", str(opts["grace"])])
         what = "cluster not started (--no-cluster)" if opts["no_cluster"] else "cluster started"
         self.stdout.write(self.style.SUCCESS(f"web on http://{bind}/  ·  {what}  ·  Ctrl-C stops both"))
         self.stdout.flush()
@@ -167,6 +190,11 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        # a child's orphan (a command's process whose cluster died) comes here rather than to init, and is ended below
+        become_subreaper()
+        bounds = {"web": opts["grace"] + 5,
+                  "cluster": shutdown_bound(grace=opts["grace"], cancel_grace=settings.ETL_CANCEL_GRACE_SECONDS)
+                  + CLUSTER_EXIT_SECONDS}
         code = 0
         while any(p.poll() is None for p in procs.values()):
             for name, proc in procs.items():
@@ -176,11 +204,15 @@ class Command(BaseCommand):
                     stop(signal.SIGTERM, None)
             if stopping["at"] is None:
                 announce_logins()
-            if stopping["at"] is not None and time.monotonic() - stopping["at"] > opts["grace"]:
-                for proc in procs.values():
-                    if proc.poll() is None:
-                        proc.kill()
+            if stopping["at"] is not None:
+                for name, proc in procs.items():
+                    if proc.poll() is None and time.monotonic() - stopping["at"] > bounds[name]:
+                        self.stderr.write(f"{name} did not stop within {bounds[name]:g} s; killing its processes")
+                        kill_tree(proc.pid)  # the whole tree: a cluster's sentinel, workers, commands
+                        proc.wait(5)
             time.sleep(0.2)
+        left = kill_tree(os.getpid(), root_too=False)
+        if left:
+            self.stderr.write(f"killed {len(left)} process(es) left behind by the web server or the cluster")
         self.stdout.write("stopped")
-        if code:
-            sys.exit(code)
+        exit_now(code)

@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 S = RunStatus
 
 
-def worker_name() -> str:
-    return f"{os.environ.get('ETL_CLUSTER_ID', 'etl')}@{socket.gethostname()}:{os.getpid()}"
+def worker_name(pid: int | None = None) -> str:
+    """A run's `worker_id`: this worker process's (or, in the cluster's main process, its worker `pid`'s)."""
+    return f"{os.environ.get('ETL_CLUSTER_ID', 'etl')}@{socket.gethostname()}:{pid or os.getpid()}"
 
 
 class HeartbeatPump(PerProcessThread):

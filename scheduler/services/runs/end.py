@@ -267,6 +267,10 @@ def _audit(e: Ending, kind: str, the_plan: Plan, *, old: str, worker: str, reaso
     elif the_plan.next == Next.RETRY:
         audit_record(actor="worker", action="run.retry", target=run, before={"status": old},
                      after={"status": S.QUEUED, "attempt": run.attempt}, reason=reason[:500], at=e.now)
+    elif the_plan.next == Next.REQUEUE_FREE:  # a cluster's stop: the worker's end or the cluster's own
+        audit_record(actor=e.actor or "worker", action=e.audit_action or "run.requeue.shutdown", target=run,
+                     before={"status": old, "worker": worker}, after={"status": run.status, "attempt": run.attempt},
+                     reason=reason[:500], at=e.now)
     elif e.audit_action:
         audit_record(actor=e.actor, action=e.audit_action, target=run, before={"status": old},
                      after={"status": run.status}, reason=reason[:500], at=e.now)
