@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import Case, Count, Exists, F, IntegerField, Max, Min, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Substr
 
+from scheduler.core.errors import first_line
 from scheduler.models import LatestOutcome, Run, RunStatus
 
 S = RunStatus
@@ -71,7 +72,8 @@ def failure_streaks(last_failures: dict[int, int], *, now: datetime, live: bool 
         if ok_at is not None and ok_at >= floor:
             bound &= Q(finished_at__gt=ok_at)
         ranges |= bound
-        facts[schedule_id] = (pk, (reason or error or "").strip(), finished, bool(longer))
+        # the cause: a reason's first line (its context is on the run's page), or else the start of the error
+        facts[schedule_id] = (pk, first_line(reason) if reason else (error or "").strip(), finished, bool(longer))
     if not facts:
         return {}
     counted = Run.objects.filter(ranges)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -17,8 +17,14 @@ from scheduler.pipelines.sql import SqlSink, SqlSource
 from scheduler.services.admission.dispatch import admit_runs
 from scheduler.services.cluster.execution import execute_run
 from scheduler.services.runs.queue import run_trigger_manual
+from scheduler.timefmt import interval_text
 
 pytestmark = pytest.mark.django_db
+
+
+def _shown(iso: str) -> str:
+    """A stored bound as a person reads it (the one time format; tests read in UTC)."""
+    return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S UTC")
 PASSWORD = "pw-h32a-never-shown-7Q"
 
 
@@ -71,7 +77,7 @@ def test_a_failed_load_says_the_cause_first_then_the_source_and_window_and_keeps
     assert run.error.startswith(run.reason + "\n\nTraceback (most recent call last)")
     assert run.error.rstrip().endswith(f"EtlError: {run.reason}")  # the traceback's end: where it was raised
     assert (run.window_low, run.window_high) == (low, high)
-    assert run.window_text == f"[{low}, {high})"
+    assert run.window_text == interval_text(low, high) == f"[{_shown(low)}, {_shown(high)})"
 
 
 def test_the_pages_show_the_window_read_and_the_lists_the_first_line_of_the_cause(
@@ -83,13 +89,13 @@ def test_the_pages_show_the_window_read_and_the_lists_the_first_line_of_the_caus
     low, high = _window(now)
     client.force_login(django_user_model.objects.create_superuser("root", password="pw-root-x9!"))
     page = client.get(f"/runs/{run.pk}/").content.decode()
-    assert f"<dt>Window</dt><dd>[{low}, {high})</dd>" in page
+    assert f"<dt>Window</dt><dd>[{_shown(low)}, {_shown(high)})</dd>" in page
     assert re.search(r'<dd id="run-reason">no such table: src_events<br>while reading SqlSource\(', page)
     schedule_page = client.get(f"/schedules/{run.schedule_id}/").content.decode()
     assert '<td data-label="Reason" class="reason">no such table: src_events</td>' in schedule_page
     overview = client.get("/?team=all").content.decode()
-    assert '<div class="failure-why">no such table: src_events</div>' in overview
-    assert f"last run #{run.pk} failed: no such table: src_events</span>" in overview  # needs attention
+    # the failures list's and the needs-attention item's "failing since" line: the cause's first line as the last error
+    assert overview.count('last error: <span class="streak-error">no such table: src_events</span>') == 2
     runs_list = client.get("/runs/?team=all").content.decode()
     assert "<td>no such table: src_events</td>" in runs_list and "SqlSource(" not in runs_list
 
@@ -107,4 +113,4 @@ def test_on_postgresql_the_relation_comes_first_and_the_password_shows_nowhere(m
     logged = "\n".join(RunLogLine.objects.filter(run=run).values_list("message", flat=True))
     for text in (run.reason, run.error, logged):
         assert PASSWORD not in text
-    assert Run.objects.get(pk=run.pk).window_text == f"[{low}, {high})"
+    assert Run.objects.get(pk=run.pk).window_text == f"[{_shown(low)}, {_shown(high)})"
