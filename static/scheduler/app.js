@@ -24,6 +24,23 @@
       list.parentElement.scrollTop = list.parentElement.scrollHeight;
     }
   });
+  // A refreshed list keeps the row being read where it is: the first row in view is remembered before the swap, and
+  // the page scrolls by however far the new rows moved it (a cell that grew, a reason that wrapped).
+  var reading = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    reading = null;
+    var rows = event.detail.target.querySelectorAll ? event.detail.target.querySelectorAll("tr[data-run]") : [];
+    for (var i = 0; i < rows.length; i++) {
+      var top = rows[i].getBoundingClientRect().top;
+      if (top >= 0) { reading = {run: rows[i].getAttribute("data-run"), top: top}; break; }
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!reading || window.scrollY === 0) { reading = null; return; }
+    var row = document.querySelector('tr[data-run="' + reading.run + '"]');
+    if (row) { window.scrollBy(0, row.getBoundingClientRect().top - reading.top); }
+    reading = null;
+  });
 })();
 // Phone widths (app.css, max-width 640px): the navigation folds behind the Menu button,
 // and each table with a header reads as cards, every cell labelled with its column.
