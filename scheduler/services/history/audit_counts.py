@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from scheduler.models import AuditCount
 
 FOLD_BATCH = 10_000
+FOLD_LOCK = 0x45544C_4143  # the advisory lock one fold at a time holds ("ETL", "AC"), PostgreSQL only
 HOURS_PER_QUERY = 1_000
 
 # the UTC start of an entry's hour, as migration 0028 computes it for the log it found
@@ -30,11 +31,17 @@ def audit_counts_fold(*, now: datetime | None = None, batch: int = FOLD_BATCH) -
     The deltas and the folded rows of their keys are locked, deleted and replaced by one folded row per key
     with the sum (none when the sum is 0: every entry of the key was archived and deleted). The fold is given
     up (rolled back) if the deltas it deletes are not exactly those it summed, so a delta committed meanwhile
-    is never lost, and two folds at once never count a row twice: the second waits on the first's locks and
-    then skips the rows it deleted. Two folds may each write a folded row of one key; the sum over the key
-    stays exact, and a later fold of that key merges them.
+    is never lost. One fold at a time: on PostgreSQL a fold that finds another under way folds nothing (the
+    next governance tick does), as two folds locking deltas and folded rows in their own orders could deadlock;
+    SQLite runs one writer at a time anyway. A key may still hold several folded rows (a fold given up after
+    another wrote one); the sum over the key stays exact, and a later fold of that key merges them.
     """
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FOLD_LOCK])
+                if not cursor.fetchone()[0]:
+                    return 0
         deltas = list(AuditCount.objects.select_for_update().filter(folded=False).order_by("id")
                       .values_list("id", "hour", "team_id", "actor", "action", "n")[:batch])
         if not deltas:
