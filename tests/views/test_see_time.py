@@ -97,5 +97,5 @@ def test_the_runs_list_shows_start_end_and_duration(viewer_client, make_schedule
     make_run(make_schedule("orders"), RunStatus.SUCCEEDED, started_at=now - timedelta(seconds=125),
              finished_at=now - timedelta(seconds=5))
     page = viewer_client.get(reverse("scheduler:runs")).content.decode()
-    assert "<th>Started</th><th>Finished</th><th>Duration</th>" in page
+    assert '<th class="moment">Started</th><th class="moment">Finished</th><th>Duration</th>' in page
     assert "2 min 0 s" in page
