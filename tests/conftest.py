@@ -182,3 +182,18 @@ def pytest_report_to_serializable(config, report):
     data = outcome.get_result()
     if data is not None:
         outcome.force_result(_utf8_safe(data))
+
+
+@pytest.fixture
+def no_beat_during_the_run(settings):
+    """A heartbeat pump of this test's own that beats once a minute (it still reads stop requests every second).
+
+    For runs executed in the test's process inside its transaction: the pump beats on its own connection, which on
+    PostgreSQL sees none of the uncommitted run, so a beat during the run (a pump left with a short interval by an
+    earlier test, or a slow machine) touches nothing and fences it, and lines it saves are not the test's."""
+    from scheduler.services.cluster.heartbeats import HeartbeatPump
+
+    settings.ETL_HEARTBEAT_SECONDS = 60
+    HeartbeatPump.forget()
+    yield
+    HeartbeatPump.forget()

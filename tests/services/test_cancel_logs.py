@@ -13,7 +13,7 @@ from scheduler.services.cluster.execution import execute_run
 from scheduler.services.runs.stop import run_cancel
 from scheduler.services.runs.queue import run_trigger_manual
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_beat_during_the_run")]
 PY = sys.executable
 
 

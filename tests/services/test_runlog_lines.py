@@ -9,22 +9,11 @@ import pytest
 
 from scheduler.models import Run, RunLogLine, RunStatus, WorkloadClass
 from scheduler.services.admission.dispatch import admit_runs
-from scheduler.services.cluster.heartbeats import HeartbeatPump
 from scheduler.services.cluster.execution import execute_run
 from scheduler.services.runs.logs import RunLogCapture
 from scheduler.services.runs.queue import run_trigger_manual
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def no_beat_during_the_run(settings):
-    """A pump that beats once a minute: 300,000 lines can outlast a 5 s beat on a loaded machine, and inside the
-    test's transaction a beat on the pump's own connection touches nothing on PostgreSQL and fences the run."""
-    settings.ETL_HEARTBEAT_SECONDS = 60
-    HeartbeatPump.forget()
-    yield
-    HeartbeatPump.forget()
 
 
 def test_a_command_writing_300000_empty_lines_stores_at_most_the_line_cap(make_schedule, now, settings,
