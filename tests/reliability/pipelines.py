@@ -297,8 +297,14 @@ class _StartEndSource:
             os.close(fd)
 
     def extract(self):
+        from scheduler.core import stop
+
         self._log("start")
-        time.sleep(float(self.ctx.params.get("sleep", 0.2)))
+        # a stop (a fence, a cancel) ends the code here, and says when: the test's overlap count then closes this
+        # attempt at the moment it stopped, not at the next kill
+        if stop.current().wait(float(self.ctx.params.get("sleep", 0.2))):
+            self._log("stop")
+            stop.check()
         self._log("end")
         return []
 

@@ -13,11 +13,12 @@ import pytest
 from scheduler.models import Backfill, BackfillStatus, BackfillWindow, Run, RunStatus, WatermarkState, WindowStatus
 from scheduler.services.admission.backfills import backfill_progress, backfill_submit
 from tests.integration.cluster import kill_cluster, start_cluster, stop_cluster, wait_until
+from tests.reliability import LOST_AFTER_A_KILL
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 MODULES = "scheduler.pipelines.demo,tests.reliability.pipelines"
 WINDOWS, SIZE = 200, 10
-ENV = {"ETL_PIPELINE_MODULES": MODULES, "ETL_STUCK_SECONDS": "2", "ETL_GOVERNANCE_INTERVAL": "0.5"}
+ENV = {"ETL_PIPELINE_MODULES": MODULES, **LOST_AFTER_A_KILL}
 
 
 class ProgressWatch:
