@@ -43,7 +43,7 @@ def _marks(n: int) -> str:
 
 def _message(cursor, ids: list[int], schedule_id: int, worker: str) -> None:
     """One message's runs through every write they need: admit, claim each, end together with the counters."""
-    from django.db import transaction
+    from django.db import connection, transaction
 
     from scheduler.services.history.hour_counts import runs_counted
 
@@ -51,10 +51,12 @@ def _message(cursor, ids: list[int], schedule_id: int, worker: str) -> None:
     cursor.execute(f"UPDATE scheduler_run SET status = 'RUNNING', admitted_at = %s, heartbeat_at = %s, "
                    f"worker_id = 'floor', dispatch_token = 'floor-' || id WHERE id IN ({_marks(len(ids))}) "
                    f"AND status = 'QUEUED'", [now, now, *ids])
+    # the claim commits without waiting for its WAL flush on PostgreSQL, as the worker's (cluster/execution.py)
+    no_flush = " AND set_config('synchronous_commit', 'off', true) = 'off'" if connection.vendor == "postgresql" else ""
     for pk in ids:
         now = _now()
         cursor.execute("UPDATE scheduler_run SET started_at = %s, heartbeat_at = %s, worker_id = %s "
-                       "WHERE id = %s AND dispatch_token = %s AND started_at IS NULL",
+                       f"WHERE id = %s AND dispatch_token = %s AND started_at IS NULL{no_flush}",
                        [now, now, worker, pk, f"floor-{pk}"])
     now = _now()
     with transaction.atomic():
