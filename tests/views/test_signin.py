@@ -44,8 +44,10 @@ def test_a_poll_without_a_session_sends_the_browser_to_the_login_page_and_back(c
     response = poll(client, page)
     assert_sent_to_login(response, next_url=page)
 
-    signed = client.post(response["HX-Redirect"], {"username": "olivia", "password": "pw-olivia-x9!",
-                                                   "next": next_of(response["HX-Redirect"])})
+    signed = client.post(
+        response["HX-Redirect"],
+        {"username": "olivia", "password": "pw-olivia-x9!", "next": next_of(response["HX-Redirect"])},
+    )
     assert signed.status_code == 302 and signed["Location"] == page
 
 
@@ -56,16 +58,27 @@ def test_the_next_page_is_where_the_user_was_not_the_fragment_polled(client, mak
     assert_sent_to_login(poll(client, log, current=f"http://testserver{page}#log"), next_url=f"{page}#log")
 
 
-@pytest.mark.parametrize("current", [
-    "https://evil.example/runs/",
-    "http://evil.example/runs/",
-    "http://testserver.evil.example/",
-    "http://testserver//evil.example/runs/",
-    "http://testserver/\\evil.example",
-    "javascript:alert(1)",
-    "",
-], ids=["other-host-https", "other-host", "suffixed-host", "protocol-relative-path", "backslash", "javascript",
-        "empty"])
+@pytest.mark.parametrize(
+    "current",
+    [
+        "https://evil.example/runs/",
+        "http://evil.example/runs/",
+        "http://testserver.evil.example/",
+        "http://testserver//evil.example/runs/",
+        "http://testserver/\\evil.example",
+        "javascript:alert(1)",
+        "",
+    ],
+    ids=[
+        "other-host-https",
+        "other-host",
+        "suffixed-host",
+        "protocol-relative-path",
+        "backslash",
+        "javascript",
+        "empty",
+    ],
+)
 def test_an_off_site_current_url_is_refused(client, current):
     response = client.get("/runs/", headers={"HX-Request": "true", "HX-Current-URL": current})
     assert_sent_to_login(response, next_url=None)
@@ -98,8 +111,10 @@ def test_every_page_and_action_answers_htmx_without_a_session_with_hx_redirect(c
     for name, url in _urls(world):
         if name in OWN_CREDENTIALS | AUTH_PAGES | PUBLIC_ASSETS | OWN_ANSWERS or name.startswith("admin:"):
             continue
-        answers = {method: poll(client, url, current="http://testserver/schedules/", method=method)
-                   for method in ("get", "post")}
+        answers = {
+            method: poll(client, url, current="http://testserver/schedules/", method=method)
+            for method in ("get", "post")
+        }
         for method, response in answers.items():
             if response.status_code != 405:  # a GET-only page asked with POST, or an action with GET
                 assert_sent_to_login(response, next_url="/schedules/")
@@ -113,7 +128,10 @@ def test_the_api_and_metrics_answer_htmx_as_they_answer_anyone(client, world, se
     for url in ("/api/v1/runs", "/api/v1/schedules", reverse("scheduler:metrics"), reverse("scheduler:api_status")):
         plain, htmx = client.get(url), poll(client, url)
         assert (htmx.status_code, htmx.get("Content-Type"), htmx.get("Location")) == (
-            plain.status_code, plain.get("Content-Type"), plain.get("Location")), url
+            plain.status_code,
+            plain.get("Content-Type"),
+            plain.get("Location"),
+        ), url
         assert not htmx.has_header("HX-Redirect"), url
 
 
@@ -126,8 +144,13 @@ def test_a_stale_csrf_token_on_an_htmx_post_reloads_the_page_with_a_message(oper
     client = Client(enforce_csrf_checks=True)
     client.force_login(operator)
     page = reverse("scheduler:run_detail", args=[queued_run.pk])
-    response = poll(client, reverse("scheduler:run_cancel", args=[queued_run.pk]), current=f"http://testserver{page}",
-                    method="post", data={"csrfmiddlewaretoken": "stale"})
+    response = poll(
+        client,
+        reverse("scheduler:run_cancel", args=[queued_run.pk]),
+        current=f"http://testserver{page}",
+        method="post",
+        data={"csrfmiddlewaretoken": "stale"},
+    )
     assert response.status_code == 403 and response["HX-Refresh"] == "true"
     assert response.content == b""  # nothing to swap: htmx reloads the page
     assert Run.objects.get(pk=queued_run.pk).status == RunStatus.QUEUED
@@ -137,8 +160,9 @@ def test_a_stale_csrf_token_on_an_htmx_post_reloads_the_page_with_a_message(oper
 def test_a_stale_csrf_token_without_a_session_sends_htmx_to_the_login_page(queued_run):
     client = Client(enforce_csrf_checks=True)
     page = reverse("scheduler:run_detail", args=[queued_run.pk])
-    response = poll(client, reverse("scheduler:run_cancel", args=[queued_run.pk]), current=f"http://testserver{page}",
-                    method="post")
+    response = poll(
+        client, reverse("scheduler:run_cancel", args=[queued_run.pk]), current=f"http://testserver{page}", method="post"
+    )
     assert_sent_to_login(response, next_url=page)
     assert Run.objects.get(pk=queued_run.pk).status == RunStatus.QUEUED
 
