@@ -71,15 +71,17 @@ def test_an_htmx_form_with_a_stale_token_reloads_the_page_and_says_nothing_was_d
     other.wait_for_url(lambda url: "/accounts/login" not in url)
     other.close()
 
-    page.fill("input[name=name]", "ci-deploy")
+    page.fill("input[name=name]", "nightly-export")
     with page.expect_response(lambda r: _is_poll(r) and r.status == 403):
         page.click("#token-form button[type=submit]")
     expect(page.locator(".messages li")).to_have_text(STALE_HTMX)
     assert not not_reloaded(page), "the page is reloaded with a fresh token"
-    assert not ApiToken.objects.filter(name="ci-deploy").exists()
+    assert not ApiToken.objects.filter(name="nightly-export").exists()
     expect(page.locator("#tokens")).not_to_contain_text("403")
 
-    page.fill("input[name=name]", "ci-deploy")  # with the fresh token it works
-    page.click("#token-form button[type=submit]")
-    expect(page.locator("#tokens")).to_contain_text("ci-deploy")
-    assert ApiToken.objects.filter(name="ci-deploy").count() == 1
+    page.fill("input[name=name]", "nightly-export")  # with the fresh token it works
+    with page.expect_response(lambda r: _is_poll(r) and r.request.method == "POST") as created:
+        page.click("#token-form button[type=submit]")
+    assert created.value.status == 200
+    expect(page.locator("#tokens tbody")).to_contain_text("nightly-export")
+    assert ApiToken.objects.filter(name="nightly-export").count() == 1
