@@ -143,6 +143,9 @@ STATIC_ROOT = envstr("STATIC_ROOT", str(BASE_DIR / "staticfiles"))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "scheduler:overview"
 LOGOUT_REDIRECT_URL = "login"
+# a stale CSRF token (signed out or in again in another tab) is said as such; an htmx request that is no longer
+# signed in is sent to the login page as a whole page (scheduler/views/signin.py)
+CSRF_FAILURE_VIEW = "scheduler.views.signin.csrf_failure"
 
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not DEBUG and envbool("HTTPS", False))
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

@@ -6,7 +6,6 @@ import shlex
 from functools import wraps
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -18,6 +17,7 @@ from scheduler.services.worker.dbt import dbt_argv, dbt_spec_check
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.access.teams import PermissionRefused, authorize, visible_team_ids
 from scheduler.services.access.teams import ObjectHidden
+from scheduler.views.signin import signed_in
 
 # URL keyword -> the model whose owning team decides an object permission
 TARGETS = {"schedule_id": Schedule, "run_id": Run, "backfill_id": Backfill}
@@ -44,7 +44,8 @@ def require(request, perm: str, obj=None) -> None:
 
 
 def can(perm: str):
-    """Login required (anonymous -> login page), then the permission (missing -> 403).
+    """Login required (anonymous -> login page; an htmx request -> 401 + HX-Redirect, views/signin.py), then the
+    permission (missing -> 403).
 
     When the URL names a schedule, run or backfill, the permission must also hold on it:
     an operator acts only on schedules of a team they belong to (scheduler.permissions).
@@ -60,7 +61,7 @@ def can(perm: str):
                 require(request, perm, target)
             return view(request, *args, **kwargs)
 
-        return login_required(wrapped)
+        return signed_in(wrapped)
 
     return decorator
 

@@ -7,12 +7,12 @@ import zoneinfo
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
 from scheduler.middleware import SESSION_KEY, display_zone_name
+from scheduler.views.signin import signed_in
 
 
 def _zone_choices() -> list[tuple[str, str]]:
@@ -34,7 +34,7 @@ def _safe_next(request) -> str | None:
     return None
 
 
-@login_required
+@signed_in
 @require_http_methods(["GET", "HEAD", "POST"])
 def preferences(request):
     """GET shows the form; POST stores the zone in the session (only this viewer's pages change)."""

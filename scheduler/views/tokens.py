@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from django import forms
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
@@ -12,6 +11,7 @@ from scheduler.models import ApiToken
 from scheduler.services.common.errors import ServiceError
 from scheduler.services.access.tokens import parse_expiry, token_create, token_get, token_revoke
 from scheduler.views.common import partial
+from scheduler.views.signin import signed_in
 
 TEMPLATE = "scheduler/tokens.html"
 
@@ -29,7 +29,7 @@ def _context(request, **extra) -> dict:
 
 
 @never_compressed
-@login_required
+@signed_in
 @require_http_methods(["GET", "HEAD", "POST"])
 def api_tokens(request):
     """GET lists the viewer's tokens; POST creates one and shows it once."""
@@ -47,7 +47,7 @@ def api_tokens(request):
     return render(request, partial(request, TEMPLATE, "tokens"), _context(request, form=form), status=400)
 
 
-@login_required
+@signed_in
 @require_POST
 def api_token_revoke(request, key_id: str):
     """Revoke one of the viewer's own tokens (another user's is not found)."""
