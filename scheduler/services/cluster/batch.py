@@ -22,7 +22,7 @@ from scheduler.services.cluster.execution import _claim, _execute_claimed, execu
 from scheduler.services.cluster.heartbeats import HeartbeatPump, worker_name
 from scheduler.services.integrations.lineage import lineage_atomic, lineage_run_began
 from scheduler.services.runs.end import Ending, runs_end
-from scheduler.services.runs.logs import captures_store, run_log_capture, run_start_notes
+from scheduler.services.runs.logs import captures_store, root_level_for_runs, run_log_capture, run_start_notes
 from scheduler.services.runs.queue import with_schedules
 from scheduler.services.worker.code_versions import run_code_or_hand_back
 
@@ -54,42 +54,43 @@ def execute_runs(pairs: list[tuple[int, str]], *, clock: Callable[[], datetime] 
     ends = BatchEnds(pump, out, timer=not connection.in_atomic_block)
     budget = min(settings.ETL_BATCH_BUDGET_SECONDS, settings.Q_TIMEOUT / 10)
     try:
-        for index, run in enumerate(runs):
-            if index and time.monotonic() - ends.began > budget:
-                # past the budget: the runs not begun go back to the broker (their tokens still hold), so the
-                # batch stays far inside django-q2's timeout and a long run does not hold the rest behind it
-                _give_back(runs[index:], pump=pump)
-                break
-            now = clock()
-            code = run_code_or_hand_back(run, token=run.dispatch_token, now=now, cluster=me)
-            with lineage_atomic():
-                if code is None or not _claim(run.pk, run.dispatch_token, now=now, worker=me, code=code):
-                    pump.unregister(run.pk)  # cancelled or re-dispatched while it waited, or handed back: stale
+        with root_level_for_runs():  # once for the batch, not twice a run
+            for index, run in enumerate(runs):
+                if index and time.monotonic() - ends.began > budget:
+                    # past the budget: the runs not begun go back to the broker (their tokens still hold), so the
+                    # batch stays far inside django-q2's timeout and a long run does not hold the rest behind it
+                    _give_back(runs[index:], pump=pump)
+                    break
+                now = clock()
+                code = run_code_or_hand_back(run, token=run.dispatch_token, now=now, cluster=me)
+                with lineage_atomic():
+                    if code is None or not _claim(run.pk, run.dispatch_token, now=now, worker=me, code=code):
+                        pump.unregister(run.pk)  # cancelled or re-dispatched while it waited, or handed back: stale
+                        continue
+                    run.started_at, run.heartbeat_at, run.worker_id, run.code_version = now, now, me, code
+                    lineage_run_began(run=run, now=now)
+                backfill_on_run_started(run)
+                transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
+                try:
+                    with run_log_capture(run, clock=clock, store=False) as logs:
+                        run_start_notes(logs, run, now=now)
+                        # before_end: the supervisor is about to end this process for a run that ignored its stop;
+                        # the ends of the runs that finished before it are written first, or governance would
+                        # re-queue them as lost and run them again
+                        ending = _execute_claimed(run, run.dispatch_token, now=now, clock=clock, logs=logs,
+                                                  settle=lambda e: e, before_end=ends.write_quietly)
+                except Exception:
+                    # left RUNNING without a heartbeat: governance re-queues it as lost
+                    log.exception("run %s of a batch stopped on an unexpected error", run.pk)
+                    pump.unregister(run.pk)
                     continue
-                run.started_at, run.heartbeat_at, run.worker_id, run.code_version = now, now, me, code
-                lineage_run_began(run=run, now=now)
-            backfill_on_run_started(run)
-            transaction.on_commit(lambda run=run: signals.run_started.send(sender=Run, run=run))
-            try:
-                with run_log_capture(run, clock=clock, store=False) as logs:
-                    run_start_notes(logs, run, now=now)
-                    # before_end: the supervisor is about to end this process for a run that ignored its stop;
-                    # the ends of the runs that finished before it are written first, or governance would
-                    # re-queue them as lost and run them again
-                    ending = _execute_claimed(run, run.dispatch_token, now=now, clock=clock, logs=logs,
-                                              settle=lambda e: e, before_end=ends.write_quietly)
-            except Exception:
-                # left RUNNING without a heartbeat: governance re-queues it as lost
-                log.exception("run %s of a batch stopped on an unexpected error", run.pk)
-                pump.unregister(run.pk)
-                continue
-            if ending is None:  # fenced: this worker lost the database; governance settles the run
-                pump.unregister(run.pk)
-                out[run.pk] = "fenced"
-                continue
-            # a write that fails (the database is gone) stops the batch: what was not written is
-            # governance's to re-queue, rather than more results that could not be written either
-            ends.add(ending, logs)
+                if ending is None:  # fenced: this worker lost the database; governance settles the run
+                    pump.unregister(run.pk)
+                    out[run.pk] = "fenced"
+                    continue
+                # a write that fails (the database is gone) stops the batch: what was not written is
+                # governance's to re-queue, rather than more results that could not be written either
+                ends.add(ending, logs)
         ends.write()
     except BaseException:
         ends.write_quietly()  # stopped by something else than a failed write: keep what finished

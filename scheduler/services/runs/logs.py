@@ -173,6 +173,14 @@ def captures_store(captures: list[RunLogCapture], *, ended: dict[int, Run] | Non
     # One plain multi-row INSERT: bulk_create spent ~60 us of Python per line, more than the rest of a
     # no-op run's end. ON CONFLICT DO NOTHING is bulk_create's ignore_conflicts (PostgreSQL and SQLite).
     adapt = connection.ops.adapt_datetimefield_value
+    if connection.vendor == "postgresql":
+        # seven arrays, whatever the number of lines: a statement of more than 50 parameters is parsed anew on each
+        # call by psycopg (no cache), 2 ms for a batch's 64 lines, a tenth of a no-op run's time (issue 35)
+        columns = list(zip(*((line.run_id, line.seq, adapt(line.at), line.level, line.source, line.message,
+                              line.node) for line in lines)))
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_ARRAYS, [list(column) for column in columns])
+        return len(lines)
     for start in range(0, len(lines), INSERT_ROWS):
         chunk = lines[start:start + INSERT_ROWS]
         values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
@@ -185,6 +193,9 @@ def captures_store(captures: list[RunLogCapture], *, ended: dict[int, Run] | Non
 
 
 INSERT_ROWS = 140  # 7 parameters a row: under SQLite's 999-parameter floor
+_INSERT_ARRAYS = (f"INSERT INTO {RunLogLine._meta.db_table} (run_id, seq, at, level, source, message, node) "
+                  "SELECT * FROM unnest(%s::bigint[], %s::integer[], %s::timestamptz[], %s::varchar[], %s::varchar[], "
+                  "%s::text[], %s::varchar[]) ON CONFLICT DO NOTHING")
 
 
 def _outcome_text(row: dict) -> str:
@@ -220,6 +231,22 @@ def save_pending() -> None:
             capture.save()
         except Exception:  # the worker saves again at the end; a blip here loses nothing
             log.debug("saving log lines of run %s failed; kept for later", capture.run_id, exc_info=True)
+
+
+@contextmanager
+def root_level_for_runs() -> Iterator[None]:
+    """The root logger at ETL_RUN_LOG_LEVEL for the block, as `run_log_capture` sets it, and back after: a batch
+    holds it across its runs, as setting a logger's level clears every logger's cache (0.05 ms, twice a run)."""
+    level = logging.getLevelName(settings.ETL_RUN_LOG_LEVEL)
+    root = logging.getLogger()
+    old_level = root.level
+    if old_level > level:
+        root.setLevel(level)
+    try:
+        yield
+    finally:
+        if root.level == level and old_level > level:
+            root.setLevel(old_level)
 
 
 @contextmanager
