@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 import uuid
+from datetime import datetime
 from typing import Callable
 
 from django.conf import settings
@@ -39,8 +40,9 @@ def holder_id(cluster: str | None = None) -> str:
 class LeasedLoop(threading.Thread):
     """A loop that ticks every `interval` s while it holds its lease.
 
-    `wake` (the dispatch loop's, scheduler/services/admission/wakeup.py): built with the loop's stop event, it lets
-    the lease holder tick as soon as a run is queued rather than at the next poll; see `pause`.
+    A tick that returns {"next_fire_at": an aware datetime} (the dispatch tick: a fire due before the next poll)
+    has the next tick then. `wake` (the dispatch loop's, scheduler/services/admission/wakeup.py): built with the
+    loop's stop event, it lets the lease holder tick as soon as a run is queued, not at the next poll; see `pause`.
     """
 
     def __init__(self, name: str, interval: float, tick: Callable[..., object], holder: str,
@@ -81,9 +83,11 @@ class LeasedLoop(threading.Thread):
                     self.waiter.listen()  # before the tick's reads: a run queued after them wakes the pause
                 elif self.waiter is not None:
                     self.waiter.close()  # only the holder listens; the others ask for the lease at their own pace
+                soon = None
                 if held:
-                    self.tick(now=timezone.now(), holder=self.holder)
+                    done = self.tick(now=timezone.now(), holder=self.holder)
                     self.ticks += 1
+                    soon = done.get("next_fire_at") if isinstance(done, dict) else None
                 self.failures = 0
             except Exception:
                 # Supervised: a failed tick (database restart, ...) is logged once
@@ -99,7 +103,7 @@ class LeasedLoop(threading.Thread):
                     self.waiter.close()
                 self.stop_event.wait(min(30.0, 0.5 * 2 ** min(self.failures, 6)))
                 continue
-            self.pause(started, listening=held and self.waiter is not None)
+            self.pause(started, listening=held and self.waiter is not None, until=soon)
         if self.waiter is not None:
             self.waiter.close()
         try:
@@ -110,22 +114,28 @@ class LeasedLoop(threading.Thread):
             connection.close()
         log.info("%s loop stopped", self.loop_name)
 
-    def pause(self, started: float, *, listening: bool) -> None:
-        """Wait out the interval begun at `started` (monotonic). A listening lease holder is woken by a queued run,
-        but first keeps still as long as its tick took (`quiet_for`): a stream of runs queued one by one cannot keep
-        the loop ticking more than half the time, and a burst waits for one tick, not one tick each."""
-        elapsed = time.monotonic() - started
-        rest = self.interval - elapsed
-        if not listening:
-            self.stop_event.wait(max(0.0, rest))
-            return
-        quiet = quiet_for(elapsed=elapsed, interval=self.interval)
+    def pause(self, started: float, *, listening: bool, until: datetime | None = None) -> None:
+        """Wait out the interval begun at `started` (monotonic), or until `until`, when the tick said a fire is due
+        before the next poll. A woken loop first keeps still as long as its tick took (`quiet_for`), so a stream of
+        wakes cannot keep it ticking more than half the time; then a listening lease holder waits on its listener,
+        which a queued run wakes at once (a burst: once)."""
+        now_mono = time.monotonic()
+        end = started + self.interval
+        if until is not None:
+            end = min(end, now_mono + max(0.0, (until - timezone.now()).total_seconds()) + FIRE_LATE)
+        quiet = quiet_for(elapsed=now_mono - started, interval=self.interval)
         if quiet > 0 and self.stop_event.wait(quiet):
             return
-        self.waiter.wait(started + self.interval - time.monotonic(), own_pid=backend_pid(connection))
+        if listening:
+            self.waiter.wait(end - time.monotonic(), own_pid=backend_pid(connection))
+        else:
+            self.stop_event.wait(max(0.0, end - time.monotonic()))
 
     def stop(self) -> None:
         self.stop_event.set()
+
+
+FIRE_LATE = 0.001  # a loop woken for a fire ticks this long after it, so the tick's `now` finds the fire due
 
 
 def quiet_for(*, elapsed: float, interval: float) -> float:

@@ -214,3 +214,18 @@ def test_a_woken_loop_keeps_still_as_long_as_its_tick_took_within_the_interval()
     assert quiet_for(elapsed=0.004, interval=0.1) == 0.004
     assert quiet_for(elapsed=0.07, interval=0.1) == pytest.approx(0.03)
     assert quiet_for(elapsed=0.5, interval=0.1) == 0.0
+
+
+def test_a_tick_that_names_a_fire_due_before_the_poll_has_the_next_tick_then():
+    ticks = []
+
+    def tick(**kw):
+        ticks.append(kw["now"])
+        if len(ticks) == 3:
+            loop.stop()
+        return {"next_fire_at": timezone.now() + timedelta(milliseconds=20)}
+
+    loop = LeasedLoop("dispatch", 3600.0, tick, holder="one", lease_seconds=30)  # no listener: the poll's path
+    loop.start()
+    loop.join(LONG)  # with its hour-long poll, only the fire times can bring the loop round three times
+    assert not loop.is_alive() and len(ticks) == 3
