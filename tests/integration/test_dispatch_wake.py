@@ -44,3 +44,21 @@ def test_a_manual_run_is_admitted_well_before_the_dispatch_loops_poll(make_sched
             previous = admitted
     finally:
         stop_cluster(proc)
+
+
+def test_a_cron_schedule_fires_at_its_fire_times_not_at_the_dispatch_loops_poll(make_schedule, tmp_path):
+    """Both databases: a fire due before the poll wakes the loop (the due query looks one interval ahead).
+
+    A schedule firing every 2 s; a poll of 60 s. Without the look-ahead the loop ticks once as it starts and then
+    not for a minute: one run at most in the first 40 s. With it, a run every 2 s.
+    """
+    schedule = make_schedule("every-2s", trigger_kind="cron", trigger_config={"cron": "* * * * * */2"})
+    log = tmp_path / "cluster.log"
+    proc = start_cluster("fires", log_path=log, extra_env={"ETL_DISPATCH_INTERVAL": "60", "ETL_LEASE_SECONDS": "120"})
+    try:
+        wait_until(lambda: Run.objects.filter(schedule=schedule).count() >= 3, timeout=40,
+                   what="three fires within 40 s, with a 60 s poll", log_path=log)
+    finally:
+        stop_cluster(proc)
+    times = sorted(Run.objects.filter(schedule=schedule).values_list("logical_time", flat=True))
+    assert len(set(times)) == len(times) and all(t.second % 2 == 0 and t.microsecond == 0 for t in times)

@@ -276,5 +276,8 @@ def test_the_due_query_looks_ahead_and_names_the_first_fire_not_due_yet_without_
     assert fire_due(now=start, lookahead=timedelta(seconds=0.01)) == Fired(0, None)
     assert not Run.objects.filter(schedule=schedule).exists()
     assert fire_due(now=noon, lookahead=timedelta(seconds=0.1)) == Fired(1, None)
-    assert fire_due(now=noon + timedelta(seconds=0.95), lookahead=timedelta(seconds=0.1)) == Fired(0, noon.replace(
-        second=1))
+    second = noon.replace(second=1)
+    assert fire_due(now=second, lookahead=timedelta(seconds=2)) == Fired(1, noon.replace(second=2)), (
+        "the next fire it just set is the first within the look-ahead")
+    assert fire_due(now=second + timedelta(seconds=0.95), lookahead=timedelta(seconds=0.1)) == Fired(0, noon.replace(
+        second=2))

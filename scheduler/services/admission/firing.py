@@ -99,8 +99,9 @@ def fire_due(*, now: datetime, limit: int = 500, lookahead: timedelta = timedelt
     the runs, which skips a fire whose run exists already. Only a policy's refusal
     (a SKIPPED run, a cancelled active run) costs statements of its own.
 
-    The due query also reads the schedules due within `lookahead` after `now`, without firing them: the first of
-    their fire times is returned, so the dispatch loop wakes for it instead of at its next poll (loops.py).
+    The due query also reads the schedules due within `lookahead` after `now`, without firing them. The first fire
+    time within it, theirs or a next fire this call set, is returned: the dispatch loop wakes for it instead of at
+    its next poll (loops.py).
     """
     read = list(
         Schedule.objects.filter(enabled=True, next_fire_at__lte=now + lookahead)
@@ -125,7 +126,9 @@ def fire_due(*, now: datetime, limit: int = 500, lookahead: timedelta = timedelt
             runs.extend(_decide(plan, now=now, active=active.get(plan.schedule.pk, [])))
         # the unique (schedule, trigger_key) constraint refuses a fire whose run exists
         # already (a double fire that raced past the guard): it is skipped, not counted
-        return Fired(bulk.insert(Run, runs, ignore_conflicts=True), soon)
+        queued = bulk.insert(Run, runs, ignore_conflicts=True)
+    within = [t for t in (soon, *(p.nxt for p in firing)) if t is not None and t <= now + lookahead]
+    return Fired(queued, min(within, default=None))
 
 
 def _plan(due: list[Schedule], *, now: datetime) -> list[_Plan]:
