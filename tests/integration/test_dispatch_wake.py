@@ -49,15 +49,17 @@ def test_a_manual_run_is_admitted_well_before_the_dispatch_loops_poll(make_sched
 def test_a_cron_schedule_fires_at_its_fire_times_not_at_the_dispatch_loops_poll(make_schedule, tmp_path):
     """Both databases: a fire due before the poll wakes the loop (the due query looks one interval ahead).
 
-    A schedule firing every 2 s; a poll of 60 s. Without the look-ahead the loop ticks once as it starts and then
-    not for a minute: one run at most in the first 40 s. With it, a run every 2 s.
+    A schedule firing every 2 s; a poll of 60 s. Without the look-ahead the loop ticks once as it takes its lease
+    and then not for a minute: one run at most in the first 40 s. With it, a run every 2 s.
     """
     schedule = make_schedule("every-2s", trigger_kind="cron", trigger_config={"cron": "* * * * * */2"})
     log = tmp_path / "cluster.log"
     proc = start_cluster("fires", log_path=log, extra_env={"ETL_DISPATCH_INTERVAL": "60", "ETL_LEASE_SECONDS": "120"})
     try:
+        wait_until(lambda: LoopLease.objects.filter(name="dispatch").exclude(holder="").exists(), timeout=60,
+                   what="the dispatch loop's lease", log_path=log)
         wait_until(lambda: Run.objects.filter(schedule=schedule).count() >= 3, timeout=40,
-                   what="three fires within 40 s, with a 60 s poll", log_path=log)
+                   what="three fires within 40 s of the lease, with a 60 s poll", log_path=log)
     finally:
         stop_cluster(proc)
     times = sorted(Run.objects.filter(schedule=schedule).values_list("logical_time", flat=True))
