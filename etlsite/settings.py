@@ -193,6 +193,11 @@ else:
 
 # --- the scheduler --------------------------------------------------------
 ETL_DISPATCH_INTERVAL = envfloat("ETL_DISPATCH_INTERVAL", 0.1, minimum=0.01)
+# PostgreSQL: a transaction that queues a run sends NOTIFY at commit, and the dispatch loop wakes for it instead of
+# waiting for its poll (scheduler/services/admission/wakeup.py). Off: neither, the poll alone (docs/deploy.md).
+ETL_DISPATCH_WAKE = envbool("ETL_DISPATCH_WAKE", True)
+if not ETL_DISPATCH_WAKE and _db["ENGINE"] == "django.db.backends.postgresql":
+    _db["OPTIONS"]["options"] = (_db["OPTIONS"]["options"] + " -c etl.dispatch_wake=off").strip()
 ETL_GOVERNANCE_INTERVAL = envfloat("ETL_GOVERNANCE_INTERVAL", 15.0, minimum=0.1)
 ETL_LEASE_SECONDS = envfloat("ETL_LEASE_SECONDS", 20.0, minimum=1.0)
 ETL_HEARTBEAT_SECONDS = envfloat("ETL_HEARTBEAT_SECONDS", 5.0, minimum=0.1)

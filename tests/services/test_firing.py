@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import Run, Schedule
-from scheduler.services.admission.firing import compute_next_fire, fire_due_schedules
+from scheduler.services.admission.firing import Fired, compute_next_fire, fire_due, fire_due_schedules
 from scheduler.services.runs.queue import run_enqueue
 
 pytestmark = pytest.mark.django_db
@@ -263,3 +263,21 @@ def test_concurrent_dispatchers_fire_every_due_schedule_exactly_once(make_schedu
     for schedule in schedules:
         assert list(Run.objects.filter(schedule=schedule).values_list("logical_time", "status")) == [
             (datetime(2026, 3, 2, 14, tzinfo=UTC), "QUEUED")]
+
+
+def test_the_due_query_looks_ahead_and_names_the_first_fire_not_due_yet_without_firing_it(make_schedule):
+    start = datetime(2026, 3, 2, 11, 59, 59, 950000, tzinfo=UTC)
+    schedule = _cron(make_schedule, "every-second", "* * * * * *", start=start)
+    noon = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    assert schedule.next_fire_at == noon
+    with CaptureQueriesContext(connection) as read:
+        assert fire_due(now=start, lookahead=timedelta(seconds=0.1)) == Fired(0, noon)
+    assert len(read) == 1, "the same one query as a tick with nothing due"
+    assert fire_due(now=start, lookahead=timedelta(seconds=0.01)) == Fired(0, None)
+    assert not Run.objects.filter(schedule=schedule).exists()
+    assert fire_due(now=noon, lookahead=timedelta(seconds=0.1)) == Fired(1, None)
+    second = noon.replace(second=1)
+    assert fire_due(now=second, lookahead=timedelta(seconds=2)) == Fired(1, noon.replace(second=2)), (
+        "the next fire it just set is the first within the look-ahead")
+    assert fire_due(now=second + timedelta(seconds=0.95), lookahead=timedelta(seconds=0.1)) == Fired(0, noon.replace(
+        second=2))

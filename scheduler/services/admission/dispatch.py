@@ -25,7 +25,7 @@ from scheduler.services.admission.backfills import backfill_pump
 from scheduler.services.runs.breakers import breaker_admit, breaker_trial_released
 from scheduler.services.admission.clusters import (run_wait_for_code, unknown_target_reason)
 from scheduler.services.runs.end import run_finish
-from scheduler.services.admission.firing import fire_due_schedules
+from scheduler.services.admission.firing import fire_due
 from scheduler.services.runs.queue import run_transition, with_schedules
 from scheduler.services.runs.waiting import waiting_in_turns
 
@@ -392,9 +392,9 @@ def run_redispatch(run: Run, *, now: datetime) -> bool:
 
 
 def dispatch_tick(*, now: datetime, holder: str) -> dict:
-    fired = fire_due_schedules(now=now)
-    pumped = backfill_pump(now=now)
-    released = release_waiting(now=now)
+    fired = fire_due(now=now, lookahead=timedelta(seconds=settings.ETL_DISPATCH_INTERVAL))
+    pumped, released = backfill_pump(now=now), release_waiting(now=now)
     admitted = admit_runs(now=now, holder=holder)
     governance_watchdog(now=now)  # the governance loop cannot report its own death
-    return {"fired": fired, "pumped": pumped, "released": released, "admitted": len(admitted)}
+    return {"fired": fired.runs, "pumped": pumped, "released": released, "admitted": len(admitted),
+            "next_fire_at": fired.next_fire_at}

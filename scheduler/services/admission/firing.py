@@ -75,8 +75,21 @@ class _Plan:
     parked: bool = False  # its plugin went away or refuses its config: next_fire_at becomes empty
 
 
+@dataclass(frozen=True)
+class Fired:
+    """A tick's fires: the runs queued, and the first fire time within its look-ahead (not fired yet), or None."""
+
+    runs: int
+    next_fire_at: datetime | None = None
+
+
 def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
-    """Turn due time-based schedules into runs; returns how many runs were queued.
+    """Turn due time-based schedules into runs; returns how many runs were queued (`fire_due` without look-ahead)."""
+    return fire_due(now=now, limit=limit).runs
+
+
+def fire_due(*, now: datetime, limit: int = 500, lookahead: timedelta = timedelta(0)) -> Fired:
+    """Turn due time-based schedules into runs.
 
     The statements do not grow with the number of due schedules: the due
     query; one guarded UPDATE that moves every due schedule's `next_fire_at`
@@ -85,16 +98,22 @@ def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
     runs of the schedules whose overlap policy needs them; one bulk INSERT of
     the runs, which skips a fire whose run exists already. Only a policy's refusal
     (a SKIPPED run, a cancelled active run) costs statements of its own.
+
+    The due query also reads the schedules due within `lookahead` after `now`, without firing them. The first fire
+    time within it, theirs or a next fire this call set, is returned: the dispatch loop wakes for it instead of at
+    its next poll (loops.py).
     """
-    due = list(
-        Schedule.objects.filter(enabled=True, next_fire_at__lte=now)
+    read = list(
+        Schedule.objects.filter(enabled=True, next_fire_at__lte=now + lookahead)
         .order_by("next_fire_at")
         .only("id", "name", "trigger_kind", "trigger_config", "timezone", "catchup", "max_catchup", "next_fire_at",
               "last_fire_at", "params", "priority", "workload_class_id", "retry_max_attempts", "overlap_policy",
               "watermark_config")[:limit]
     )
+    due = [schedule for schedule in read if schedule.next_fire_at <= now]
+    soon = next((schedule.next_fire_at for schedule in read if schedule.next_fire_at > now), None)
     if not due:
-        return 0
+        return Fired(0, soon)
     plans = _plan(due, now=now)
     runs: list[Run] = []
     # one transaction and one bulk insert per tick: per-schedule commits and
@@ -107,7 +126,9 @@ def fire_due_schedules(*, now: datetime, limit: int = 500) -> int:
             runs.extend(_decide(plan, now=now, active=active.get(plan.schedule.pk, [])))
         # the unique (schedule, trigger_key) constraint refuses a fire whose run exists
         # already (a double fire that raced past the guard): it is skipped, not counted
-        return bulk.insert(Run, runs, ignore_conflicts=True)
+        queued = bulk.insert(Run, runs, ignore_conflicts=True)
+    within = [t for t in (soon, *(p.nxt for p in firing)) if t is not None and t <= now + lookahead]
+    return Fired(queued, min(within, default=None))
 
 
 def _plan(due: list[Schedule], *, now: datetime) -> list[_Plan]:
