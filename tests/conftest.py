@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import threading
+
 import pytest
 
 
@@ -182,6 +184,34 @@ def pytest_report_to_serializable(config, report):
     data = outcome.get_result()
     if data is not None:
         outcome.force_result(_utf8_safe(data))
+
+
+@pytest.fixture(autouse=True)
+def _no_pump_beat_inside_a_test_transaction(request, monkeypatch):
+    """Every test that runs inside a transaction it rolls back (`django_db` without `transaction=True`): the worker's
+    heartbeat pump, a thread of this process with a connection of its own, does not beat.
+
+    On PostgreSQL that connection sees none of the test's uncommitted rows, so a beat that fell during a run the test
+    executes in its own process touched nothing and rightly fenced the run: it stayed RUNNING, or lost its last log
+    lines. The pump lives as long as the xdist worker and beats every 5 s on its own clock, so any such run that
+    lasted a moment (a command's subprocess) met a beat now and then (test_setup_demo's command target, and
+    test_cancel_logs, each once in a `make test`). Beats the test calls itself still happen; transactional tests,
+    whose rows the pump sees, keep their beats."""
+    uses_db = request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(request.fixturenames)
+    if not uses_db or _is_transactional(request):
+        yield
+        return
+    from scheduler.services.cluster.heartbeats import HeartbeatPump
+
+    beat = HeartbeatPump.beat
+
+    def beat_unless_the_pumps_own(self, now):
+        if threading.current_thread() is self:
+            return 0
+        return beat(self, now)
+
+    monkeypatch.setattr(HeartbeatPump, "beat", beat_unless_the_pumps_own)
+    yield
 
 
 @pytest.fixture
