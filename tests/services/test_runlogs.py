@@ -12,6 +12,7 @@ from scheduler.core import IdentityTransform, Pipeline
 from scheduler.models import Run, RunLogLine, RunStatus
 from scheduler.pipelines import registry
 from scheduler.pipelines.noop import NoopSink
+from scheduler.services.runs import logs as runlogs
 from scheduler.services.runs.logs import RunLogCapture, run_log_capture
 from scheduler.services.runs.queue import run_trigger_manual
 from tests.services.semantics_helpers import tick_and_execute
@@ -153,15 +154,15 @@ def test_a_failed_save_keeps_the_lines_for_the_next_one(make_schedule, now, monk
     )
     capture = RunLogCapture(run.pk, max_bytes=10_000, max_line=1000, level=logging.INFO, clock=lambda: now)
     capture.note("one")
-    real = RunLogLine.objects.bulk_create
+    real = runlogs.insert_lines
 
     def broken(*args, **kwargs):
         raise RuntimeError("database blip")
 
-    monkeypatch.setattr(RunLogLine.objects, "bulk_create", broken)
+    monkeypatch.setattr(runlogs, "insert_lines", broken)
     with pytest.raises(RuntimeError):
         capture.save()
-    monkeypatch.setattr(RunLogLine.objects, "bulk_create", real)
+    monkeypatch.setattr(runlogs, "insert_lines", real)
     capture.note("two")
     assert capture.save() == 2
     assert [line.message for line in _lines(run)] == ["one", "two"]
@@ -199,7 +200,7 @@ def test_a_log_that_cannot_be_saved_with_the_end_is_saved_after_and_the_end_stan
                                                                                  monkeypatch):
     chatty()
     run = run_trigger_manual(schedule=make_schedule("s", target_id="test.chatty"), actor="tests", now=now)
-    real, calls = RunLogLine.objects.bulk_create, []
+    real, calls = runlogs.insert_lines, []
 
     def first_fails(*args, **kwargs):
         calls.append(1)
@@ -207,7 +208,7 @@ def test_a_log_that_cannot_be_saved_with_the_end_is_saved_after_and_the_end_stan
             raise RuntimeError("database blip")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(RunLogLine.objects, "bulk_create", first_fails)
+    monkeypatch.setattr(runlogs, "insert_lines", first_fails)
     tick_and_execute(now)
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED and len(calls) == 2

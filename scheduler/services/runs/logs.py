@@ -19,7 +19,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -52,7 +52,7 @@ class RunLogCapture(logging.Handler):
         self.clock = clock
         self.setFormatter(logging.Formatter("%(message)s"))
         self._mutex = threading.Lock()  # not Handler.lock: emit holds that one
-        self._pending: list[RunLogLine] = []
+        self._pending: list[Line] = []
         # each attempt numbers its lines in a range of its own: a lost or fenced attempt's late lines and the
         # next attempt's never take each other's (run, seq), and the log reads attempt after attempt
         self._seq = (max(1, attempt) - 1) * ATTEMPT_SEQ_SPAN
@@ -95,10 +95,10 @@ class RunLogCapture(logging.Handler):
             self._bytes += size
             self._lines += 1
             self._seq += 1
-            self._pending.append(RunLogLine(
-                run_id=self.run_id, seq=self._seq, at=at, level=level[:8], source=source[:100],
-                message=message.replace("\x00", "\\x00"),  # PostgreSQL text cannot hold NUL
-                node=(self.node if node is None else node)[:200],
+            self._pending.append(Line(
+                self.run_id, self._seq, at, level[:8], source[:100],
+                message.replace("\x00", "\\x00"),  # PostgreSQL text cannot hold NUL
+                (self.node if node is None else node)[:200],
             ))
 
     # -- storing -----------------------------------------------------------
@@ -108,7 +108,7 @@ class RunLogCapture(logging.Handler):
         if not batch:
             return 0
         try:
-            RunLogLine.objects.bulk_create(batch, ignore_conflicts=True)
+            insert_lines(batch)
         except Exception:
             with self._mutex:
                 self._pending = batch + self._pending
@@ -143,7 +143,7 @@ class RunLogCapture(logging.Handler):
             self.note(f"log cap of {cap} reached: {self.dropped} later line(s) not kept",
                       level="WARNING", force=True, node="")
 
-    def take(self) -> list[RunLogLine]:
+    def take(self) -> list[Line]:
         with self._mutex:
             batch, self._pending = self._pending, []
         return batch
@@ -164,10 +164,27 @@ def captures_store(captures: list[RunLogCapture], *, ended: dict[int, Run] | Non
     unread = [c.run_id for c in captures if c.run_id not in rows]
     if unread:
         rows.update({r["id"]: r for r in Run.objects.filter(pk__in=unread).values("id", *OUTCOME_FIELDS)})
-    lines: list[RunLogLine] = []
+    lines: list[Line] = []
     for capture in captures:
         capture.close_notes(rows.get(capture.run_id))
         lines.extend(capture.take())
+    return insert_lines(lines)
+
+
+class Line(NamedTuple):
+    """A line of a run's log on its way to the database (a model instance cost more than the rest of its write)."""
+
+    run_id: int
+    seq: int
+    at: datetime
+    level: str
+    source: str
+    message: str
+    node: str
+
+
+def insert_lines(lines: list[Line]) -> int:
+    """`lines` in one statement (SQLite: one per INSERT_ROWS lines); a line stored already is skipped."""
     if not lines:
         return 0
     # One plain multi-row INSERT: bulk_create spent ~60 us of Python per line, more than the rest of a
@@ -176,16 +193,14 @@ def captures_store(captures: list[RunLogCapture], *, ended: dict[int, Run] | Non
     if connection.vendor == "postgresql":
         # seven arrays, whatever the number of lines: a statement of more than 50 parameters is parsed anew on each
         # call by psycopg (no cache), 2 ms for a batch's 64 lines, a tenth of a no-op run's time (issue 35)
-        columns = list(zip(*((line.run_id, line.seq, adapt(line.at), line.level, line.source, line.message,
-                              line.node) for line in lines)))
+        columns = list(zip(*(line._replace(at=adapt(line.at)) for line in lines)))
         with connection.cursor() as cursor:
             cursor.execute(_INSERT_ARRAYS, [list(column) for column in columns])
         return len(lines)
     for start in range(0, len(lines), INSERT_ROWS):
         chunk = lines[start:start + INSERT_ROWS]
         values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
-        params = [x for line in chunk for x in (line.run_id, line.seq, adapt(line.at), line.level, line.source,
-                                                line.message, line.node)]
+        params = [x for line in chunk for x in line._replace(at=adapt(line.at))]
         with connection.cursor() as cursor:
             cursor.execute(f"INSERT INTO {RunLogLine._meta.db_table} (run_id, seq, at, level, source, message, node) "
                            f"VALUES {values} ON CONFLICT DO NOTHING", params)
