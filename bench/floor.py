@@ -11,7 +11,7 @@ status tally row, the timeline's hour counts, the schedule's latest outcome). Th
 breaker statement and its reads are left out: they are what the floor asks whether we need. The insert is timed on
 its own too (one multi-row INSERT per message, as a cron tick inserts its fires), outside the ratio.
 
-Each of WORKERS processes (the cluster's `Q_WORKERS`, 2 as shipped) takes its share of the runs in messages of 16
+Each of WORKERS processes (the cluster's `Q_WORKERS`, 2 as shipped) takes its share of the runs in messages of 64
 (ETL_RUN_BATCH_MAX); the window runs from the first write of any process to the last commit of any.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import emit, scratch_database, setup_django  # noqa: E402
 
-MESSAGE = 16
+MESSAGE = 64  # ETL_RUN_BATCH_MAX as shipped
 
 
 def _now():

@@ -216,8 +216,10 @@ if _timing:
     raise ImproperlyConfigured(_timing[0])
 ETL_DISPATCH_BATCH = envint("ETL_DISPATCH_BATCH", 200, minimum=1)
 # When a tick admits more runs than the cluster has workers, up to this many go in one broker message
-# and one worker runs them one after another (1: one run per message always). docs/semantics.md, "Batches".
-ETL_RUN_BATCH_MAX = envint("ETL_RUN_BATCH_MAX", 16, minimum=1)
+# and one worker runs them one after another (1: one run per message always). docs/semantics.md, "Batches". 64, not
+# 16: a message's own statements and broker hop, shared by more runs, took scenario 1 on PostgreSQL + Redis from
+# 112 % to 166 % of raw django-q2 (docs/benchmarks.md); the budget and the flush below bound what a batch holds back.
+ETL_RUN_BATCH_MAX = envint("ETL_RUN_BATCH_MAX", 64, minimum=1)
 # A worker running a batch writes the ends of the runs it finished at least this often.
 ETL_BATCH_FLUSH_SECONDS = envfloat("ETL_BATCH_FLUSH_SECONDS", 0.5, minimum=0.0)
 # A worker begins another run of its batch only within this many seconds of the batch's start; the runs it did not

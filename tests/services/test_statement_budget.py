@@ -32,11 +32,11 @@ UPDATE = os.environ.get("ETL_UPDATE_QUERY_COUNTS") == "1"
 
 @pytest.fixture(autouse=True)
 def _steady_cluster(settings, now, monkeypatch):
-    """The shipped cluster's shape (2 workers, 16 runs a message at most), a batch written once at its end (the
+    """The shipped cluster's shape (2 workers, 64 runs a message at most), a batch written once at its end (the
     flush timer's own connection is not this one's), and the dispatch tick in its steady state: the governance
     watchdog, which reads at most once a minute, checked already."""
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "workers": 2}
-    settings.ETL_RUN_BATCH_MAX = 16
+    settings.ETL_RUN_BATCH_MAX = 64
     settings.ETL_BATCH_FLUSH_SECONDS = 3600
     settings.ETL_BATCH_BUDGET_SECONDS = 3600
     monkeypatch.setattr(alerts, "_last_watchdog", now)
