@@ -12,7 +12,7 @@ from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.db import connection
 
-from scheduler.core import Pipeline
+from scheduler.core import Outcome, Pipeline, RunRecord
 from scheduler.core.masking import MASK, Masker, masker
 from scheduler.models import AuditEntry, NodeRecord, Run, RunLogLine, RunStatus, Schedule
 from scheduler.pipelines import registry
@@ -21,6 +21,8 @@ from scheduler.services.common.audit import audit_record
 from scheduler.services.admission.dispatch import admit_runs
 from scheduler.services.cluster.execution import execute_run
 from scheduler.services.common.masking import mask_register, mask_register_server, server_secrets
+from scheduler.services.runs.logs import Line, insert_lines
+from scheduler.services.runs.nodes import NodeLedger
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.services.definitions.schedule_files import schedules_export
 from tests.api.conftest import admin_token, admin_user, api, make_token  # noqa: F401 - fixtures
@@ -85,6 +87,9 @@ def test_every_masked_field_masks_on_every_write_path(make_schedule, now):
                               reason=KNOWN, error=f"Traceback ... {KNOWN}")
     audit_record(actor="tests", action="x.test", target=schedule, before={"v": KNOWN}, after={"v": [KNOWN]},
                  reason=f"r {KNOWN}")
+    # the worker's own writers, plain SQL that passes no field: a node's record and a run's log lines
+    NodeLedger(run).append(RunRecord("n2", Outcome.FAILED, now, now, reason=f"r {KNOWN}", error=f"tb {KNOWN}"))
+    insert_lines([Line(run.pk, 2, now, "INFO", "x", f"said {KNOWN}", "")])
     with connection.cursor() as cursor:  # what the database holds, read past the ORM
         for table in ("scheduler_run", "scheduler_runlogline", "scheduler_noderecord", "scheduler_auditentry"):
             cursor.execute(f"SELECT * FROM {table}")
@@ -117,6 +122,35 @@ def test_a_pipeline_that_logs_and_raises_the_servers_secret_leaves_only_the_mask
     stored = "\n".join(RunLogLine.objects.filter(run=run).values_list("message", flat=True))
     assert f"connecting with {MASK}" in stored
     assert SERVER_KEY not in stored + run.reason + run.error
+
+
+@pytest.mark.django_db
+def test_the_runs_of_a_batch_log_the_servers_secret_only_as_the_mask(make_schedule, now, settings):
+    """A deep queue's runs share a broker message and their lines are written together (captures_store): masked
+    there too, read past the ORM (the batch's lines once went in by plain SQL, unmasked)."""
+    from scheduler.services.cluster.batch import execute_runs
+
+    settings.SECRET_KEY = SERVER_KEY
+    mask_register_server()
+
+    class Chatty:
+        def extract(self):
+            logging.getLogger("team.pipeline").warning("connecting with %s", settings.SECRET_KEY)
+            return []
+
+    registry.register_pipeline("test.chatty_secret", lambda ctx: Pipeline(Chatty(), None, NoopSink()), replace=True)
+    try:
+        schedule = make_schedule("chatty-secret", target_id="test.chatty_secret", retry_max_attempts=1)
+        runs = [run_trigger_manual(schedule=schedule, actor="tests", now=now) for _ in range(3)]
+        admit_runs(now=now, holder="t")
+        pairs = list(Run.objects.filter(pk__in=[r.pk for r in runs]).order_by("pk").values_list("pk", "dispatch_token"))
+        assert execute_runs(pairs, clock=lambda: now) == {pk: RunStatus.SUCCEEDED for pk, _ in pairs}
+    finally:
+        registry._pipelines.pop("test.chatty_secret", None)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT run_id, message FROM scheduler_runlogline WHERE message LIKE %s", ["connecting with%"])
+        stored = cursor.fetchall()
+    assert sorted(stored) == [(pk, f"connecting with {MASK}") for pk, _ in pairs]
 
 
 # --- a command's env values marked secret -------------------------------------------------

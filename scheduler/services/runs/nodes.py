@@ -38,6 +38,7 @@ _INSERT = 'INSERT INTO "{table}" ({columns}) VALUES ({marks})'.format(
     table=NodeRecord._meta.db_table, columns=", ".join(f'"{c}"' for c in _COLUMNS),
     marks=", ".join(["%s"] * len(_COLUMNS)),
 )
+_REASON, _ERROR = NodeRecord._meta.get_field("reason"), NodeRecord._meta.get_field("error")  # masked fields
 # PostgreSQL: one statement string, one round trip. Sent by the simple query
 # protocol it runs as one implicit transaction, so SET LOCAL covers exactly this
 # INSERT's commit: no BEGIN/COMMIT round trips, nothing else on the connection changes.
@@ -80,7 +81,9 @@ class NodeLedger:
             cursor.execute(sql, [
                 self.run.pk, self.run.attempt, record.task_id[:200], Outcome(record.outcome).value, record.attempts,
                 bool(record.resumed), adapt(record.started_at), adapt(record.finished_at), int(record.rows or 0),
-                _text(record.watermark), (record.reason or "")[:500], (record.error or "").replace("\x00", "\\x00"),
+                # masked as the model's fields mask them (a plain INSERT passes no field)
+                _text(record.watermark), _REASON.get_prep_value((record.reason or "")[:500]),
+                _ERROR.get_prep_value((record.error or "").replace("\x00", "\\x00")),
             ])
 
     def last_success(self, task_id: str) -> RunRecord | None:
