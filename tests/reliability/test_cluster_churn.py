@@ -92,12 +92,15 @@ def _intervals(lines, run_ids: set[int], kills: list[float]) -> list[tuple[float
         elif (run_id, pid) in opened:
             intervals.append((opened.pop((run_id, pid)), at, run_id, pid))
     for (run_id, pid), at in opened.items():
-        intervals.append((at, min((k for k in kills if k >= at), default=at), run_id, pid))
+        # a start written as its cluster was killed (after the kill's time was taken) executed nothing: left out
+        if (cut := min((k for k in kills if k >= at), default=None)) is not None:
+            intervals.append((at, cut, run_id, pid))
     return intervals
 
 
 def _max_overlap(intervals) -> tuple[int, list]:
-    """The peak number of attempts executing at once, and the attempts of that peak."""
+    """The peak number of attempts executing at once, and the attempts of that peak (an attempt that ends as another
+    starts is not at once with it)."""
     points = sorted([(a, 1, i) for i, (a, _b, *_r) in enumerate(intervals)]
                     + [(b, -1, i) for i, (_a, b, *_r) in enumerate(intervals)], key=lambda p: (p[0], p[1]))
     current: set[int] = set()
