@@ -25,7 +25,8 @@ from scheduler.services.integrations.channels import (
     channels_text,
     check_channels,
 )
-from scheduler.services.runs.queue import check_target_params, schedule_get, validate_params  # noqa: F401  schedule_get re-exported
+# schedule_get is re-exported
+from scheduler.services.runs.queue import check_target_params, schedule_get, validate_params  # noqa: F401
 from scheduler.triggers.registry import get_trigger
 from scheduler.services.access.connections import connections_check
 

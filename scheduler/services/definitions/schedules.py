@@ -28,7 +28,8 @@ from scheduler.services.integrations.channels import (
     split_channels,
     unmask_channels,
 )
-from scheduler.services.runs.queue import check_target_params, schedule_get, validate_params  # noqa: F401  schedule_get re-exported
+# schedule_get is re-exported
+from scheduler.services.runs.queue import check_target_params, schedule_get, validate_params  # noqa: F401
 from scheduler.services.admission.webhooks import webhook_rotate_secret
 from scheduler.services.worker.commands import command_env_seal, command_spec_shown
 
