@@ -189,21 +189,20 @@ def insert_lines(lines: list[Line]) -> int:
     run's log lines are written from a worker."""
     if not lines:
         return 0
-    lines = [line._replace(message=_MESSAGE.get_prep_value(line.message)) for line in lines]
     # One plain multi-row INSERT: bulk_create spent ~60 us of Python per line, more than the rest of a
     # no-op run's end. ON CONFLICT DO NOTHING is bulk_create's ignore_conflicts (PostgreSQL and SQLite).
     adapt = connection.ops.adapt_datetimefield_value
+    rows = [line._replace(at=adapt(line.at), message=_MESSAGE.get_prep_value(line.message)) for line in lines]
     if connection.vendor == "postgresql":
         # seven arrays, whatever the number of lines: a statement of more than 50 parameters is parsed anew on each
         # call by psycopg (no cache), 2 ms for a batch's 64 lines, a tenth of a no-op run's time (issue 35)
-        columns = list(zip(*(line._replace(at=adapt(line.at)) for line in lines)))
         with connection.cursor() as cursor:
-            cursor.execute(_INSERT_ARRAYS, [list(column) for column in columns])
-        return len(lines)
-    for start in range(0, len(lines), INSERT_ROWS):
-        chunk = lines[start:start + INSERT_ROWS]
+            cursor.execute(_INSERT_ARRAYS, [list(column) for column in zip(*rows)])
+        return len(rows)
+    for start in range(0, len(rows), INSERT_ROWS):
+        chunk = rows[start:start + INSERT_ROWS]
         values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
-        params = [x for line in chunk for x in line._replace(at=adapt(line.at))]
+        params = [x for row in chunk for x in row]
         with connection.cursor() as cursor:
             cursor.execute(f"INSERT INTO {RunLogLine._meta.db_table} (run_id, seq, at, level, source, message, node) "
                            f"VALUES {values} ON CONFLICT DO NOTHING", params)
@@ -281,15 +280,12 @@ def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now,
         max_lines=settings.ETL_RUN_LOG_MAX_LINES, level=level, clock=clock, attempt=run.attempt,
     )
     root = logging.getLogger()
-    old_level = root.level
     root.addHandler(capture)
-    if old_level > level:
-        # the root's WARNING default would drop a pipeline's INFO lines before any handler sees them
-        root.setLevel(level)
     with _active_guard:
         _active[run.pk] = capture
     try:
-        yield capture
+        with root_level_for_runs():  # the root's WARNING default would drop a pipeline's INFO lines
+            yield capture
     except BaseException:
         capture.note("the run stopped on an unexpected error", level="ERROR", force=True)
         raise
@@ -297,8 +293,6 @@ def run_log_capture(run: Run, *, clock: Callable[[], datetime] = timezone.now,
         with _active_guard:
             _active.pop(run.pk, None)
         root.removeHandler(capture)
-        if root.level == level and old_level > level:
-            root.setLevel(old_level)
         try:
             if store:
                 capture.finish()
