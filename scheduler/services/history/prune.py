@@ -126,12 +126,18 @@ def run_pruned_note(run: Run) -> str:
     return f"older runs pruned after {days} days" if days else "older runs pruned"
 
 
+def latest_prune():
+    """The `history.prune` entries, newest first, as (at, counts): one seek into `audit_prune_idx` for the first on
+    PostgreSQL (the loop writes one every ETL_PRUNE_INTERVAL that deletes rows, and the log keeps them all); SQLite's
+    `action` index holds them in id order already."""
+    return AuditEntry.objects.filter(action="history.prune").order_by("-id").values_list("at", "after")
+
+
 def history_status(now: datetime) -> dict[str, Any]:
     """Whether retention keeps up (for /metrics): the oldest run's age, and the latest prune that deleted rows."""
     # run_queued_at_idx: the oldest run is the first entry of the index
     oldest = Run.objects.order_by("queued_at").values_list("queued_at", flat=True).first()
-    last = (AuditEntry.objects.filter(action="history.prune").order_by("-id")
-            .values_list("at", "after").first())
+    last = latest_prune().first()
     return {
         "oldest_run_age_seconds": max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         "last_prune_age_seconds": max((now - last[0]).total_seconds(), 0.0) if last else -1.0,
