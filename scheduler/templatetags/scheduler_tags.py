@@ -91,10 +91,12 @@ def first_line(value) -> str:
 
 @register.filter
 def seconds(value) -> str:
-    """12.3 -> '12.3 s', 125 -> '2 min 5 s', 7300 -> '2 h 1 min'."""
+    """0.0042 -> '4 ms', 1.23 -> '1.2 s', 12.3 -> '12 s', 125 -> '2 min 5 s', 7300 -> '2 h 1 min'."""
     if value is None or value == "":
         return "—"
     value = float(value)
+    if value < 0.95:
+        return f"{value * 1000:.0f} ms"  # a quick run's duration, and a chart's scale of them, not "0.0 s"
     if value < 60:
         return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
     minutes, secs = divmod(int(value), 60)

@@ -99,3 +99,10 @@ def test_the_when_tag_uses_the_page_now_and_shows_a_dash_for_no_time():
     template = Template("{% load scheduler_tags %}{% when at %}|{% when missing %}")
     html = template.render(Context({"at": now - timedelta(hours=2), "now": now, "missing": None}))
     assert html.replace("\xa0", " ").endswith("2 hours ago</span>|—")
+
+
+def test_durations_under_a_second_are_in_milliseconds():
+    from scheduler.templatetags.scheduler_tags import seconds
+
+    assert [seconds(v) for v in (0, 0.0042, 0.2, 0.949, 0.96, 1.23, 12.3, 125, 7300, None)] == [
+        "0 ms", "4 ms", "200 ms", "949 ms", "1.0 s", "1.2 s", "12 s", "2 min 5 s", "2 h 1 min", "—"]
