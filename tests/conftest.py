@@ -45,8 +45,38 @@ def restore_migration_data() -> None:
         WorkloadClass.objects.get_or_create(name=name, defaults={"concurrency_limit": limit})
 
 
+# What setup_demo and the demo's pipelines write; a test's process and the processes it starts write them here
+DEMO_PATHS = ("ETL_DEMO_LOGINS_FILE", "ETL_FILES_DIR", "ETL_DEMO_SOURCE_DB", "ETL_DEMO_WAREHOUSE_DB",
+              "ETL_DEMO_REPORT_DIR")
+
+
 def pytest_configure(config):
     _flush_postgresql_by_delete()
+    _demo_files_outside_the_working_tree()
+
+
+def _demo_files_outside_the_working_tree() -> None:
+    """The demo's files and logins in a directory of this test process's own, never the working tree's var/.
+
+    setup_demo writes the logins it creates to ETL_DEMO_LOGINS_FILE: a test that ran it without pointing that
+    elsewhere replaced a developer's var/demo-logins.txt (from `make run`) with passwords of a test database. Set in
+    the settings and in the environment, so the clusters and commands a test starts write there too."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from django.conf import settings
+
+    base = Path(tempfile.mkdtemp(prefix="etl-test-var-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    files = base / "files"
+    values = dict(zip(DEMO_PATHS, (base / "demo-logins.txt", files, files / "demo_source.sqlite3",
+                                   files / "demo_warehouse.sqlite3", files / "reports")))
+    for name, value in values.items():
+        os.environ[name] = str(value)
+        setattr(settings, name, str(value))
 
 
 def _flush_postgresql_by_delete() -> None:

@@ -183,3 +183,21 @@ def test_make_run_keeps_the_demo_on_the_embedded_default_whatever_the_shell_expo
     steps = [line for line in plan.stdout.splitlines() if "manage.py" in line]
     assert [line.split("manage.py ")[1] for line in steps] == ["migrate --noinput", "setup_demo", "serve"]
     assert all(line.startswith("env -u DATABASE_URL -u REDIS_URL ") for line in steps), steps
+
+
+def test_a_test_that_runs_setup_demo_writes_nothing_into_the_working_tree(db):
+    """`make test` after `make run` replaced var/demo-logins.txt with a test database's passwords (a test ran
+    setup_demo without pointing its files elsewhere): the suite gives every test process a directory of its own."""
+    import os
+    from pathlib import Path
+
+    from django.conf import settings
+
+    tree = Path(settings.BASE_DIR).resolve()
+    for name in ("ETL_DEMO_LOGINS_FILE", "ETL_FILES_DIR", "ETL_DEMO_SOURCE_DB", "ETL_DEMO_WAREHOUSE_DB",
+                 "ETL_DEMO_REPORT_DIR"):
+        path = Path(getattr(settings, name)).resolve()
+        assert not path.is_relative_to(tree), f"{name} = {path}"
+        assert os.environ[name] == getattr(settings, name)  # the processes a test starts write there too
+    call_command("setup_demo", "--no-kickoff", stdout=StringIO())
+    assert Path(settings.ETL_DEMO_LOGINS_FILE).is_file()
