@@ -22,12 +22,13 @@ class ServiceError(EtlError):
         """The problem as shown under the form field `field`: the form names the field, so only a sub-key stays.
 
         ("trigger_config.cron", "cron: bad") under trigger_config -> "cron: bad",
-        never "trigger_config.cron: cron: bad".
+        never "trigger_config.cron: cron: bad"; ("window", "window: 20 windows exceed ...") under window ->
+        "20 windows exceed ...", as the form says the field's name before it.
         """
         rest = (self.field or "")[len(field) + 1:] if (self.field or "").startswith(field + ".") else ""
         if rest and not self.problem.startswith(rest):
             return f"{rest}: {self.problem}"
-        return self.problem
+        return self.problem if rest else self.problem.removeprefix(f"{field}: ")
 
 
 class InvalidInput(ServiceError):
