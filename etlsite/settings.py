@@ -1,5 +1,9 @@
 """Settings for the ETL scheduler, read from the environment.
 
+Django's own settings and the scheduler's core are here; a few topics an operator looks up alone are in modules of
+their own, imported below where they stood: etlsite/settings_alerts.py, settings_oncall.py, settings_lineage.py,
+settings_retention.py and settings_secrets.py.
+
 SQLite and django-q2's ORM broker are the embedded default so a fresh clone
 runs; set DATABASE_URL (PostgreSQL) and REDIS_URL (Redis broker) to scale out.
 """
@@ -7,12 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 from pathlib import Path
 
 import dj_database_url
-from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from etlsite.env import envbool, envfloat, envint, envlist, envstr
@@ -235,15 +237,7 @@ ETL_WEBHOOK_REPLAY_SECONDS = envint("ETL_WEBHOOK_REPLAY_SECONDS", 300, minimum=1
 ETL_WEBHOOK_MAX_BYTES = envint("ETL_WEBHOOK_MAX_BYTES", 1_048_576, minimum=1)
 ETL_EVENT_TOKENS = envlist("ETL_EVENT_TOKENS", [])
 ETL_METRICS_TOKEN = envstr("ETL_METRICS_TOKEN", "")
-# Global alert channels (the fallback for teams without channels): Apprise URLs separated by spaces, new lines or
-# commas (a comma inside a URL, as in ?to=a@x.com,b@x.com, stays). The three old settings still work and are mapped
-# onto it: each ETL_ALERT_EMAILS address -> mailto://ADDRESS, ETL_ALERT_WEBHOOK_URL https://h/p -> etlhooks://h/p
-# signed with ETL_ALERT_WEBHOOK_SECRET (docs/notifications.md).
-ETL_ALERT_URLS = [u for u in re.split(r"\s+|,(?=\s*[A-Za-z0-9]+://)", envstr("ETL_ALERT_URLS", "")) if u.strip()]
-ETL_ALERT_EMAILS = envlist("ETL_ALERT_EMAILS", [])
-ETL_ALERT_WEBHOOK_URL = envstr("ETL_ALERT_WEBHOOK_URL", "")
-ETL_ALERT_WEBHOOK_SECRET = envstr("ETL_ALERT_WEBHOOK_SECRET", "")
-ETL_ALERTS_SYNC = envbool("ETL_ALERTS_SYNC", False)  # deliver alerts inline (tests)
+from etlsite.settings_alerts import *  # noqa: E402, F403 (alert channels and delivery)
 # Modules that register pipelines, on top of the built-in ones and every installed package's (entry point group
 # `etl_scheduler.pipelines`, docs/your-code.md); this list only adds.
 ETL_PIPELINE_MODULES = envlist("ETL_PIPELINE_MODULES", [])
@@ -314,22 +308,7 @@ ETL_WEB_KEEPALIVE = envint("ETL_WEB_KEEPALIVE", 5, minimum=0)  # seconds an idle
 ETL_CATCHUP_GRACE_SECONDS = envint("ETL_CATCHUP_GRACE_SECONDS", 60, minimum=1)
 # --- end authoring settings ---
 
-# --- oncall settings ---
-# per run (a command's output too); later lines are counted, not kept. ETL_LOG_MAX_BYTES is the same setting under
-# the name issue 20 gave it; ETL_RUN_LOG_MAX_BYTES wins when both are set.
-ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", envint("ETL_LOG_MAX_BYTES", 256 * 1024, minimum=1024),
-                               minimum=1024)
-ETL_RUN_LOG_MAX_LINE = envint("ETL_RUN_LOG_MAX_LINE", 16 * 1024, minimum=200)  # one line (a traceback is one line)
-# lines per run, empty ones too (each is a row); below 1,000,000, so each attempt's lines keep to their own seq range
-ETL_RUN_LOG_MAX_LINES = envint("ETL_RUN_LOG_MAX_LINES", 10_000, minimum=10)
-if ETL_RUN_LOG_MAX_LINES > 1_000_000:
-    raise ImproperlyConfigured(f"ETL_RUN_LOG_MAX_LINES: must be at most 1000000, got {ETL_RUN_LOG_MAX_LINES}")
-ETL_RUN_LOG_LEVEL = envstr("ETL_RUN_LOG_LEVEL", "INFO").upper()
-if ETL_RUN_LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-    raise ImproperlyConfigured(f"ETL_RUN_LOG_LEVEL: must be DEBUG, INFO, WARNING or ERROR, not {ETL_RUN_LOG_LEVEL!r}")
-ETL_TIMELINE_HOURS = envint("ETL_TIMELINE_HOURS", 6, minimum=1)  # how far back the timeline looks by default
-# --- end oncall settings ---
-
+from etlsite.settings_oncall import *  # noqa: E402, F403 (run log caps and level, the timeline)
 # --- hardening settings ---
 # With DEBUG off Django sends request errors only to mail_admins: log every 500 (with its traceback) and every
 # refused request (django.security: bad Host, CSRF) to the console, where the process manager collects them.
@@ -355,15 +334,6 @@ ETL_AUDIT_REFUSAL_WINDOW_SECONDS = envint("ETL_AUDIT_REFUSAL_WINDOW_SECONDS", 30
 # --- end teams settings ---
 
 # --- hardening settings (continued) ---
-# Alerts are delivered from their table by each cluster's `alerts` loop, through a pool of this many threads.
-ETL_ALERT_WORKERS = envint("ETL_ALERT_WORKERS", 2, minimum=1)
-ETL_ALERT_INTERVAL = envfloat("ETL_ALERT_INTERVAL", 1.0, minimum=0.05)
-# Alert webhooks into loopback, link-local (169.254.x) or private ranges are refused unless this is set.
-ETL_ALERT_ALLOW_PRIVATE_URLS = envbool("ETL_ALERT_ALLOW_PRIVATE_URLS", False)
-ETL_ALERT_ALLOW_LOCAL_CHANNELS = envbool("ETL_ALERT_ALLOW_LOCAL_CHANNELS", False)  # syslog://, dbus://, keyfile= ...
-# Networks outgoing requests (alert channels, the HTTP source) may reach although they are not global, as CIDRs
-# separated by commas: "10.20.0.0/16,fd00:1::/64" (docs/security.md).
-ETL_OUTGOING_ALLOWED_NETWORKS = envlist("ETL_OUTGOING_ALLOWED_NETWORKS", [])
 
 # Login throttling (django-axes): after ETL_LOGIN_FAILURE_LIMIT wrong passwords for one user from one address the
 # login is locked for ETL_LOGIN_COOLOFF_MINUTES; admins see and clear lock-outs in the admin (Axes > Access attempts).
@@ -410,24 +380,7 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# --- lineage settings ---
-# OpenLineage run events through the outbox (docs/lineage.md). auto: on when the OpenLineage client is configured
-# (OPENLINEAGE_URL, OPENLINEAGE_CONFIG / openlineage.yml, OPENLINEAGE__TRANSPORT__* variables); on: always (an
-# unconfigured client prints to the console); off: never, whatever is configured.
-ETL_LINEAGE = envstr("ETL_LINEAGE", "auto").strip().lower()
-if ETL_LINEAGE not in ("auto", "on", "off"):
-    raise ImproperlyConfigured(f"ETL_LINEAGE: expected one of auto, on, off, got {ETL_LINEAGE!r}")
-ETL_LINEAGE_NAMESPACE = envstr("ETL_LINEAGE_NAMESPACE", "etl-scheduler")  # the jobs' OpenLineage namespace
-ETL_LINEAGE_PRODUCER = envstr("ETL_LINEAGE_PRODUCER", "urn:etl-scheduler")  # the events' producer URI
-# where this product's custom facets' JSON schema is served (a copy is docs/lineage-facets.json)
-ETL_LINEAGE_SCHEMA_URL = envstr("ETL_LINEAGE_SCHEMA_URL", "urn:etl-scheduler:lineage-facets:1")
-ETL_LINEAGE_INTERVAL = envfloat("ETL_LINEAGE_INTERVAL", 2.0, minimum=0.05)  # the sending loop's pace
-ETL_LINEAGE_BATCH = envint("ETL_LINEAGE_BATCH", 200, minimum=1)  # rows read per tick
-ETL_LINEAGE_RETRY_SECONDS = envfloat("ETL_LINEAGE_RETRY_SECONDS", 5.0, minimum=0.0)  # first back-off
-ETL_LINEAGE_RETRY_MAX_SECONDS = envfloat("ETL_LINEAGE_RETRY_MAX_SECONDS", 900.0, minimum=0.0)  # back-off cap
-ETL_LINEAGE_MAX_ATTEMPTS = envint("ETL_LINEAGE_MAX_ATTEMPTS", 0, minimum=0)  # 0: retry forever; else give up (DEAD)
-ETL_LINEAGE_RETENTION_HOURS = envfloat("ETL_LINEAGE_RETENTION_HOURS", 24.0, minimum=0.0)  # sent rows kept this long
-# --- end lineage settings ---
+from etlsite.settings_lineage import *  # noqa: E402, F403 (OpenLineage)
 # --- api settings ---
 # The REST API (/api/v1/, django-ninja): "ninja" serves Swagger UI's files from our static files (no CDN, fits the
 # CSP above); the middleware answers every error under /api/v1/ as application/problem+json.
@@ -435,59 +388,5 @@ INSTALLED_APPS.append("ninja")
 MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1,
                   "scheduler.api.errors.ApiProblemMiddleware")
 # --- end api settings ---
-# --- retention settings ---
-# How long each kind of record is kept (docs/deploy.md, "Sizing retention"); the cluster's `prune` loop deletes
-# older rows in bounded batches, and `manage.py prune_history` does the same by hand. 0 days keeps a kind for ever.
-# A schedule's own `retention_days` replaces ETL_RETENTION_RUNS_DAYS for its runs (with their log lines and node
-# records) and its alert deliveries. Never deleted whatever the age: docs/semantics.md, "Retention".
-ETL_RETENTION_RUNS_DAYS = envint("ETL_RETENTION_RUNS_DAYS", 90, minimum=0)  # runs, their log lines and node records
-ETL_RETENTION_TICKS_DAYS = envint("ETL_RETENTION_TICKS_DAYS", 7, minimum=0)  # governance ticks
-ETL_RETENTION_EVENTS_DAYS = envint("ETL_RETENTION_EVENTS_DAYS", 30, minimum=0)  # received events
-ETL_RETENTION_ALERTS_DAYS = envint("ETL_RETENTION_ALERTS_DAYS", 90, minimum=0)  # sent or given-up alert deliveries
-# the lineage outbox keeps sent rows ETL_LINEAGE_RETENTION_HOURS (lineage settings above)
-# The audit log is pruned only once archived: with ETL_AUDIT_ARCHIVE_DIR set, entries older than
-# ETL_RETENTION_AUDIT_DAYS are written to <dir>/audit-YYYY-MM.jsonl.gz (fsynced) and only then deleted.
-ETL_AUDIT_ARCHIVE_DIR = envstr("ETL_AUDIT_ARCHIVE_DIR", "")
-if ETL_AUDIT_ARCHIVE_DIR and not Path(ETL_AUDIT_ARCHIVE_DIR).is_absolute():
-    raise ImproperlyConfigured(f"ETL_AUDIT_ARCHIVE_DIR: must be an absolute path, got {ETL_AUDIT_ARCHIVE_DIR!r}")
-ETL_RETENTION_AUDIT_DAYS = envint("ETL_RETENTION_AUDIT_DAYS", 365, minimum=1)
-ETL_PRUNE_INTERVAL = envfloat("ETL_PRUNE_INTERVAL", 300.0, minimum=1.0)  # the prune loop's pace (seconds)
-ETL_PRUNE_BATCH = envint("ETL_PRUNE_BATCH", 500, minimum=1)  # rows (runs) deleted per transaction
-ETL_PRUNE_MAX_BATCHES = envint("ETL_PRUNE_MAX_BATCHES", 20, minimum=1)  # batches per kind in one loop tick
-# --- end retention settings ---
-# --- secrets settings ---
-# The server's own secrets, by the names of the variables that hold them: a command or dbt run never gets one
-# (its environment is built from scratch, docs/security.md "The command environment"), and their values are
-# masked wherever text is written (runs' logs and errors, node records, the audit log, alerts).
-ETL_SERVER_SECRET_NAMES = ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "ETL_METRICS_TOKEN", "ETL_ALERT_WEBHOOK_SECRET",
-                           "ETL_EVENT_TOKENS", "ETL_CONNECTION_KEYS", "EMAIL_HOST_PASSWORD", "ETL_ALERT_URLS")
-# More variables of the worker's environment a command or dbt run gets, beyond PATH, HOME, LANG, LC_* and TZ:
-# "DBT_PROFILES_DIR,PGSSLROOTCERT". Never a server secret above, nor a connection's ETL_CONN_* variable.
-ETL_COMMAND_ENV_PASSTHROUGH = envlist("ETL_COMMAND_ENV_PASSTHROUGH", [])
-for _name in ETL_COMMAND_ENV_PASSTHROUGH:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", _name):
-        raise ImproperlyConfigured(f"ETL_COMMAND_ENV_PASSTHROUGH: {_name!r} is not a variable name")
-    if _name in ETL_SERVER_SECRET_NAMES or _name.startswith("ETL_CONN_"):
-        raise ImproperlyConfigured(f"ETL_COMMAND_ENV_PASSTHROUGH: {_name} holds a secret of the server or of a "
-                                   "connection; a command gets connections it declares (command.connections)")
-# Fernet keys that encrypt stored secrets (connections, command env values marked secret), comma-separated: the
-# first encrypts, all decrypt; `manage.py connection rotate-key` re-encrypts under the first. Unset with SQLite: a
-# development key derived from SECRET_KEY; unset with PostgreSQL: no secret can be stored in the database.
-ETL_CONNECTION_KEYS = envlist("ETL_CONNECTION_KEYS", [])
-for _i, _key in enumerate(ETL_CONNECTION_KEYS):
-    try:
-        Fernet(_key)
-    except ValueError:
-        raise ImproperlyConfigured(f"ETL_CONNECTION_KEYS: key {_i + 1} is not a Fernet key (32 url-safe "
-                                   "base64-encoded bytes; `manage.py connection generate-key` makes one)") from None
-# Where connections are looked up, in order (docs/security.md, "Connections"): the environment (ETL_CONN_<NAME> as
-# a URL), a directory of mounted files (ETL_CONNECTIONS_DIR/<name>), the database. A team may add its own class.
-ETL_SECRETS_BACKENDS = envlist("ETL_SECRETS_BACKENDS", [
-    "scheduler.services.access.connection_backends.EnvironmentBackend",
-    "scheduler.services.access.connection_backends.FilesBackend",
-    "scheduler.services.access.connection_backends.DatabaseBackend",
-])
-ETL_CONNECTIONS_DIR = envstr("ETL_CONNECTIONS_DIR", "")
-if ETL_CONNECTIONS_DIR and not Path(ETL_CONNECTIONS_DIR).is_absolute():
-    raise ImproperlyConfigured(f"ETL_CONNECTIONS_DIR: must be an absolute path, got {ETL_CONNECTIONS_DIR!r}")
-# --- end secrets settings ---
+from etlsite.settings_retention import *  # noqa: E402, F403 (what is kept how long, the prune)
+from etlsite.settings_secrets import *  # noqa: E402, F403 (server secrets, connections, a command's environment)
