@@ -17,8 +17,8 @@ __all__ = [
     "ETL_TIMELINE_HOURS",
 ]
 
-# The run log's cap in bytes per run (a command's output too); later lines are counted, not kept. ETL_LOG_MAX_BYTES is the same setting under
-# the name issue 20 gave it; ETL_RUN_LOG_MAX_BYTES wins when both are set.
+# The run log's cap in bytes per run (a command's output too); later lines are counted, not kept.
+# ETL_LOG_MAX_BYTES is the same setting under the name issue 20 gave it; ETL_RUN_LOG_MAX_BYTES wins when both are set.
 ETL_RUN_LOG_MAX_BYTES = envint("ETL_RUN_LOG_MAX_BYTES", envint("ETL_LOG_MAX_BYTES", 256 * 1024, minimum=1024),
                                minimum=1024)
 ETL_RUN_LOG_MAX_LINE = envint("ETL_RUN_LOG_MAX_LINE", 16 * 1024, minimum=200)  # one line (a traceback is one line)

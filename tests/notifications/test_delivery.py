@@ -124,7 +124,7 @@ def test_the_global_channels_are_etl_alert_urls_and_the_old_settings(settings, r
 def test_etl_alert_urls_splits_on_spaces_and_commas_but_not_inside_a_url(monkeypatch):
     import importlib
 
-    import etlsite.settings as site
+    import etlsite.settings_alerts as site  # where ETL_ALERT_URLS is read
 
     monkeypatch.setenv("ETL_ALERT_URLS", "mailto://a@x.com?to=b@x.com,c@x.com, slack://T1/B2/C3\njson://h/p")
     try:
