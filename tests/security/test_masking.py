@@ -21,7 +21,7 @@ from scheduler.services.common.audit import audit_record
 from scheduler.services.admission.dispatch import admit_runs
 from scheduler.services.cluster.execution import execute_run
 from scheduler.services.common.masking import mask_register, mask_register_server, server_secrets
-from scheduler.services.runs.logs import Line, insert_lines
+from scheduler.services.runs.logs import Line, RunLogCapture, insert_lines
 from scheduler.services.runs.nodes import NodeLedger
 from scheduler.services.runs.queue import run_trigger_manual
 from scheduler.services.definitions.schedule_files import schedules_export
@@ -222,3 +222,21 @@ def test_the_admin_form_and_the_export_round_trip_keep_the_secret(client, make_u
     call_command("apply_schedules", str(path), stdout=StringIO())
     assert Schedule.objects.get(pk=schedule.pk).command == stored
     assert masker.mask(ENV_SECRET) == MASK  # what it learnt stays masked in this process
+
+
+def test_a_secret_across_a_cut_leaves_none_of_its_characters(make_schedule, now):
+    """A node's reason is cut at 500 characters and a log line at ETL_RUN_LOG_MAX_LINE: cut first and masked after,
+    a secret across the cut left its first characters, which no mask matches."""
+    mask_register(KNOWN)
+    run = run_trigger_manual(schedule=make_schedule("cut"), actor="tests", now=now)
+    NodeLedger(run).append(RunRecord("n", Outcome.FAILED, now, now, reason="x" * 495 + KNOWN, error=""))
+    capture = RunLogCapture(run.pk, max_bytes=1 << 20, max_line=200, level=logging.INFO, clock=lambda: now)
+    capture.add("y" * 195 + KNOWN, level="INFO", source="x", at=now)
+    insert_lines(capture.take())
+    with connection.cursor() as cursor:  # past the ORM
+        cursor.execute("SELECT reason FROM scheduler_noderecord WHERE run_id = %s", [run.pk])
+        (reason,) = cursor.fetchone()
+        cursor.execute("SELECT message FROM scheduler_runlogline WHERE run_id = %s", [run.pk])
+        (message,) = cursor.fetchone()
+    assert reason == "x" * 495 + MASK
+    assert message == "y" * 195 + MASK

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from scheduler.core.masking import masker
 from scheduler.models import Run, RunLogLine, RunStatus
 
 SCHEDULER = "scheduler"
@@ -85,7 +86,11 @@ class RunLogCapture(logging.Handler):
     def add(self, message: str, *, level: str, source: str, at: datetime, force: bool = False,
             node: str | None = None) -> None:
         if len(message) > self.max_line:
-            message = message[: self.max_line] + f" … [{len(message) - self.max_line} characters cut]"
+            # masked before the cut (a mask is never longer than what it replaces): a secret across the cut would
+            # leave its first characters, which no mask matches; lines within the cap are masked as they are written
+            message = masker.mask(message)
+            if len(message) > self.max_line:
+                message = message[: self.max_line] + f" … [{len(message) - self.max_line} characters cut]"
         size = len(message.encode("utf-8", "replace"))
         with self._mutex:
             if not force and (self._bytes + size > self.max_bytes or self._lines >= self.max_lines):

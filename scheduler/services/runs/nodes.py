@@ -82,7 +82,7 @@ class NodeLedger:
                 self.run.pk, self.run.attempt, record.task_id[:200], Outcome(record.outcome).value, record.attempts,
                 bool(record.resumed), adapt(record.started_at), adapt(record.finished_at), int(record.rows or 0),
                 # masked as the model's fields mask them (a plain INSERT passes no field)
-                _text(record.watermark), _REASON.get_prep_value((record.reason or "")[:500]),
+                _text(record.watermark), _REASON.get_prep_value(record.reason or "")[:500],
                 _ERROR.get_prep_value((record.error or "").replace("\x00", "\\x00")),
             ])
 
